@@ -1,0 +1,301 @@
+"""ReFrame configuration of netregress.
+
+    reframe -C config/settings.py -c reframe_tests -r            # system chosen automatically
+    reframe -C config/settings.py -c reframe_tests --system local -r
+
+Systems
+  local         any machine, no root: local scheduler, shared memory and TCP loopback.
+  vcluster      the Slurm cluster of network-namespace nodes made by tools/vcluster (partitions fast, gige).
+  site-example  a commented template for a real site (Slurm, InfiniBand via UCX, Ethernet, module or Spack MPIs).
+Automatic selection: vcluster while tools/vcluster reports it up (its state under run/vcluster/), else local.
+``--system`` always wins.
+
+Everything is resolved from this file's location (no absolute paths): MPI builds and kernels under .deps/ (made by
+tools/bootstrap), everything a run writes under run/. One programming environment per MPI build (openmpi4, mpich4,
+openmpi5, mpich5, intelmpi) plus ``gnu`` (no MPI: TCP kernels, NPtcp, iperf3).
+
+Environment extras read by the netregress library (reframe_tests/netregress):
+  mpi_family   row of config/interconnects.yaml that forces this MPI onto an interconnect
+  launch       launcher command template ({ntasks}, {ntasks_per_node}, {nodes}); per system, because on Slurm each
+               MPI needs its own PMI (shared/notes/slurm-vcluster.md)
+  mpicc        MPI C compiler for the cmake build path
+  kernels      directory with prebuilt kernels (tools/bootstrap: .deps/kernels/<env>/bin)
+  netpipe_mpi  NetPIPE MPI module built against this MPI (absent = none exists; the check says so)
+  imb          IMB-MPI1 executable (Intel MPI ships one)
+Partition extras: interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
+task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md).
+Partition features ``ic-<name>`` say which interconnects a partition offers; checks select partitions by them.
+"""
+import os
+import shlex
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / 'run'
+DEPS = ROOT / '.deps'
+
+# Checks import the library as `netregress`.
+if str(ROOT / 'reframe_tests') not in sys.path:
+    sys.path.insert(0, str(ROOT / 'reframe_tests'))
+
+
+def _read_env_file(path):
+    """KEY=VALUE lines (shell syntax, as tools/vcluster writes config/vcluster.env)."""
+    out = {}
+    try:
+        with open(path) as fp:
+            for line in fp:
+                line = line.strip()
+                if not line or line.startswith('#') or '=' not in line:
+                    continue
+                key, _, value = line.partition('=')
+                key = key.strip()
+                if key.startswith('export '):
+                    key = key[len('export '):].strip()
+                words = shlex.split(value, comments=True)
+                out[key] = words[0] if len(words) == 1 else ' '.join(words)
+    except FileNotFoundError:
+        pass
+    return out
+
+
+VC = _read_env_file(ROOT / 'config' / 'vcluster.env')
+
+
+def _vcluster_up():
+    """True while tools/vcluster says the cluster is up (state file under run/vcluster/)."""
+    state_dir = ROOT / VC.get('VC_STATE_DIR', 'run/vcluster')
+    for name in ('state', 'status'):
+        try:
+            if (state_dir / name).read_text().split()[0].lower() in ('up', 'running'):
+                return True
+        except (FileNotFoundError, IndexError):
+            continue
+    return (state_dir / 'up').exists()
+
+
+def _mpi(env):
+    return DEPS / 'mpi' / env
+
+
+def _kernels(env):
+    return str(DEPS / 'kernels' / env / 'bin')
+
+
+OMPI_ROOT_VARS = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']]
+
+# MPI builds: (name, compiler, family, extras, env_vars) shared by every system on this machine.
+MPI_BUILDS = {
+    'openmpi4': dict(cc='mpicc.openmpi', family='openmpi4', env_vars=OMPI_ROOT_VARS,
+                     extras={'netpipe_mpi': '/usr/bin/NPopenmpi'}),
+    'mpich4': dict(cc='mpicc.mpich', family='mpich-ucx', env_vars=[],
+                   extras={'netpipe_mpi': '/usr/bin/NPmpich2'}),
+    'openmpi5': dict(cc=str(_mpi('openmpi5') / 'bin' / 'mpicc'), family='openmpi5', env_vars=OMPI_ROOT_VARS,
+                     extras={}),
+    'mpich5': dict(cc=str(_mpi('mpich5') / 'bin' / 'mpicc'), family='mpich-ofi', env_vars=[], extras={}),
+    'intelmpi': dict(cc=str(_mpi('intelmpi') / 'bin' / 'mpicc'), family='intelmpi',
+                     env_vars=[['I_MPI_ROOT', str(_mpi('intelmpi'))],
+                               ['LD_LIBRARY_PATH', f'{_mpi("intelmpi")}/lib:$LD_LIBRARY_PATH']],
+                     extras={'imb': str(_mpi('intelmpi') / 'bin' / 'IMB-MPI1')}),
+}
+
+# How each build starts ranks, per system.
+LOCAL_LAUNCH = {
+    'openmpi4': ['mpirun.openmpi', '--oversubscribe', '--bind-to', 'none', '-np', '{ntasks}'],
+    'mpich4': ['mpiexec.mpich', '-n', '{ntasks}'],
+    'openmpi5': [str(_mpi('openmpi5') / 'bin' / 'mpirun'), '--oversubscribe', '--bind-to', 'none',
+                 '-np', '{ntasks}'],
+    'mpich5': [str(_mpi('mpich5') / 'bin' / 'mpiexec'), '-n', '{ntasks}'],
+    'intelmpi': [str(_mpi('intelmpi') / 'bin' / 'mpiexec'), '-n', '{ntasks}'],
+}
+# Slurm (slurm-vcluster.md): Open MPIs via PMIx; Debian MPICH through its own Hydra (its srun --mpi=pmi2 path hangs
+# in MPI_Finalize in ~10% of runs); MPICH 5 and Intel MPI via PMI-2.
+SLURM_LAUNCH = {
+    'openmpi4': ['srun', '--mpi=pmix'],
+    'openmpi5': ['srun', '--mpi=pmix'],
+    'mpich4': ['mpiexec.mpich', '-launcher', 'slurm', '-rmk', 'slurm', '-n', '{ntasks}',
+               '-ppn', '{ntasks_per_node}'],
+    'mpich5': ['srun', '--mpi=pmi2'],
+    'intelmpi': ['srun', '--mpi=pmi2'],
+}
+
+
+def _environments(system, launch):
+    envs = [{
+        'name': 'gnu',
+        'cc': 'gcc',
+        'features': ['tcp', 'kernels'],
+        'extras': {'kernels': _kernels('openmpi4')},   # TCP kernels do not link MPI: any build's copy works
+        'target_systems': [system],
+    }]
+    for name, b in MPI_BUILDS.items():
+        features = ['mpi', 'kernels'] + (['imb'] if 'imb' in b['extras'] else [])
+        envs.append({
+            'name': name,
+            'cc': b['cc'],
+            'features': features,
+            'env_vars': b['env_vars'],
+            'extras': {'mpi_family': b['family'], 'mpicc': b['cc'], 'launch': launch[name],
+                       'kernels': _kernels(name), **b['extras']},
+            'target_systems': [system],
+        })
+    return envs
+
+
+ENV_NAMES = ['gnu'] + list(MPI_BUILDS)
+
+local = {
+    'name': 'local',
+    'descr': 'this machine, no root: shared memory and TCP loopback',
+    'hostnames': ['.*'],
+    'modules_system': 'nomod',
+    'prefix': str(RUN),
+    'stagedir': str(RUN / 'stage'),
+    'outputdir': str(RUN / 'output'),
+    'partitions': [{
+        'name': 'default',
+        'descr': 'one node: shm and TCP over lo',
+        'scheduler': 'local',
+        'launcher': 'local',
+        'environs': ENV_NAMES,
+        'max_jobs': 1,                  # 2 cores: concurrent benchmarks would measure each other
+        'features': ['ic-shm', 'ic-tcp'],
+        'extras': {
+            'interconnects': {'tcp': {'iface': 'lo', 'subnet': '127.0.0.0/8'}},
+            'on_node': [],
+            'on_each_node': [],
+        },
+    }],
+}
+
+
+def _vc_partition(name, iface_key, subnet_key, default_iface):
+    return {
+        'name': name,
+        'descr': f'vcluster nodes linked by the {name} fabric',
+        'scheduler': 'slurm',
+        'launcher': 'srun',
+        'access': [f'--partition={VC.get(f"VC_PARTITION_{name.upper()}", name)}'],
+        'environs': ENV_NAMES,
+        'max_jobs': 1,
+        'features': ['ic-shm', f'ic-{name}'],
+        'extras': {
+            'interconnects': {name: {'iface': VC.get(iface_key, default_iface),
+                                     'subnet': VC.get(subnet_key, '')}},
+            'on_node': ['srun', '--mpi=none', '--nodes=1', '--ntasks=1', '--relative={index}'],
+            'on_each_node': ['srun', '--mpi=none', '--nodes={nodes}', '--ntasks={nodes}',
+                             '--ntasks-per-node=1'],
+        },
+    }
+
+
+vcluster = {
+    'name': 'vcluster',
+    'descr': 'Slurm cluster of network-namespace nodes on this machine (tools/vcluster)',
+    'hostnames': ['.*'] if _vcluster_up() else ['^$'],
+    'modules_system': 'nomod',
+    'prefix': str(RUN),
+    'stagedir': str(RUN / 'stage'),
+    'outputdir': str(RUN / 'output'),
+    'partitions': [
+        _vc_partition('fast', 'VC_FAST_IFACE', 'VC_FAST_SUBNET', 'eth0'),
+        _vc_partition('gige', 'VC_GIGE_IFACE', 'VC_GIGE_SUBNET', 'eth0'),
+    ],
+}
+
+# --- Template for a real site ------------------------------------------------------------------------------------
+# Copy this block, rename the system, put your login nodes' names in `hostnames`, and adapt:
+#   * `access`: the Slurm partitions (and account) of the InfiniBand and Ethernet node sets;
+#   * `extras.interconnects`: the HCA port UCX should use (`UCX_NET_DEVICES`, e.g. mlx5_0:1) and the Ethernet NIC;
+#   * `modules_system` ('lmod' / 'tmod4') and each environment's `modules`, or Spack: set the partition extra
+#     `build_path: spack` and put the environment in config/spack/<system>/ (docs/validation.md);
+#   * references: run once, check the results, then `tools/refs write <report>` to baseline reference_values/.
+site_example = {
+    'name': 'site-example',
+    'descr': 'TEMPLATE: Slurm cluster with InfiniBand (UCX) and Ethernet partitions',
+    'hostnames': ['^site-example-login\\d+$'],      # never matches here: select with --system site-example
+    'modules_system': 'nomod',                      # real site: 'lmod'
+    'prefix': str(RUN),
+    'stagedir': str(RUN / 'stage'),
+    'outputdir': str(RUN / 'output'),
+    'partitions': [
+        {
+            'name': 'ib',
+            'descr': 'compute nodes on InfiniBand (UCX)',
+            'scheduler': 'slurm',
+            'launcher': 'srun',
+            'access': ['--partition=compute', '--exclusive'],
+            'environs': ['gnu', 'openmpi', 'intelmpi'],
+            'max_jobs': 8,
+            'features': ['ic-shm', 'ic-ib'],
+            'extras': {
+                'interconnects': {'ib': {'iface': 'mlx5_0:1'}},
+                'on_node': ['srun', '--nodes=1', '--ntasks=1', '--relative={index}'],
+                'on_each_node': ['srun', '--nodes={nodes}', '--ntasks={nodes}', '--ntasks-per-node=1'],
+                'build_path': 'spack',      # falls back to cmake/prebuilt where `spack` is not on PATH
+            },
+        },
+        {
+            'name': 'eth',
+            'descr': 'nodes on the Ethernet fabric',
+            'scheduler': 'slurm',
+            'launcher': 'srun',
+            'access': ['--partition=eth', '--exclusive'],
+            'environs': ['gnu', 'openmpi', 'intelmpi'],
+            'max_jobs': 8,
+            'features': ['ic-shm', 'ic-eth'],
+            'extras': {
+                'interconnects': {'eth': {'iface': 'eth0', 'subnet': '10.0.0.0/16'}},
+                'on_node': ['srun', '--nodes=1', '--ntasks=1', '--relative={index}'],
+                'on_each_node': ['srun', '--nodes={nodes}', '--ntasks={nodes}', '--ntasks-per-node=1'],
+            },
+        },
+    ],
+}
+SITE_ENVIRONMENTS = [
+    {'name': 'gnu', 'cc': 'gcc', 'features': ['tcp', 'kernels'], 'target_systems': ['site-example'],
+     'extras': {'kernels': '/opt/netregress/bin'}},
+    {'name': 'openmpi', 'modules': ['openmpi/4.1.6'], 'cc': 'mpicc', 'features': ['mpi', 'kernels'],
+     'target_systems': ['site-example'],
+     'extras': {'mpi_family': 'openmpi-ucx', 'mpicc': 'mpicc', 'launch': ['srun', '--mpi=pmix'],
+                'kernels': '/opt/netregress/openmpi/bin'}},
+    {'name': 'intelmpi', 'modules': ['intel-oneapi-mpi/2021.13'], 'cc': 'mpiicx', 'features': ['mpi', 'kernels', 'imb'],
+     'target_systems': ['site-example'],
+     'extras': {'mpi_family': 'intelmpi', 'mpicc': 'mpiicx', 'launch': ['srun', '--mpi=pmi2'],
+                'kernels': '/opt/netregress/intelmpi/bin', 'imb': 'IMB-MPI1'}},
+]
+
+site_configuration = {
+    'systems': [vcluster, local, site_example],
+    'environments': (_environments('vcluster', SLURM_LAUNCH) + _environments('local', LOCAL_LAUNCH)
+                     + SITE_ENVIRONMENTS),
+    'general': [{
+        'check_search_path': [str(ROOT / 'reframe_tests')],
+        'check_search_recursive': True,
+        'report_file': str(RUN / 'reports' / 'run-report-{sessionid}.json'),
+        'perf_info_level': 'info',
+        'remote_detect': False,
+    }],
+    'logging': [{
+        'level': 'debug',
+        'handlers': [
+            {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
+            {'type': 'file', 'name': str(RUN / 'logs' / 'reframe.log'), 'timestamp': '%Y%m%dT%H%M%S',
+             'level': 'debug', 'append': False,
+             'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s'},
+        ],
+        'handlers_perflog': [{
+            'type': 'filelog',
+            'basedir': str(RUN / 'perflogs'),
+            'prefix': '%(check_system)s/%(check_partition)s',
+            'level': 'info',
+            'format': '%(check_result)s|%(check_job_completion_time)s|%(check_#ALL)s',
+            'format_perfvars': ('%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|'
+                                '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|'),
+            'append': True,
+        }],
+    }],
+}
+
+os.makedirs(RUN / 'logs', exist_ok=True)

@@ -1,0 +1,124 @@
+"""TCP between two nodes with nr-tcpserver / nr-tcptest (Hpcbench tcptest parity; seed 002).
+
+Server on the first node of the job, client on the last (one node: both on loopback). Interconnects: every one
+whose traffic shows on an interface (``tcp`` on local, ``fast``/``gige`` on vcluster, ``eth`` at a site).
+"""
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, variable
+
+from netregress import interconnects
+from netregress.base import TcpKernelCheck
+from netregress.references import metric_name
+
+
+def _ip_interconnects():
+    table = interconnects.load()
+    return [n for n in table.names if table.interconnect(n).counters == 'interface']
+
+
+class TcpBenchmark(TcpKernelCheck):
+    """Abstract nr-tcptest benchmark over an IP interconnect; keep runs short (2 cores, 20-minute suite)."""
+
+    interconnect = parameter(_ip_interconnects(), fmt=lambda ic: ic, loggable=True)
+
+    #: Repetitions of a fixed-size test (``-r``).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``3``
+    repetitions = variable(int, value=3)
+
+    #: Seconds per repetition (``-t``).
+    #:
+    #: :type: :class:`float`
+    #: :default: ``1.0``
+    test_time_s = variable(float, value=1.0)
+
+    #: Extra client options (socket buffer ``-b``, ``-N`` TCP_NODELAY, ``-M`` MSS ...).
+    #:
+    #: :type: :class:`List[str]`
+    #: :default: ``[]``
+    extra_opts = variable(typ.List[str], value=[])
+
+    tags = {'tcp'}
+
+
+@rfm.simple_test
+class tcp_throughput(TcpBenchmark):
+    """Fixed-size stream / ping-pong, blocking / non-blocking sockets: median throughput over repetitions."""
+
+    mode = parameter(['stream', 'pingpong'], fmt=lambda m: m, loggable=True)
+    io = parameter(['blocking', 'nonblocking'], fmt=lambda m: m, loggable=True)
+
+    @run_after('init')
+    def describe(self):
+        self.ref_test = f'tcp.{self.mode}.{self.io}'
+        self.descr = f'TCP {self.mode} throughput, {self.io} sockets'
+        if self.mode == 'stream' and self.io == 'blocking':
+            self.tags |= {'ci'}
+
+    @run_before('run')
+    def set_options(self):
+        opts = ['-r', str(self.repetitions), '-t', str(self.test_time_s)]
+        if self.mode == 'pingpong':
+            opts.append('-i')
+        if self.io == 'nonblocking':
+            opts.append('-n')
+        self.client_opts = opts + list(self.extra_opts)
+
+    @run_after('setup')
+    def set_metrics(self):
+        self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s')
+
+
+@rfm.simple_test
+class tcp_rtt(TcpBenchmark):
+    """Round-trip time of small messages (``-a``: Hpcbench latency test)."""
+
+    #: Message size of the RTT test (``-A``).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``8``
+    size_bytes = variable(int, value=8)
+
+    @run_after('init')
+    def describe(self):
+        self.ref_test = 'tcp.rtt'
+        self.tags |= {'ci'}
+
+    @run_before('run')
+    def set_options(self):
+        self.client_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions)] + list(self.extra_opts)
+
+    @run_after('setup')
+    def set_metrics(self):
+        self.add_metric('rtt_us', 'latency.median_us', 'us')
+
+
+@rfm.simple_test
+class tcp_sweep(TcpBenchmark):
+    """Exponential sweep 1 B .. 2^max_exp B (``-e``), stream or ping-pong: throughput at every size."""
+
+    mode = parameter(['stream', 'pingpong'], fmt=lambda m: m, loggable=True)
+
+    #: Largest message is 2**max_exp bytes.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``20``
+    max_exp = variable(int, value=20)
+
+    @run_after('init')
+    def describe(self):
+        self.ref_test = f'tcp.sweep.{self.mode}'
+
+    @run_before('run')
+    def set_options(self):
+        self.client_opts = ['-e', str(self.max_exp)] + (['-i'] if self.mode == 'pingpong' else [])
+        self.client_opts += list(self.extra_opts)
+
+    @run_after('setup')
+    def set_metrics(self):
+        for exp in range(self.max_exp + 1):
+            size = 2 ** exp
+            self.add_metric(metric_name('throughput_mbps', size), f'sweep[size_bytes={size}].throughput_mbps',
+                            'Mbit/s')

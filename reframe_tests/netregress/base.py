@@ -1,0 +1,408 @@
+"""Abstract checks shared by every netregress benchmark (our kernels, NetPIPE, IMB, iperf3, OSU, NAS).
+
+Structure (as hpctestlib's osu.py: fixtures -> abstract benchmark -> thin leaves):
+
+``NetregressCheck``
+    interconnect parameter (filtered by the partition's ``ic-<name>`` features), rank placement from the
+    interconnect table, byte-counter snapshots before/after on every node, references from ``reference_values/``
+    (missing reference -> failure), one sanity entry point collecting every witness.
+``MpiCheck(NetregressCheck)``
+    an MPI programming environment: the environment's launcher template, the variables that force the MPI onto the
+    interconnect and make it report its transport, and the transport witness. OSU/NAS checks derive from this.
+``TcpPairCheck(NetregressCheck)``
+    a server started on the first node and a client on the last (both on one host for a one-node interconnect).
+``KernelMixin``
+    the kernel build fixture and the JSON result (``--json result.json``) read through ``netregress.results``.
+
+Site data lives in config/ (partition ``extras``), never here. Partition extras used:
+
+``interconnects``  ``{<ic>: {iface: NAME, subnet: CIDR}}`` placeholders for the interconnect table
+``on_node``        command prefix running one task on node ``{index}`` of the job (``[]`` = run in place)
+``on_each_node``   command prefix running one task on each of ``{nodes}`` nodes (``[]`` = run in place)
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import zlib
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (fixture, parameter, performance_function, run_after, run_before,
+                                   sanity_function, variable)
+from reframe.core.exceptions import PerformanceError, SanityError
+
+from . import interconnects, launch, provenance, references, results
+from .build import KernelBuild, MpiKernelBuild, TcpKernelBuild
+
+COUNTERS_FILE = 'counters.txt'
+RESULT_FILE = 'result.json'
+
+
+def _interconnect_names() -> list[str]:
+    return interconnects.load().names
+
+
+def stage_file(check, name) -> str:
+    """Absolute path of a stage-directory file (``name`` may be a deferred expression such as ``stdout``)."""
+    name = name.evaluate() if hasattr(name, 'evaluate') else name
+    return os.path.join(check.stagedir, str(name))
+
+
+@sn.deferrable
+def _evaluate(checks) -> bool:
+    """Run witness functions in order; raise SanityError with every problem found."""
+    problems: list[str] = []
+    for check in checks:
+        problems += check()
+    if problems:
+        raise SanityError('; '.join(problems))
+    return True
+
+
+class NetregressCheck(rfm.RunOnlyRegressionTest):
+    """Abstract base: interconnect parameter, placement, provenance counters and references."""
+
+    #: The interconnect under test (a key of ``config/interconnects.yaml``); a check only runs on partitions
+    #: whose ``features`` contain ``ic-<name>``.
+    interconnect = parameter(_interconnect_names(), fmt=lambda ic: ic, loggable=True)
+
+    #: Key of this test in ``reference_values/`` (e.g. ``tcp.stream.blocking``). Set by every leaf.
+    #:
+    #: :type: :class:`str`
+    ref_test = variable(str, loggable=True)
+
+    #: Ranks (or processes) the benchmark runs; placed per the interconnect's ``nodes``.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``2``
+    num_ranks = variable(int, value=2)
+
+    #: Fraction of the kernel's payload each node's interface under test must have carried.
+    #:
+    #: :type: :class:`float`
+    #: :default: ``1.0`` (point-to-point: every payload byte crosses)
+    payload_fraction = variable(float, value=1.0)
+
+    #: Record /proc/net/dev (and InfiniBand port counters) on every node before and after the run.
+    #:
+    #: :type: :class:`bool`
+    #: :default: ``True``
+    record_counters = variable(bool, value=True)
+
+    #: What the counters showed on the interface under test, per node (filled by sanity; goes to the perflog).
+    #:
+    #: :type: :class:`str`
+    nr_wire = variable(str, value='', loggable=True)
+
+    #: Transports the MPI library reported (filled by sanity; goes to the perflog).
+    #:
+    #: :type: :class:`str`
+    nr_transports = variable(str, value='', loggable=True)
+
+    time_limit = '4m'
+    max_pending_time = '3m'
+
+    # -- setup ------------------------------------------------------------------------------------------------
+
+    @run_after('init')
+    def restrict_to_partitions_offering_interconnect(self):
+        self.valid_systems = [f'+ic-{self.interconnect}']
+
+    @run_after('setup')
+    def resolve_interconnect(self):
+        table = interconnects.load()
+        self.ic = table.interconnect(self.interconnect)
+        ctx = (self.current_partition.extras.get('interconnects') or {}).get(self.interconnect) or {}
+        self.ic_context = {k: str(v) for k, v in ctx.items()}
+
+    @run_after('setup')
+    def place_ranks(self):
+        """One node: all ranks there. Several nodes: spread ranks evenly, at least one per node."""
+        nodes = self.ic.nodes
+        self.num_tasks = max(self.num_ranks, nodes)
+        self.num_tasks_per_node = -(-self.num_tasks // nodes)
+
+    @property
+    def iface(self) -> str | None:
+        return self.ic_context.get('iface')
+
+    def node_prefix(self, key: str, **ctx) -> str:
+        """Render partition extra ``on_node`` / ``on_each_node`` with ``ctx`` (empty string = run in place)."""
+        template = self.current_partition.extras.get(key) or []
+        return ' '.join(shlex.quote(str(t).format(**ctx)) for t in template)
+
+    @run_before('run')
+    def snapshot_counters(self):
+        if not self.record_counters:
+            return
+        prefix = self.node_prefix('on_each_node', nodes=self.ic.nodes)
+
+        def snap(when):
+            cmd = f'sh -c {shlex.quote(provenance.snapshot_command(when))}'
+            return f'{prefix} {cmd} >> {COUNTERS_FILE} 2>&1'.strip()
+
+        self.prerun_cmds = [f': > {COUNTERS_FILE}', snap('before')] + self.prerun_cmds
+        self.postrun_cmds = self.postrun_cmds + [snap('after')]
+
+    # -- sanity -----------------------------------------------------------------------------------------------
+
+    def payload_bytes(self) -> float:
+        """Bytes the benchmark moved between the ranks (leaves override; used by the counter witness)."""
+        raise NotImplementedError
+
+    def witnesses(self) -> list:
+        """Callables returning lists of problems; sanity fails with all of them. Subclasses extend."""
+        return [self.counters_witness] if self.record_counters else []
+
+    def counters_witness(self) -> list[str]:
+        path = os.path.join(self.stagedir, COUNTERS_FILE)
+        try:
+            with open(path) as fp:
+                snaps = provenance.parse_snapshots(fp.read())
+        except FileNotFoundError:
+            return [f'{COUNTERS_FILE} not written: the job died before the counters were read']
+        if 'before' not in snaps or 'after' not in snaps:
+            return [f'counter snapshots incomplete (have: {", ".join(snaps) or "none"}); a node did not answer']
+        delta = provenance.deltas(snaps['before'], snaps['after'])
+        hosts = sorted(delta)
+        problems = []
+        if len(hosts) < self.ic.nodes:
+            problems.append(f'{self.interconnect} needs {self.ic.nodes} nodes, counters came from '
+                            f'{len(hosts)} ({", ".join(hosts)})')
+        payload = self.payload_bytes()
+        kind = self.ic.counters
+        if kind == 'interface' and not self.iface:
+            return problems + [f'partition {self.current_partition.fullname} names no iface for {self.interconnect}']
+        self.nr_wire = ' '.join(
+            f'{h}:{self.iface}={delta[h][self.iface].total}' if kind == 'interface' and self.iface in delta[h]
+            else f'{h}:max={max((c.total for c in delta[h].values()), default=0)}' for h in hosts
+        ) + f' payload={payload:.0f}'
+        problems += provenance.check_counters(delta, kind=kind, iface=self.iface, hosts=hosts,
+                                              payload_bytes=payload, fraction=self.payload_fraction)
+        return problems
+
+    @sanity_function
+    def validate(self):
+        """Every witness (kernel status, counters, transport) must agree; all problems are reported at once."""
+        return _evaluate(self.witnesses())
+
+    # -- performance ------------------------------------------------------------------------------------------
+
+    @run_before('performance')
+    def apply_references(self):
+        """Look up a reference for every performance variable.
+
+        A missing reference fails the check (:meth:`fail_on_missing_references`), but only after the values were
+        measured and logged, so the run's report can seed ``tools/refs``.
+        """
+        system, part = self.current_system.name, self.current_partition.name
+        env = self.current_environ.name
+        refs, self.missing_references = {}, []
+        try:
+            refset = references.load(system)
+        except references.ReferenceError as err:
+            raise PerformanceError(str(err)) from None
+        for name, fn in self.perf_variables.items():
+            try:
+                refs[name] = refset.lookup(part, env, self.interconnect, self.ref_test, name).as_reframe()
+            except references.MissingReferenceError as err:
+                self.missing_references.append(str(err))
+                refs[name] = (0, None, None, fn.unit)
+            except references.ReferenceError as err:
+                raise PerformanceError(str(err)) from None
+        if not refs:
+            raise PerformanceError(f'{self.unique_name} defines no performance variables')
+        self.reference = {f'{system}:{part}': refs}
+
+    @run_after('performance')
+    def fail_on_missing_references(self):
+        missing = getattr(self, 'missing_references', [])
+        if missing:
+            more = f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''
+            raise PerformanceError(f'{missing[0]}{more}')
+
+
+class KernelMixin(rfm.RegressionTestPlugin):
+    """Our kernels: build fixture, exit-status mark and the JSON result."""
+
+    #: The build fixture providing the kernels (MPI kernels; TCP checks use TcpKernelBuild).
+    kernels = fixture(MpiKernelBuild, scope='environment')
+
+    def kernel(self, name: str) -> str:
+        return os.path.join(self.kernels.kernels_dir, name)
+
+    @property
+    def result_path(self) -> str:
+        return os.path.join(self.stagedir, RESULT_FILE)
+
+    @run_before('run')
+    def mark_exit_status(self):
+        """The first post-run command records the kernel's exit code for sanity."""
+        self.postrun_cmds = [f'echo "{results.EXIT_MARK} $?"'] + self.postrun_cmds
+
+    def kernel_witness(self) -> list[str]:
+        try:
+            results.kernel_ok(self.result_path, stage_file(self, self.stdout)).evaluate()
+        except SanityError as err:
+            return [str(err)]
+        return []
+
+    def payload_bytes(self) -> float:
+        return results.payload_bytes(results.load_result(self.result_path))
+
+    def add_metric(self, name: str, keypath: str, unit: str):
+        """Declare performance variable ``name`` read from the result at ``keypath``."""
+        self.perf_variables[name] = sn.make_performance_function(results.value(self.result_path, keypath), unit)
+
+
+class MpiCheck(NetregressCheck):
+    """Abstract MPI benchmark: launcher per environment, interconnect forced, transport witnessed."""
+
+    valid_prog_environs = ['+mpi']
+
+    #: Check the transport the MPI library reports against the interconnect table.
+    #:
+    #: :type: :class:`bool`
+    #: :default: ``True``
+    check_transport = variable(bool, value=True)
+
+    @run_after('setup')
+    def force_interconnect(self):
+        family = self.current_environ.extras.get('mpi_family')
+        if not family:
+            raise SanityError(f'environment {self.current_environ.name} has no extras.mpi_family')
+        self.mpi_path = interconnects.load().path(self.interconnect, family, self.ic_context)
+        self.env_vars.update(self.mpi_path.all_env())
+
+    @run_after('setup')
+    def use_environment_launcher(self):
+        launcher = launch.launcher_for(self.current_environ, self.current_partition)
+        if launcher is not None:
+            self.job.launcher = launcher
+        self.job.launcher.options += self.mpi_path.launcher
+
+    def transport_witness(self) -> list[str]:
+        if not self.check_transport:
+            return []
+        text = ''
+        for name in (self.stdout, self.stderr):
+            path = stage_file(self, name)
+            if os.path.exists(path):
+                with open(path, errors='replace') as fp:
+                    text += fp.read()
+        found = provenance.transports(text)
+        self.nr_transports = ','.join(sorted(found)) or 'none-reported'
+        return provenance.check_transports(found, self.mpi_path.transport)
+
+    def witnesses(self) -> list:
+        return [self.transport_witness] + super().witnesses()
+
+
+class MpiKernelCheck(KernelMixin, MpiCheck):
+    """Abstract: one of our MPI kernels (nr-mpitest, nr-mpicoll, nr-ebb) writing ``result.json``."""
+
+    #: The kernel executable (set by the leaf's benchmark base).
+    #:
+    #: :type: :class:`str`
+    kernel_name = variable(str)
+
+    #: Options for the kernel (without ``--json``); filled by the leaf.
+    #:
+    #: :type: :class:`List[str]`
+    kernel_opts = variable(typ.List[str], value=[])
+
+    @run_before('run')
+    def set_kernel_command(self):
+        self.executable = self.kernel(self.kernel_name)
+        self.executable_opts = list(self.kernel_opts) + ['--json', RESULT_FILE]
+
+    def witnesses(self) -> list:
+        return [self.kernel_witness, self.hosts_witness] + super().witnesses()
+
+    def hosts_witness(self) -> list[str]:
+        try:
+            hosts = results.hosts(results.load_result(self.result_path))
+        except results.KernelResultError:
+            return []          # reported by the kernel witness
+        if hosts and len(hosts) < self.ic.nodes:
+            return [f'{self.interconnect} needs ranks on {self.ic.nodes} nodes, kernel ran on {", ".join(hosts)}']
+        return []
+
+
+class TcpPairCheck(NetregressCheck):
+    """Abstract two-party TCP benchmark: server on the first node, client on the last, over ``iface``."""
+
+    valid_prog_environs = ['+tcp']
+    num_ranks = 1
+
+    #: TCP port of the server; 0 = derived from the test name (stable, spread over 20000-39999).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``0``
+    port = variable(int, value=0)
+
+    #: Seconds the client waits for the server to listen.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``10``
+    server_wait_s = variable(int, value=10)
+
+    def server_command(self) -> str:
+        """Shell command starting the server (leaves implement)."""
+        raise NotImplementedError
+
+    @run_after('setup')
+    def choose_port(self):
+        if not self.port:
+            self.port = 20000 + zlib.crc32(self.unique_name.encode()) % 20000
+
+    @run_after('setup')
+    def client_on_last_node(self):
+        nodes = self.ic.nodes
+        self.num_tasks = nodes
+        self.num_tasks_per_node = 1
+        self.job.launcher = launch.TemplateLauncher(
+            [str(t).format(index=nodes - 1) for t in (self.current_partition.extras.get('on_node') or [])])
+
+    @run_before('run')
+    def start_server(self):
+        """Find the server's address on ``iface``, start it in the background, stop it after the client."""
+        on_first = self.node_prefix('on_node', index=0)
+        self.prerun_cmds += [
+            f'SERVER_ADDR=$({on_first} ip -4 -o addr show dev {self.iface} | awk \'{{split($4,a,"/"); '
+            f'print a[1]; exit}}\')',
+            'test -n "$SERVER_ADDR" || { echo "no IPv4 address on ' + str(self.iface) + ' of the server node" >&2; }',
+            f'{on_first} {self.server_command()} > server.out 2>&1 &',
+            'SERVER_PID=$!',
+        ]
+        self.postrun_cmds += ['kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null; true']
+
+
+class TcpKernelCheck(KernelMixin, TcpPairCheck):
+    """Abstract: nr-tcpserver / nr-tcptest pair writing ``result.json`` on the client side."""
+
+    kernels = fixture(TcpKernelBuild, scope='environment')
+
+    #: Client options (without host, port and ``--json``); filled by the leaf.
+    #:
+    #: :type: :class:`List[str]`
+    client_opts = variable(typ.List[str], value=[])
+
+    #: Server options (without port).
+    #:
+    #: :type: :class:`List[str]`
+    server_opts = variable(typ.List[str], value=[])
+
+    def server_command(self) -> str:
+        return ' '.join([self.kernel('nr-tcpserver'), '-p', str(self.port), *self.server_opts])
+
+    @run_before('run')
+    def set_client_command(self):
+        self.executable = self.kernel('nr-tcptest')
+        self.executable_opts = ['-h', '$SERVER_ADDR', '-p', str(self.port), *self.client_opts,
+                                '--json', RESULT_FILE]
+
+    def witnesses(self) -> list:
+        return [self.kernel_witness] + super().witnesses()

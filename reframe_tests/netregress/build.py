@@ -1,0 +1,135 @@
+"""Build fixtures: one check definition, several ways to obtain the kernels.
+
+:class:`KernelBuild` is an environment-scoped fixture. Its ``build_path`` decides where the executables come from:
+
+``prebuilt``
+    Already installed for this MPI build (``tools/bootstrap`` puts them in ``.deps/kernels/<env>/bin``; a site
+    names its install directory in the environment's ``extras.kernels``). The fixture only verifies they exist.
+``cmake``
+    Configure, build and install ``src/`` with the environment's MPI compiler (``extras.mpicc``) into the
+    fixture's stage directory.
+``spack``
+    Build through ReFrame's Spack build system against the pre-concretized environment ``config/spack/<system>/``.
+    Implemented by ``netregress.spack_build.configure(fixture)`` (owned by the Spack path; imported only here).
+``NETREGRESS_KERNELS`` (environment variable, e.g. ``/opt/nr/{env}/bin``) overrides the prebuilt directory.
+
+``auto`` (default)
+    ``extras.build_path`` of the partition, else of the environment, else ``spack`` when the system config asks
+    for it and ``spack`` is on PATH, else ``prebuilt`` when the kernels are installed, else ``cmake``.
+
+The chosen path and the resulting ``kernels_dir`` are recorded as loggable variables, so a report says how the
+binaries were made. Checks read ``self.kernels.kernels_dir``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_before, variable, sanity_function
+import reframe.utility.sanity as sn
+
+from . import paths
+
+BUILD_PATHS = ('auto', 'prebuilt', 'cmake', 'spack')
+MPI_KERNELS = ('nr-mpitest', 'nr-mpicoll', 'nr-ebb')
+TCP_KERNELS = ('nr-tcpserver', 'nr-tcptest')
+
+
+def choose_build_path(requested: str, partition_extras: dict, environ_extras: dict,
+                      prebuilt_dir: str | None, executables: list[str]) -> str:
+    """Resolve ``auto`` to a concrete build path (see module docstring for the order)."""
+    if requested not in BUILD_PATHS:
+        raise ValueError(f'build_path {requested!r} is not one of {BUILD_PATHS}')
+    if requested != 'auto':
+        return requested
+    for extras in (partition_extras, environ_extras):
+        if extras.get('build_path'):
+            chosen = extras['build_path']
+            if chosen == 'spack' and shutil.which('spack') is None:
+                continue
+            return chosen
+    if prebuilt_dir and all(os.access(Path(prebuilt_dir) / exe, os.X_OK) for exe in executables):
+        return 'prebuilt'
+    return 'cmake'
+
+
+class KernelBuild(rfm.CompileOnlyRegressionTest):
+    """Provides netregress kernels for the current programming environment (use as an environment fixture)."""
+
+    #: How to obtain the kernels: ``auto`` | ``prebuilt`` | ``cmake`` | ``spack``.
+    #:
+    #: :type: :class:`str`
+    #: :default: ``'auto'``
+    build_path = variable(str, value='auto', loggable=True)
+
+    #: The executables the requesting checks need (verified after the build).
+    #:
+    #: :type: :class:`List[str]`
+    #: :default: MPI and TCP kernels
+    executables = variable(typ.List[str], value=list(MPI_KERNELS + TCP_KERNELS))
+
+    #: Directory holding the executables once the fixture has run (set by the build hooks).
+    #:
+    #: :type: :class:`str`
+    kernels_dir = variable(str, value='', loggable=True)
+
+    #: Extra CMake arguments for the ``cmake`` path.
+    #:
+    #: :type: :class:`List[str]`
+    #: :default: ``['-DCMAKE_BUILD_TYPE=Release']``
+    cmake_args = variable(typ.List[str], value=['-DCMAKE_BUILD_TYPE=Release'])
+
+    valid_systems = ['*']
+    valid_prog_environs = ['+kernels']
+    build_locally = True
+    sourcesdir = None
+
+    @run_before('compile')
+    def select_build_path(self):
+        environ, part = self.current_environ, self.current_partition
+        prebuilt = (os.environ.get('NETREGRESS_KERNELS', '').replace('{env}', environ.name)
+                    or environ.extras.get('kernels') or str(paths.kernels_bin(environ.name)))
+        self.build_path = choose_build_path(self.build_path, part.extras, environ.extras, prebuilt,
+                                            self.executables)
+        if self.build_path == 'spack':
+            from . import spack_build          # the Spack path lives in its own module
+            spack_build.configure(self)
+            return
+        self.build_system = 'CustomBuild'
+        if self.build_path == 'prebuilt':
+            self.kernels_dir = prebuilt
+            self.build_system.commands = [f'test -x {prebuilt}/{exe} || '
+                                          f'{{ echo "missing prebuilt kernel {prebuilt}/{exe}" >&2; exit 1; }}'
+                                          for exe in self.executables]
+        else:
+            mpicc = environ.extras.get('mpicc')
+            args = list(self.cmake_args)
+            args.append(f'-DMPI_C_COMPILER={mpicc}' if mpicc else '-DNR_ENABLE_MPI=OFF')
+            self.kernels_dir = os.path.join(self.stagedir, 'install', 'bin')
+            self.build_system.commands = [
+                f'cmake -S {paths.repo_root()} -B build {" ".join(args)}',
+                'cmake --build build -j 2',
+                'cmake --install build --prefix install',
+            ]
+
+    @sanity_function
+    def kernels_present(self):
+        """Every requested executable exists after the build."""
+        return sn.all([sn.assert_true(os.access(os.path.join(self.kernels_dir, exe), os.X_OK),
+                                      msg=f'{exe} not found in {self.kernels_dir} after {self.build_path} build')
+                       for exe in self.executables])
+
+
+class MpiKernelBuild(KernelBuild):
+    """The MPI kernels (nr-mpitest, nr-mpicoll, nr-ebb) built with the environment's MPI."""
+    executables = list(MPI_KERNELS)
+    valid_prog_environs = ['+mpi +kernels']
+
+
+class TcpKernelBuild(KernelBuild):
+    """The TCP kernels (nr-tcpserver, nr-tcptest); they do not link MPI."""
+    executables = list(TCP_KERNELS)
+    valid_prog_environs = ['+tcp +kernels']

@@ -1,0 +1,41 @@
+"""Repository-relative locations used by the library and the tools.
+
+Everything is resolved from this file's location, so a clone works wherever it lives. ``NETREGRESS_ROOT`` overrides
+the root (tests use it to point the library at a scratch tree).
+"""
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The repository root (the directory holding ``config/`` and ``reframe_tests/``)."""
+    env = os.environ.get('NETREGRESS_ROOT')
+    if env:
+        return Path(env).resolve()
+    return Path(__file__).resolve().parents[2]
+
+
+def config_dir() -> Path:
+    return repo_root() / 'config'
+
+
+def interconnect_table() -> Path:
+    return config_dir() / 'interconnects.yaml'
+
+
+def reference_dir() -> Path:
+    return repo_root() / 'reference_values'
+
+
+def run_dir() -> Path:
+    """Where every run writes (stage, output, perflogs, reports, vcluster state)."""
+    return repo_root() / 'run'
+
+
+def deps_dir() -> Path:
+    return repo_root() / '.deps'
+
+
+def kernels_bin(environ: str) -> Path:
+    """Where ``tools/bootstrap`` installs our kernels built with MPI build ``environ``."""
+    return deps_dir() / 'kernels' / environ / 'bin'

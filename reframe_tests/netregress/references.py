@@ -1,0 +1,173 @@
+"""Reference performance from ``reference_values/<system>.yaml``.
+
+Layout (one file per system; PyYAML ships with ReFrame)::
+
+    schema: netregress-references/1
+    system: vcluster
+    references:
+      <partition>:
+        <environment>:
+          <interconnect>:
+            <test>:
+              <metric>:                       # one value
+                {value: 941.2, lower: -0.05, upper: 0.05, unit: Mbit/s, comment: why this tolerance}
+              <metric>:                       # a value per message size (bytes)
+                unit: us
+                comment: why this tolerance
+                sizes: {8: {value: 12.1, lower: -0.6, upper: 1.5}, 1048576: {...}}
+
+``lower``/``upper`` are fractions of ``value`` (ReFrame's convention: -0.05 = 5% below). A performance variable of a
+check is named ``<metric>`` or ``<metric>@<size>``. Every lookup either returns a complete reference or raises
+:class:`MissingReferenceError` naming the exact key path and the file: a missing reference is a failure, never a
+silent pass (ReFrame itself would accept an unreferenced variable).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from . import paths
+
+SCHEMA = 'netregress-references/1'
+
+
+class ReferenceError(Exception):
+    """A reference file is malformed."""
+
+
+class MissingReferenceError(ReferenceError):
+    """No reference stored for a (system, partition, environment, interconnect, test, metric[, size])."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    value: float
+    lower: float
+    upper: float
+    unit: str
+    comment: str
+
+    def as_reframe(self) -> tuple:
+        """The tuple ReFrame's ``reference`` dict wants: (value, lower, upper, unit)."""
+        return (self.value, self.lower, self.upper, self.unit)
+
+
+def split_metric(name: str) -> tuple[str, int | None]:
+    """``'latency_us@8'`` -> ``('latency_us', 8)``; ``'bw_mbps'`` -> ``('bw_mbps', None)``."""
+    metric, sep, size = name.partition('@')
+    if not sep:
+        return metric, None
+    try:
+        return metric, int(size)
+    except ValueError:
+        raise ReferenceError(f'performance variable {name!r}: size after "@" must be an integer') from None
+
+
+def metric_name(metric: str, size: int | None = None) -> str:
+    """Inverse of :func:`split_metric`."""
+    return metric if size is None else f'{metric}@{int(size)}'
+
+
+def reference_file(system: str, directory: Path | None = None) -> Path:
+    return (directory or paths.reference_dir()) / f'{system}.yaml'
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+        raise ReferenceError(f'{where}: expected a number, got {value!r}')
+    return float(value)
+
+
+def _entry(spec: Mapping, parent: Mapping, where: str) -> Reference:
+    if not isinstance(spec, Mapping):
+        raise ReferenceError(f'{where}: expected a mapping with value/lower/upper/unit/comment')
+    missing = [k for k in ('value', 'lower', 'upper') if k not in spec]
+    if missing:
+        raise ReferenceError(f'{where}: missing {", ".join(missing)}')
+    unit = spec.get('unit', parent.get('unit'))
+    comment = spec.get('comment', parent.get('comment'))
+    if not unit:
+        raise ReferenceError(f'{where}: no unit')
+    if not comment:
+        raise ReferenceError(f'{where}: no comment saying where the tolerance comes from')
+    value = _number(spec['value'], f'{where}.value')
+    lower = _number(spec['lower'], f'{where}.lower')
+    upper = _number(spec['upper'], f'{where}.upper')
+    if lower > 0 or upper < 0:
+        raise ReferenceError(f'{where}: need lower <= 0 <= upper (fractions of value), got {lower}, {upper}')
+    return Reference(value=value, lower=lower, upper=upper, unit=str(unit), comment=str(comment).strip())
+
+
+class ReferenceSet:
+    """All references of one system."""
+
+    def __init__(self, data: Mapping | None, system: str, source: str = '<memory>'):
+        self.system = system
+        self.source = source
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ReferenceError(f'{source}: top level must be a mapping')
+        if data and data.get('schema') != SCHEMA:
+            raise ReferenceError(f'{source}: schema must be {SCHEMA!r}, got {data.get("schema")!r}')
+        if data and data.get('system') not in (None, system):
+            raise ReferenceError(f'{source}: file is for system {data.get("system")!r}, not {system!r}')
+        self.tree: Mapping = data.get('references') or {}
+
+    def lookup(self, partition: str, environ: str, interconnect: str, test: str, metric: str) -> Reference:
+        """The reference for one performance variable (``metric`` may carry ``@size``)."""
+        base, size = split_metric(metric)
+        keys = [partition, environ, interconnect, test, base]
+        node = self.tree
+        for depth, key in enumerate(keys):
+            if not isinstance(node, Mapping) or key not in node:
+                have = sorted(map(str, node)) if isinstance(node, Mapping) else []
+                path = '/'.join([self.system, *keys[:depth + 1]])
+                raise MissingReferenceError(
+                    f'no reference for {self.system}:{partition} {environ} {interconnect} {test} {metric}: '
+                    f'{path!r} missing in {self.source} (present at that level: {", ".join(have) or "nothing"}); '
+                    f'baseline with tools/refs from a good run\'s report')
+            node = node[key]
+        where = f'{self.source}: {"/".join(keys)}'
+        if size is None:
+            if 'sizes' in node:
+                raise ReferenceError(f'{where}: per-size reference, but the check asked for {metric!r} '
+                                     f'without a size')
+            return _entry(node, {}, where)
+        sizes = node.get('sizes') if isinstance(node, Mapping) else None
+        if not isinstance(sizes, Mapping) or size not in sizes:
+            have = sorted(sizes) if isinstance(sizes, Mapping) else []
+            raise MissingReferenceError(
+                f'no reference for {self.system}:{partition} {environ} {interconnect} {test} {metric}: '
+                f'size {size} missing in {where} (sizes present: {", ".join(map(str, have)) or "none"}); '
+                f'baseline with tools/refs from a good run\'s report')
+        return _entry(sizes[size], node, f'{where}.sizes.{size}')
+
+
+def load_file(path: Path, system: str) -> ReferenceSet:
+    """Parse one reference file; a file that does not exist is an empty set (every lookup then fails)."""
+    if not path.exists():
+        return ReferenceSet({}, system, source=str(path))
+    with open(path) as fp:
+        try:
+            data = yaml.safe_load(fp)
+        except yaml.YAMLError as err:
+            raise ReferenceError(f'{path}: not valid YAML: {err}') from None
+    return ReferenceSet(data, system, source=str(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _load_cached(path: str, system: str, mtime: float) -> ReferenceSet:
+    return load_file(Path(path), system)
+
+
+def load(system: str, directory: Path | None = None) -> ReferenceSet:
+    """The references of ``system`` from ``reference_values/`` (re-read when the file changes)."""
+    path = reference_file(system, directory)
+    mtime = path.stat().st_mtime if path.exists() else -1.0
+    return _load_cached(str(path), system, mtime)

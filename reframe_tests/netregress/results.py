@@ -1,0 +1,196 @@
+"""The one helper through which sanity and performance read a kernel's JSON result.
+
+Every netregress kernel writes one JSON object with ``--json FILE`` (docs/DEVELOPING.md, docs/json-schema.md):
+``schema``, ``tool``, ``status`` ("ok" | "error"), ``error`` on failure, and the measured records. Checks never
+parse kernel output themselves; they call :func:`kernel_ok` (sanity) and :func:`value` / :func:`find` (performance)
+with a key path into the document, so a schema change is adapted here once.
+
+Key paths: dotted names, ``[N]`` list indices, and ``[key=value]`` selectors on lists of records, e.g.
+``summary.throughput_mbps.median`` or ``sweep[size_bytes=1048576].throughput_mbps``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import reframe.utility.sanity as sn
+from reframe.core.exceptions import SanityError
+
+SCHEMA_PREFIX = 'netregress-result/'
+EXIT_CODES = {0: 'ok', 1: 'runtime failure', 2: 'usage error', 3: 'validation failure (payload mismatch)'}
+EXIT_MARK = 'netregress-exit:'
+_TOKEN = re.compile(r'([^.\[\]]+)|\[(\d+)\]|\[([^=\]]+)=([^\]]+)\]')
+
+
+class KernelResultError(Exception):
+    """The result file is missing, not JSON, or not a netregress result."""
+
+
+def load_result(path: str | Path) -> dict:
+    """Parse a kernel result file; raise :class:`KernelResultError` with a readable cause."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise KernelResultError(f'kernel wrote no result file {path.name} (crashed, killed or never started?)') \
+            from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise KernelResultError(f'{path.name} is not valid JSON ({err}); kernel interrupted?') from None
+    if not isinstance(doc, dict):
+        raise KernelResultError(f'{path.name}: top level is not an object')
+    schema = str(doc.get('schema', ''))
+    if not schema.startswith(SCHEMA_PREFIX):
+        raise KernelResultError(f'{path.name}: schema {schema!r} is not {SCHEMA_PREFIX}*')
+    return doc
+
+
+def _parse_key(keypath: str) -> list[tuple]:
+    tokens, pos = [], 0
+    while pos < len(keypath):
+        if keypath[pos] == '.':
+            pos += 1
+            continue
+        m = _TOKEN.match(keypath, pos)
+        if not m:
+            raise KeyError(f'bad key path {keypath!r} at {pos}')
+        if m.group(1) is not None:
+            tokens.append(('key', m.group(1)))
+        elif m.group(2) is not None:
+            tokens.append(('index', int(m.group(2))))
+        else:
+            tokens.append(('select', m.group(3), m.group(4)))
+        pos = m.end()
+    return tokens
+
+
+def _same(a: Any, b: str) -> bool:
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        try:
+            return float(a) == float(b)
+        except ValueError:
+            return False
+    return str(a) == b
+
+
+def get(doc: Any, keypath: str) -> Any:
+    """Follow ``keypath`` into ``doc``; raise KeyError naming the first missing step."""
+    node, walked = doc, []
+    for tok in _parse_key(keypath):
+        if tok[0] == 'key':
+            if not isinstance(node, dict) or tok[1] not in node:
+                raise KeyError(f'{".".join(walked) or "<top>"} has no key {tok[1]!r}')
+            node = node[tok[1]]
+            walked.append(tok[1])
+        elif tok[0] == 'index':
+            if not isinstance(node, list) or tok[1] >= len(node):
+                raise KeyError(f'{".".join(walked)} has no element [{tok[1]}]')
+            node = node[tok[1]]
+            walked.append(f'[{tok[1]}]')
+        else:
+            _, key, want = tok
+            matches = [r for r in (node if isinstance(node, list) else [])
+                       if isinstance(r, dict) and key in r and _same(r[key], want)]
+            if len(matches) != 1:
+                raise KeyError(f'{".".join(walked)}: {len(matches)} records with {key}={want} (need exactly 1)')
+            node = matches[0]
+            walked.append(f'[{key}={want}]')
+    return node
+
+
+def has(doc: Any, keypath: str) -> bool:
+    try:
+        get(doc, keypath)
+        return True
+    except KeyError:
+        return False
+
+
+@sn.deferrable
+def kernel_ok(path: str | Path, stdout: str | Path | None = None, tool: str | None = None) -> bool:
+    """Sanity: the kernel exited 0 (when ``stdout`` carries the exit mark), wrote a result, and says ok."""
+    if stdout is not None:
+        text = Path(stdout).read_text(errors='replace') if Path(stdout).exists() else ''
+        codes = re.findall(rf'^{EXIT_MARK}\s*(\d+)', text, re.M)
+        if not codes:
+            raise SanityError('kernel exit status not recorded: the job script died before the kernel returned '
+                              '(time limit, node failure or launcher error)')
+        code = int(codes[-1])
+        if code != 0:
+            what = EXIT_CODES.get(code, 'killed by a signal' if code > 128 else 'unknown')
+            msg = f'kernel exited with {code} ({what})'
+            try:
+                doc = load_result(path)
+                if doc.get('error'):
+                    msg += f': {doc["error"]}'
+            except KernelResultError:
+                pass
+            raise SanityError(msg)
+    try:
+        doc = load_result(path)
+    except KernelResultError as err:
+        raise SanityError(str(err)) from None
+    if tool is not None and doc.get('tool') != tool:
+        raise SanityError(f'result was written by {doc.get("tool")!r}, expected {tool!r}')
+    if doc.get('status') != 'ok':
+        raise SanityError(f'kernel reports status {doc.get("status")!r}: {doc.get("error", "no error message")}')
+    return True
+
+
+@sn.deferrable
+def value(path: str | Path, keypath: str) -> float:
+    """Performance: one number from the result; a missing key is an error naming it."""
+    doc = load_result(path)
+    try:
+        val = get(doc, keypath)
+    except KeyError as err:
+        raise SanityError(f'result {Path(path).name}: {err.args[0]}') from None
+    if isinstance(val, bool) or not isinstance(val, (int, float)):
+        raise SanityError(f'result {Path(path).name}: {keypath} is {val!r}, not a number')
+    return float(val)
+
+
+@sn.deferrable
+def find(path: str | Path, keypath: str) -> Any:
+    """Any value from the result (for derived quantities and provenance)."""
+    doc = load_result(path)
+    try:
+        return get(doc, keypath)
+    except KeyError as err:
+        raise SanityError(f'result {Path(path).name}: {err.args[0]}') from None
+
+
+def payload_bytes(doc: dict) -> float:
+    """Bytes the measuring side says it moved over the wire (a lower bound for the interface counters).
+
+    ``payload_bytes`` at the top level wins; otherwise the sum over ``repetitions`` of the local side's
+    ``bytes_<role>``, plus ``size_bytes * iterations`` of every ``sweep`` point, plus two messages per
+    ``latency`` iteration (a round trip).
+    """
+    if isinstance(doc.get('payload_bytes'), (int, float)):
+        return float(doc['payload_bytes'])
+    total = 0.0
+    for rep in doc.get('repetitions') or []:
+        moved = [v for k, v in rep.items() if k.startswith('bytes_') and isinstance(v, (int, float))]
+        if moved:
+            total += float(moved[0])
+    for point in doc.get('sweep') or []:
+        total += float(point.get('size_bytes', 0)) * float(point.get('iterations', 0))
+    lat = doc.get('latency')
+    if isinstance(lat, dict):
+        total += 2.0 * float(lat.get('size_bytes', 0)) * float(lat.get('iterations', 0))
+    return total
+
+
+def hosts(doc: dict) -> list[str]:
+    """Distinct host names the kernel ran on (``hosts`` may be a list of names or of {host|name: ...})."""
+    out: list[str] = []
+    for h in doc.get('hosts') or []:
+        name = h if isinstance(h, str) else (h.get('host') or h.get('name') or h.get('hostname')
+                                            if isinstance(h, dict) else None)
+        if name and name not in out:
+            out.append(str(name))
+    return out

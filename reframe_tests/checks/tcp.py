@@ -45,7 +45,7 @@ class TcpBenchmark(TcpKernelCheck):
 
 @rfm.simple_test
 class tcp_throughput(TcpBenchmark):
-    """Fixed-size stream / ping-pong, blocking / non-blocking sockets: median throughput over repetitions."""
+    """Fixed-size stream / ping-pong, blocking / non-blocking sockets: mean throughput over repetitions."""
 
     mode = parameter(['stream', 'pingpong'], fmt=lambda m: m, loggable=True)
     io = parameter(['blocking', 'nonblocking'], fmt=lambda m: m, loggable=True)
@@ -68,7 +68,7 @@ class tcp_throughput(TcpBenchmark):
 
     @run_after('setup')
     def set_metrics(self):
-        self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s')
+        self.add_metric('throughput_mbps', 'summary.throughput_mbps.avg', 'Mbit/s')
 
 
 @rfm.simple_test
@@ -92,7 +92,7 @@ class tcp_rtt(TcpBenchmark):
 
     @run_after('setup')
     def set_metrics(self):
-        self.add_metric('rtt_us', 'latency.median_us', 'us')
+        self.add_metric('rtt_us', 'latency.avg_us', 'us')
 
 
 @rfm.simple_test

@@ -164,14 +164,20 @@ def find(path: str | Path, keypath: str) -> Any:
 
 
 def payload_bytes(doc: dict) -> float:
-    """Bytes the measuring side says it moved over the wire (a lower bound for the interface counters).
+    """Bytes the kernel says it moved between the ranks (a lower bound for the interface counters).
 
-    ``payload_bytes`` at the top level wins; otherwise the sum over ``repetitions`` of the local side's
-    ``bytes_<role>``, plus ``size_bytes * iterations`` of every ``sweep`` point, plus two messages per
-    ``latency`` iteration (a round trip).
+    In order: a top-level ``payload_bytes`` number; the ``bytes`` object (``{role: N}``, each side's own count
+    over all measured repetitions / sweep points; the smaller count is taken); the sum over ``repetitions`` of
+    the first ``bytes_<role>``; ``size_bytes * iterations`` of the ``sweep`` points plus two messages per
+    ``latency`` round trip.
     """
     if isinstance(doc.get('payload_bytes'), (int, float)):
         return float(doc['payload_bytes'])
+    counted = doc.get('bytes')
+    if isinstance(counted, dict):
+        values = [float(v) for v in counted.values() if isinstance(v, (int, float))]
+        if values:
+            return min(values)
     total = 0.0
     for rep in doc.get('repetitions') or []:
         moved = [v for k, v in rep.items() if k.startswith('bytes_') and isinstance(v, (int, float))]
@@ -186,11 +192,11 @@ def payload_bytes(doc: dict) -> float:
 
 
 def hosts(doc: dict) -> list[str]:
-    """Distinct host names the kernel ran on (``hosts`` may be a list of names or of {host|name: ...})."""
+    """Distinct host names the kernel ran on (``hosts`` is ``{role: name}``; a list of names is accepted too)."""
+    raw = doc.get('hosts') or {}
+    names = raw.values() if isinstance(raw, dict) else raw
     out: list[str] = []
-    for h in doc.get('hosts') or []:
-        name = h if isinstance(h, str) else (h.get('host') or h.get('name') or h.get('hostname')
-                                            if isinstance(h, dict) else None)
-        if name and name not in out:
-            out.append(str(name))
+    for name in names:
+        if isinstance(name, str) and name and name not in out:
+            out.append(name)
     return out

@@ -1,0 +1,239 @@
+"""Report -> reference conversion behind ``tools/refs`` (kept here so it is unit-tested).
+
+``tools/refs write REPORT...`` reads ReFrame JSON run reports, takes every measured performance variable of every
+netregress test case whose kernel and provenance were fine (passed, or failed only in the performance stage, e.g.
+because its reference was missing), and writes/refreshes ``reference_values/<system>.yaml``:
+
+* a new entry gets the interconnect's default tolerance and its comment from ``config/interconnects.yaml``;
+* an existing entry keeps its tolerance and comment (a human may have tuned them) and only its value changes,
+  unless ``--reset-tolerance``;
+* several measurements of the same variable (several reports, ``--repeat``) are reduced to their median.
+
+It prints a unified diff of each file before writing (``--dry-run``: diff only).
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import io
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import yaml
+
+from . import interconnects, references
+
+HEADER = ('# netregress reference performance for system {system!r} (schema {schema}).\n'
+          '# Written by tools/refs from ReFrame run reports; values come from real runs on that system.\n'
+          '# Keys: partition / environment / interconnect / test / metric [/ sizes / bytes].\n'
+          '# lower/upper are fractions of value; edit them and the comment by hand, tools/refs keeps them.\n')
+
+
+@dataclass(frozen=True)
+class Measurement:
+    system: str
+    partition: str
+    environ: str
+    interconnect: str
+    test: str
+    metric: str            # may carry @size
+    value: float
+    unit: str
+
+
+def _usable(tc: Mapping) -> bool:
+    """A test case whose numbers may become references: passed, or failed only at performance."""
+    if tc.get('fixture'):
+        return False
+    if tc.get('result') == 'pass':
+        return True
+    return tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance'
+
+
+def measurements(report: Mapping) -> list[Measurement]:
+    """All usable netregress performance values of one ReFrame run report."""
+    out = []
+    for run in report.get('runs') or []:
+        for tc in run.get('testcases') or []:
+            if not _usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+                continue
+            for key, entry in (tc.get('perfvalues') or {}).items():
+                system, partition, metric = key.split(':', 2)
+                value, unit = entry[0], entry[4]
+                if value is None:
+                    continue
+                out.append(Measurement(system=system, partition=partition, environ=tc['environ'],
+                                       interconnect=tc['interconnect'], test=tc['ref_test'], metric=metric,
+                                       value=float(value), unit=str(unit)))
+    return out
+
+
+def metric_kind(metric: str, unit: str) -> str:
+    """'latency' for times, else 'throughput' (selects the default tolerance)."""
+    base, _ = references.split_metric(metric)
+    return 'latency' if unit in ('us', 'ms', 's', 'ns') or base.endswith(('_us', '_s')) else 'throughput'
+
+
+def _round(value: float) -> float:
+    return float(f'{value:.4g}')
+
+
+def merge(data: Mapping | None, system: str, found: Iterable[Measurement],
+          table: interconnects.InterconnectTable, reset_tolerance: bool = False) -> dict:
+    """Return a new reference document: ``data`` updated with the medians of ``found``."""
+    doc = copy.deepcopy(dict(data or {}))
+    doc['schema'] = references.SCHEMA
+    doc['system'] = system
+    tree = doc.setdefault('references', {}) or {}
+    doc['references'] = tree
+    groups: dict[tuple, list[Measurement]] = {}
+    for m in found:
+        if m.system == system:
+            groups.setdefault((m.partition, m.environ, m.interconnect, m.test, m.metric), []).append(m)
+    for (part, env, ic, test, metric), ms in sorted(groups.items()):
+        value = _round(statistics.median(m.value for m in ms))
+        unit = ms[-1].unit
+        lower, upper, comment = table.tolerance(ic, metric_kind(metric, unit))
+        base, size = references.split_metric(metric)
+        node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
+        if size is None:
+            entry = node.get(base)
+            if entry is None or reset_tolerance or 'sizes' in entry:
+                node[base] = {'value': value, 'lower': lower, 'upper': upper, 'unit': unit, 'comment': comment}
+            else:
+                entry['value'] = value
+                entry['unit'] = unit
+        else:
+            entry = node.get(base)
+            if entry is None or 'sizes' not in entry:
+                entry = node[base] = {'unit': unit, 'comment': comment, 'sizes': {}}
+            if reset_tolerance:
+                entry['comment'] = comment
+            sizes = entry['sizes']
+            old = sizes.get(size)
+            if old is None or reset_tolerance:
+                sizes[size] = {'value': value, 'lower': lower, 'upper': upper}
+            else:
+                old['value'] = value
+            entry['sizes'] = dict(sorted(sizes.items()))
+    return doc
+
+
+class _Flow(dict):
+    pass
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Flow, lambda d, data: d.represent_mapping('tag:yaml.org,2002:map', data.items(),
+                                                                    flow_style=True))
+
+
+def _flowify(node):
+    if isinstance(node, dict):
+        if node and all(k in ('value', 'lower', 'upper') for k in node):
+            return _Flow(node)
+        return {k: _flowify(v) for k, v in node.items()}
+    return node
+
+
+def dump(doc: Mapping) -> str:
+    """YAML text of a reference document (per-size entries one line each)."""
+    buf = io.StringIO()
+    buf.write(HEADER.format(system=doc.get('system'), schema=references.SCHEMA))
+    yaml.dump(_flowify(dict(doc)), buf, Dumper=_Dumper, sort_keys=False, width=118, default_flow_style=False)
+    return buf.getvalue()
+
+
+def write(reports: list[Path], directory: Path, table: interconnects.InterconnectTable, *,
+          system: str | None = None, dry_run: bool = False, reset_tolerance: bool = False) -> tuple[str, int]:
+    """Merge the reports into the reference files; return (diff text, number of measurements used)."""
+    found: list[Measurement] = []
+    for path in reports:
+        with open(path) as fp:
+            found += measurements(json.load(fp))
+    if system:
+        found = [m for m in found if m.system == system]
+    diffs = []
+    for sys_name in sorted({m.system for m in found}):
+        path = references.reference_file(sys_name, directory)
+        before = path.read_text() if path.exists() else ''
+        data = yaml.safe_load(before) if before else None
+        after = dump(merge(data, sys_name, found, table, reset_tolerance=reset_tolerance))
+        # the written file must be readable by the checks
+        references.ReferenceSet(yaml.safe_load(after), sys_name, source=str(path))
+        diffs.append(''.join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                                  fromfile=f'{path} (before)', tofile=f'{path} (after)')))
+        if not dry_run:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(after)
+    return ''.join(diffs), len(found)
+
+
+def latest_report(run_dir: Path) -> Path | None:
+    reports = sorted((run_dir / 'reports').glob('*.json'), key=lambda p: p.stat().st_mtime)
+    return reports[-1] if reports else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of tools/refs."""
+    import argparse
+    from . import paths
+
+    ap = argparse.ArgumentParser(prog='tools/refs', description=__doc__.split('\n\n')[0])
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    for name, helptext in (('write', 'write/refresh reference files from run reports and show the diff'),
+                           ('diff', 'show what write would change, write nothing')):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument('reports', nargs='*', type=Path,
+                       help='ReFrame JSON run reports (default: the newest in run/reports/)')
+        p.add_argument('--system', help='only this system')
+        p.add_argument('--reset-tolerance', action='store_true',
+                       help='replace tolerances and comments with the interconnect defaults')
+        p.add_argument('--dir', type=Path, default=None, help='reference directory (default reference_values/)')
+    chk = sub.add_parser('check', help='parse every reference file (schema, units, tolerances, comments)')
+    chk.add_argument('--dir', type=Path, default=None)
+    args = ap.parse_args(argv)
+    directory = args.dir or paths.reference_dir()
+    if args.cmd == 'check':
+        bad = 0
+        for path in sorted(directory.glob('*.yaml')):
+            try:
+                refset = references.load_file(path, path.stem)
+                n = _count_entries(refset)
+                print(f'{path}: ok ({n} references)')
+            except references.ReferenceError as err:
+                print(f'{path}: {err}')
+                bad += 1
+        return 1 if bad else 0
+    reports = args.reports or [r for r in [latest_report(paths.run_dir())] if r]
+    if not reports:
+        print('tools/refs: no report given and none in run/reports/', flush=True)
+        return 2
+    diff, used = write(reports, directory, interconnects.load(), system=args.system,
+                       dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance)
+    print(diff or 'no change')
+    verb = 'would use' if args.cmd == 'diff' else 'used'
+    print(f'tools/refs: {verb} {used} measurements from {", ".join(map(str, reports))}')
+    return 0
+
+
+def _count_entries(refset: references.ReferenceSet) -> int:
+    """Number of (metric[, size]) references, validating each one."""
+    n = 0
+    for part, envs in refset.tree.items():
+        for env, ics in envs.items():
+            for ic, tests in ics.items():
+                for test, metrics in tests.items():
+                    for metric, spec in metrics.items():
+                        sizes = spec.get('sizes') if isinstance(spec, Mapping) else None
+                        names = [references.metric_name(metric, s) for s in sizes] if sizes else [metric]
+                        for name in names:
+                            refset.lookup(part, env, ic, test, name)
+                            n += 1
+    return n

@@ -1,0 +1,86 @@
+"""The interconnect x MPI table: complete for every partition/environment pair, placeholders checked."""
+import importlib.util
+
+import pytest
+
+from netregress.interconnects import InterconnectError, InterconnectTable, SCHEMA
+
+
+def load_settings(repo_root):
+    spec = importlib.util.spec_from_file_location('nr_settings', repo_root / 'config' / 'settings.py')
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.site_configuration
+
+
+def test_table_declares_the_documented_interconnects(table):
+    assert set(table.names) >= {'shm', 'tcp', 'fast', 'gige', 'ib', 'eth'}
+    assert table.interconnect('shm').counters == 'none'
+    assert table.interconnect('gige').nodes == 2
+    assert table.interconnect('ib').counters == 'infiniband'
+
+
+def test_every_partition_has_a_path_for_every_mpi_it_offers(table, repo_root):
+    """For each system partition, each ic-<name> feature, each MPI environment there: a complete path."""
+    cfg = load_settings(repo_root)
+    envs = {}
+    for env in cfg['environments']:
+        for system in env.get('target_systems', ['*']):
+            envs[(system, env['name'])] = env
+    checked = 0
+    for system in cfg['systems']:
+        for part in system['partitions']:
+            ics = [f[3:] for f in part.get('features', []) if f.startswith('ic-')]
+            ctx_all = part.get('extras', {}).get('interconnects', {})
+            for ic in ics:
+                table.interconnect(ic)
+                if table.interconnect(ic).counters != 'none':
+                    assert ctx_all.get(ic, {}).get('iface'), f'{system["name"]}:{part["name"]} has no iface for {ic}'
+                for env_name in part['environs']:
+                    env = envs[(system['name'], env_name)]
+                    family = env.get('extras', {}).get('mpi_family')
+                    if not family:
+                        continue
+                    path = table.path(ic, family, ctx_all.get(ic, {}))
+                    assert path.env or family == 'mpich-ofi'
+                    assert path.report, f'{ic}/{family} has no transport report variables'
+                    checked += 1
+    assert checked >= 5 * 3 + 5 * 2   # local: 5 MPIs x (shm, tcp); vcluster: 5 x (shm, fast) + 5 x (shm, gige)
+
+
+def test_placeholders_are_filled(table):
+    path = table.path('fast', 'openmpi4', {'iface': 'eth1', 'subnet': '10.0.0.0/24'})
+    assert path.env['OMPI_MCA_btl_tcp_if_include'] == 'eth1'
+    assert path.all_env()['OMPI_MCA_btl_base_verbose'] == '1'
+    ucx = table.path('fast', 'mpich-ucx', {'iface': 'eth1.5'})
+    assert ucx.env['UCX_NET_DEVICES'] == 'eth1.5'
+    assert ucx.transport == r'^ucx:tcp/eth1\.5$'     # escaped inside the regular expression
+
+
+def test_missing_placeholder_is_an_error(table):
+    with pytest.raises(InterconnectError, match='placeholder'):
+        table.path('tcp', 'openmpi4', {})
+
+
+def test_unknown_family_or_interconnect(table):
+    with pytest.raises(InterconnectError, match='no path for MPI family'):
+        table.path('shm', 'lam-mpi')
+    with pytest.raises(InterconnectError, match='unknown interconnect'):
+        table.path('myrinet', 'openmpi4')
+
+
+def test_tolerances_exist_and_are_ordered(table):
+    for ic in table.names:
+        for kind in ('throughput', 'latency'):
+            lower, upper, comment = table.tolerance(ic, kind)
+            assert lower <= 0 <= upper and comment
+    assert table.tolerance('gige', 'throughput')[1] < table.tolerance('shm', 'throughput')[1]
+
+
+def test_malformed_tables():
+    with pytest.raises(InterconnectError, match='schema'):
+        InterconnectTable({'interconnects': {}})
+    with pytest.raises(InterconnectError, match='not declared'):
+        InterconnectTable({'schema': SCHEMA, 'interconnects': {}, 'paths': {'shm': {}}})
+    with pytest.raises(InterconnectError, match='counters'):
+        InterconnectTable({'schema': SCHEMA, 'interconnects': {'x': {'counters': 'magic'}}})

@@ -1,0 +1,100 @@
+"""Provenance arithmetic: counter parsing and deltas, the crossed/not-crossed decision, transport reports."""
+import pytest
+
+from netregress import provenance
+from netregress.provenance import Counters, check_counters, check_transports, transports
+
+
+def snapshots(make_net_dev, before, after):
+    text = ''
+    for when, per_host in (('before', before), ('after', after)):
+        for host, ifaces in per_host.items():
+            text += f'{provenance.MARK} host={host} when={when}\n' + make_net_dev(**ifaces)
+    return provenance.parse_snapshots(text)
+
+
+def test_parse_net_dev(make_net_dev):
+    got = provenance.parse_net_dev(make_net_dev(lo=(100, 200), eth0=(5, 7)))
+    assert got == {'lo': Counters(100, 200), 'eth0': Counters(5, 7)}
+
+
+def test_parse_infiniband_words_are_four_bytes():
+    got = provenance.parse_net_dev('ib:mlx5_0:1 xmit_words=10 rcv_words=5\n')
+    assert got['ib:mlx5_0:1'] == Counters(rx_bytes=20, tx_bytes=40)
+
+
+def test_deltas_per_host_and_interface(make_net_dev):
+    snaps = snapshots(make_net_dev,
+                      {'n1': {'eth0': (1000, 2000), 'lo': (0, 0)}, 'n2': {'eth0': (0, 0)}},
+                      {'n1': {'eth0': (1500, 9000), 'lo': (10, 10)}, 'n2': {'eth0': (7000, 500)}})
+    d = provenance.deltas(snaps['before'], snaps['after'])
+    assert d['n1']['eth0'] == Counters(500, 7000)
+    assert d['n1']['eth0'].total == 7500
+    assert d['n2']['eth0'].total == 7500
+
+
+def test_payload_crossed_the_interface():
+    delta = {'n1': {'eth0': Counters(100, 1_000_100)}, 'n2': {'eth0': Counters(1_000_100, 100)}}
+    assert check_counters(delta, kind='interface', iface='eth0', hosts=['n1', 'n2'], payload_bytes=1e6) == []
+
+
+def test_payload_took_another_interface_fails_naming_it():
+    delta = {'n1': {'eth0': Counters(10, 10), 'eth1': Counters(0, 2_000_000)},
+             'n2': {'eth0': Counters(10, 10), 'eth1': Counters(2_000_000, 0)}}
+    problems = check_counters(delta, kind='interface', iface='eth0', hosts=['n1', 'n2'], payload_bytes=1e6)
+    assert len(problems) == 2
+    assert 'eth0 carried 20 B' in problems[0] and 'busiest interface was eth1' in problems[0]
+
+
+def test_fraction_lowers_the_bar():
+    delta = {'n1': {'eth0': Counters(0, 300)}}
+    assert check_counters(delta, kind='interface', iface='eth0', hosts=['n1'], payload_bytes=1000, fraction=0.25) == []
+    assert check_counters(delta, kind='interface', iface='eth0', hosts=['n1'], payload_bytes=1000, fraction=0.5)
+
+
+def test_shared_memory_must_not_touch_the_network():
+    quiet = {'n1': {'lo': Counters(500, 500), 'eth0': Counters(100, 100)}}
+    assert check_counters(quiet, kind='none', iface=None, hosts=['n1'], payload_bytes=1e6) == []
+    loud = {'n1': {'lo': Counters(1_000_000, 1_000_000)}}
+    problems = check_counters(loud, kind='none', iface=None, hosts=['n1'], payload_bytes=1e6)
+    assert problems and 'not shm' in problems[0]
+
+
+def test_missing_host_or_interface_is_a_failure():
+    delta = {'n1': {'eth0': Counters(5e6, 5e6)}}
+    assert 'n2: no counter snapshots' in check_counters(delta, kind='interface', iface='eth0', hosts=['n1', 'n2'],
+                                                        payload_bytes=1e6)[0]
+    assert 'not found' in check_counters(delta, kind='interface', iface='ib0', hosts=['n1'], payload_bytes=1)[0]
+    assert check_counters({}, kind='interface', iface='eth0', hosts=[], payload_bytes=1)
+
+
+def test_infiniband_counters():
+    delta = {'n1': {'ib:mlx5_0:1': Counters(4e6, 4e6), 'eth0': Counters(0, 0)}}
+    assert check_counters(delta, kind='infiniband', iface='mlx5_0:1', hosts=['n1'], payload_bytes=1e6) == []
+    assert check_counters(delta, kind='infiniband', iface='mlx5_0:1', hosts=['n1'], payload_bytes=1e7)
+
+
+OMPI_OUT = """[vm:06203] mca: bml: Using vader btl for send to [[29896,1],1] on node vm
+[vm:06203] mca: bml: Using self btl for send to [[29896,1],0] on node vm
+"""
+UCX_OUT = """[1795346494.368157] [vm:6335 :0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[0]: tag(self/memory0 tcp/lo) rma(self/memory0) am(self/memory0 tcp/lo)
+[1795346494.368301] [vm:6336 :0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[0]: tag(tcp/lo) rma_am(tcp/lo) am(tcp/lo)
+"""
+
+
+def test_transports_from_open_mpi_and_ucx():
+    assert transports(OMPI_OUT) == {'btl:vader'}
+    assert transports(UCX_OUT) == {'ucx:tcp/lo'}
+    assert transports('nothing here') == set()
+
+
+def test_transport_check(table):
+    assert check_transports({'btl:vader'}, table.path('shm', 'openmpi4').transport) == []
+    wrong = check_transports({'btl:tcp'}, table.path('shm', 'openmpi4').transport)
+    assert wrong and 'another path' in wrong[0] and 'btl:tcp' in wrong[0]
+    assert check_transports({'ucx:tcp/eth0'}, table.path('fast', 'mpich-ucx', {'iface': 'eth0'}).transport) == []
+    # UCX quietly on shared memory between namespace nodes: the classic silent fallback
+    assert check_transports({'ucx:sysv/memory', 'ucx:tcp/eth0'},
+                            table.path('fast', 'mpich-ucx', {'iface': 'eth0'}).transport)
+    assert 'reported no transport' in check_transports(set(), '^btl:tcp$')[0]
+    assert check_transports(set(), None) == []

@@ -1,0 +1,65 @@
+"""Report -> reference conversion (tools/refs)."""
+import json
+
+import yaml
+
+from netregress import references, refstool
+
+
+def report(*cases):
+    return {'runs': [{'testcases': list(cases)}]}
+
+
+def case(value, metric='bw_mbps', unit='Mbit/s', result='pass', fail_phase=None, ic='gige', test='tcp.stream',
+         part='gige', env='gnu', fixture=False):
+    return {'result': result, 'fail_phase': fail_phase, 'fixture': fixture, 'environ': env, 'interconnect': ic,
+            'ref_test': test, 'perfvalues': {f'vc:{part}:{metric}': [value, 0, None, None, unit, 'pass']}}
+
+
+def test_measurements_skip_failed_sanity_and_fixtures():
+    got = refstool.measurements(report(case(940.0), case(1.0, result='fail', fail_phase='sanity'),
+                                       case(2.0, fixture=True), case(930.0, fail_phase='performance', result='fail')))
+    assert [m.value for m in got] == [940.0, 930.0]
+    assert got[0].system == 'vc' and got[0].partition == 'gige' and got[0].metric == 'bw_mbps'
+
+
+def test_merge_new_entry_takes_interconnect_tolerance(table):
+    found = refstool.measurements(report(case(940.0), case(950.0), case(945.0)))
+    doc = refstool.merge(None, 'vc', found, table)
+    entry = doc['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']
+    lower, upper, comment = table.tolerance('gige', 'throughput')
+    assert entry == {'value': 945.0, 'lower': lower, 'upper': upper, 'unit': 'Mbit/s', 'comment': comment}
+
+
+def test_merge_keeps_hand_tuned_tolerance_unless_reset(table):
+    old = {'schema': references.SCHEMA, 'system': 'vc', 'references': {'gige': {'gnu': {'gige': {'tcp.stream': {
+        'bw_mbps': {'value': 900.0, 'lower': -0.01, 'upper': 0.02, 'unit': 'Mbit/s', 'comment': 'tuned'}}}}}}}
+    found = refstool.measurements(report(case(940.0)))
+    kept = refstool.merge(old, 'vc', found, table)['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']
+    assert kept == {'value': 940.0, 'lower': -0.01, 'upper': 0.02, 'unit': 'Mbit/s', 'comment': 'tuned'}
+    assert old['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']['value'] == 900.0   # not mutated
+    reset = refstool.merge(old, 'vc', found, table, reset_tolerance=True)
+    assert reset['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']['comment'] != 'tuned'
+
+
+def test_per_size_metrics_and_latency_kind(table):
+    found = refstool.measurements(report(case(12.0, metric='lat_us@8', unit='us'),
+                                         case(30.0, metric='lat_us@1024', unit='us')))
+    doc = refstool.merge(None, 'vc', found, table)
+    entry = doc['references']['gige']['gnu']['gige']['tcp.stream']['lat_us']
+    assert set(entry['sizes']) == {8, 1024}
+    assert entry['sizes'][8]['lower'] == table.tolerance('gige', 'latency')[0]
+
+
+def test_write_round_trips_and_shows_diff(tmp_path, table):
+    rep = tmp_path / 'r.json'
+    rep.write_text(json.dumps(report(case(940.0), case(12.0, metric='lat_us@8', unit='us'))))
+    diff, used = refstool.write([rep], tmp_path, table, dry_run=True)
+    assert used == 2 and '+    gnu:' in diff and not (tmp_path / 'vc.yaml').exists()
+    refstool.write([rep], tmp_path, table)
+    refs = references.load_file(tmp_path / 'vc.yaml', 'vc')
+    assert refs.lookup('gige', 'gnu', 'gige', 'tcp.stream', 'bw_mbps').value == 940.0
+    assert refs.lookup('gige', 'gnu', 'gige', 'tcp.stream', 'lat_us@8').value == 12.0
+    assert yaml.safe_load((tmp_path / 'vc.yaml').read_text())['schema'] == references.SCHEMA
+    diff, _ = refstool.write([rep], tmp_path, table)
+    assert diff == ''                                   # idempotent

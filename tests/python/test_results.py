@@ -1,0 +1,72 @@
+"""The shared kernel-result helper: key paths, sanity on status/exit code, payload arithmetic."""
+import json
+
+import pytest
+
+pytest.importorskip('reframe')
+from reframe.core.exceptions import SanityError  # noqa: E402
+
+from netregress import results  # noqa: E402
+
+DOC = {'schema': 'netregress-result/1', 'tool': 'nr-tcptest', 'status': 'ok', 'mode': 'stream-exp',
+       'hosts': {'client': 'n1', 'server': 'n2'},
+       'summary': {'throughput_mbps': {'avg': 941.5}},
+       'sweep': [{'size_bytes': 1, 'throughput_mbps': 0.5, 'iterations': 10},
+                 {'size_bytes': 1024, 'throughput_mbps': 400.0, 'iterations': 100}],
+       'bytes': {'client': 5000, 'server': 4990}}
+
+
+def write(tmp_path, doc, name='result.json'):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_key_paths():
+    assert results.get(DOC, 'summary.throughput_mbps.avg') == 941.5
+    assert results.get(DOC, 'sweep[size_bytes=1024].throughput_mbps') == 400.0
+    assert results.get(DOC, 'sweep[0].size_bytes') == 1
+    with pytest.raises(KeyError, match='no key'):
+        results.get(DOC, 'summary.rtt_us')
+    with pytest.raises(KeyError, match='0 records'):
+        results.get(DOC, 'sweep[size_bytes=2048].throughput_mbps')
+
+
+def test_value_and_missing_key(tmp_path):
+    path = write(tmp_path, DOC)
+    assert results.value(path, 'sweep[size_bytes=1].throughput_mbps').evaluate() == 0.5
+    with pytest.raises(SanityError, match='no key'):
+        results.value(path, 'latency.avg_us').evaluate()
+
+
+def test_kernel_ok_reads_status_and_exit_mark(tmp_path):
+    path = write(tmp_path, DOC)
+    out = tmp_path / 'out'
+    out.write_text(f'blah\n{results.EXIT_MARK} 0\n')
+    assert results.kernel_ok(path, out, tool='nr-tcptest').evaluate()
+    out.write_text(f'{results.EXIT_MARK} 3\n')
+    with pytest.raises(SanityError, match='validation failure'):
+        results.kernel_ok(path, out).evaluate()
+    out.write_text('killed before the mark\n')
+    with pytest.raises(SanityError, match='exit status not recorded'):
+        results.kernel_ok(path, out).evaluate()
+
+
+def test_kernel_error_status_is_reported(tmp_path):
+    path = write(tmp_path, {**DOC, 'status': 'error', 'error': 'connection refused'})
+    with pytest.raises(SanityError, match='connection refused'):
+        results.kernel_ok(path).evaluate()
+    with pytest.raises(SanityError, match='no result file'):
+        results.kernel_ok(tmp_path / 'absent.json').evaluate()
+    (tmp_path / 'cut.json').write_text('{"schema": "netregress-res')
+    with pytest.raises(SanityError, match='not valid JSON'):
+        results.kernel_ok(tmp_path / 'cut.json').evaluate()
+
+
+def test_payload_bytes_and_hosts():
+    assert results.payload_bytes(DOC) == 4990                  # the smaller of the two sides' counts
+    no_bytes = {k: v for k, v in DOC.items() if k != 'bytes'}
+    assert results.payload_bytes(no_bytes) == 1 * 10 + 1024 * 100
+    assert results.payload_bytes({'latency': {'size_bytes': 8, 'iterations': 100}}) == 1600
+    assert results.hosts(DOC) == ['n1', 'n2']
+    assert results.hosts({'hosts': {'master': 'a', 'secondary': 'a'}}) == ['a']

@@ -276,7 +276,9 @@ site_configuration = {
         'report_file': str(RUN / 'reports' / 'run-report-{sessionid}.json'),
         'perf_info_level': 'info',
         'remote_detect': False,
+        'topology_prefix': str(RUN / 'topology'),
     }],
+    'storage': [{'enable': False, 'sqlite_db_file': str(RUN / 'reports' / 'results.db')}],
     'logging': [{
         'level': 'debug',
         'handlers': [
@@ -290,9 +292,12 @@ site_configuration = {
             'basedir': str(RUN / 'perflogs'),
             'prefix': '%(check_system)s/%(check_partition)s',
             'level': 'info',
-            'format': '%(check_result)s|%(check_job_completion_time)s|%(check_#ALL)s',
-            'format_perfvars': ('%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|'
-                                '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|'),
+            'format': ('%(check_job_completion_time)s|%(check_result)s|%(check_system)s:%(check_partition)s|'
+                       '%(check_environ)s|%(check_display_name)s|%(check_interconnect)s|%(check_ref_test)s|'
+                       'transports=%(check_nr_transports)s|wire=%(check_nr_wire)s|%(check_jobid)s|'
+                       '%(check_perfvalues)s'),
+            'format_perfvars': ('%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s '
+                                '(ref %(check_perf_ref)s %(check_perf_lower_thres)s..%(check_perf_upper_thres)s)|'),
             'append': True,
         }],
     }],

@@ -34,9 +34,9 @@ class Counters:
 def snapshot_command(when: str) -> str:
     """A POSIX shell command printing one counter snapshot of the node it runs on."""
     return (f'echo "{MARK} host=$(hostname) when={when}"; cat /proc/net/dev; '
-            'for d in /sys/class/infiniband/*/ports/*/counters; do [ -r "$d/port_xmit_data" ] || continue; '
+            'for d in /sys/class/infiniband/*/ports/*/counters; do if [ -r "$d/port_xmit_data" ]; then '
             'p=${d%/counters}; echo "ib:$(basename ${p%/ports/*}):$(basename $p) '
-            'xmit_words=$(cat $d/port_xmit_data) rcv_words=$(cat $d/port_rcv_data)"; done')
+            'xmit_words=$(cat $d/port_xmit_data) rcv_words=$(cat $d/port_rcv_data)"; fi; done')
 
 
 def parse_net_dev(text: str) -> dict[str, Counters]:

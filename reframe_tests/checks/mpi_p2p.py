@@ -1,0 +1,110 @@
+"""MPI point-to-point with nr-mpitest (Hpcbench mpitest parity; seed 000), per MPI build and interconnect.
+
+Two ranks: one node for shm/tcp, one rank per node for the fabrics. Every run also proves its path: the transport
+the MPI library reports and, between nodes, the bytes on the interface under test.
+"""
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, variable
+
+from netregress.base import MpiKernelCheck
+from netregress.references import metric_name
+
+
+class MpitestBenchmark(MpiKernelCheck):
+    """Abstract nr-mpitest benchmark; short runs (2 cores shared by every rank and the 20-minute suite)."""
+
+    kernel_name = 'nr-mpitest'
+
+    #: Repetitions of a fixed-size test (``-r``).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``3``
+    repetitions = variable(int, value=3)
+
+    #: Seconds per repetition (``-t``).
+    #:
+    #: :type: :class:`float`
+    #: :default: ``0.5``
+    test_time_s = variable(float, value=0.5)
+
+    #: Extra nr-mpitest options.
+    #:
+    #: :type: :class:`List[str]`
+    #: :default: ``[]``
+    extra_opts = variable(typ.List[str], value=[])
+
+    tags = {'mpi'}
+
+
+@rfm.simple_test
+class mpi_throughput(MpitestBenchmark):
+    """Fixed-size (1 MiB) stream / ping-pong, blocking / non-blocking: mean throughput over repetitions."""
+
+    mode = parameter(['stream', 'pingpong'], fmt=lambda m: m, loggable=True)
+    io = parameter(['blocking', 'nonblocking'], fmt=lambda m: m, loggable=True)
+
+    #: Message size in bytes (``-m``); 1 MiB is the size compared with iperf3 on gige.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``1048576``
+    message_bytes = variable(int, value=1048576)
+
+    @run_after('init')
+    def describe(self):
+        self.ref_test = f'mpitest.{self.mode}.{self.io}'
+        self.descr = f'MPI {self.mode} throughput, {self.io}, {self.message_bytes} B messages'
+
+    @run_after('setup')
+    def set_options(self):
+        opts = ['-r', str(self.repetitions), '-t', str(self.test_time_s), '-m', str(self.message_bytes)]
+        if self.mode == 'pingpong':
+            opts.append('-i')
+        if self.io == 'nonblocking':
+            opts.append('-n')
+        self.kernel_opts = opts + list(self.extra_opts)
+        self.add_metric('throughput_mbps', 'summary.throughput_mbps.avg', 'Mbit/s')
+
+
+@rfm.simple_test
+class mpi_latency(MpitestBenchmark):
+    """Round-trip time of small messages (``-A SIZE``, Hpcbench latency test); the CI representative."""
+
+    #: Message size of the latency test.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``8``
+    size_bytes = variable(int, value=8)
+
+    @run_after('init')
+    def describe(self):
+        self.ref_test = 'mpitest.latency'
+        self.tags |= {'ci'}
+
+    @run_after('setup')
+    def set_options(self):
+        self.kernel_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions)] + list(self.extra_opts)
+        self.add_metric('rtt_us', 'latency.avg_us', 'us')
+
+
+@rfm.simple_test
+class mpi_sweep(MpitestBenchmark):
+    """Exponential ping-pong sweep 1 B .. 2^max_exp B (``-i -e``): throughput at every size."""
+
+    #: Largest message is 2**max_exp bytes.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``20``
+    max_exp = variable(int, value=20)
+
+    @run_after('init')
+    def describe(self):
+        self.ref_test = 'mpitest.sweep.pingpong'
+
+    @run_after('setup')
+    def set_options(self):
+        self.kernel_opts = ['-i', '-e', str(self.max_exp)] + list(self.extra_opts)
+        for exp in range(self.max_exp + 1):
+            size = 2 ** exp
+            self.add_metric(metric_name('throughput_mbps', size), f'sweep[size_bytes={size}].throughput_mbps',
+                            'Mbit/s')

@@ -224,7 +224,22 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
             raise PerformanceError(f'{missing[0]}{more}')
 
 
-class KernelMixin(rfm.RegressionTestPlugin):
+class ExitStatusPlugin(rfm.RegressionTestPlugin):
+    """Records the benchmark's exit status in stdout (first post-run command) for sanity."""
+
+    @run_before('run')
+    def mark_exit_status(self):
+        self.postrun_cmds = [f'echo "{results.EXIT_MARK} $?"'] + self.postrun_cmds
+
+    def exit_witness(self) -> list[str]:
+        try:
+            code = results.exit_status(stage_file(self, self.stdout))
+        except SanityError as err:
+            return [str(err)]
+        return [] if code == 0 else [f'{self.executable} exited with {code} ({results.describe_exit(code)})']
+
+
+class KernelMixin(ExitStatusPlugin):
     """Our kernels: build fixture, exit-status mark and the JSON result."""
 
     #: The build fixture providing the kernels (MPI kernels; TCP checks use TcpKernelBuild).
@@ -236,11 +251,6 @@ class KernelMixin(rfm.RegressionTestPlugin):
     @property
     def result_path(self) -> str:
         return os.path.join(self.stagedir, RESULT_FILE)
-
-    @run_before('run')
-    def mark_exit_status(self):
-        """The first post-run command records the kernel's exit code for sanity."""
-        self.postrun_cmds = [f'echo "{results.EXIT_MARK} $?"'] + self.postrun_cmds
 
     def kernel_witness(self) -> list[str]:
         try:

@@ -109,19 +109,27 @@ def has(doc: Any, keypath: str) -> bool:
         return False
 
 
+def exit_status(stdout: str | Path) -> int:
+    """The benchmark's exit status recorded by the job script (see :data:`EXIT_MARK`); SanityError if absent."""
+    text = Path(stdout).read_text(errors='replace') if Path(stdout).exists() else ''
+    codes = re.findall(rf'^{EXIT_MARK}\s*(\d+)', text, re.M)
+    if not codes:
+        raise SanityError('benchmark exit status not recorded: the job script died before the benchmark returned '
+                          '(time limit, node failure or launcher error)')
+    return int(codes[-1])
+
+
+def describe_exit(code: int) -> str:
+    return EXIT_CODES.get(code, f'killed by signal {code - 128}' if code > 128 else 'unknown')
+
+
 @sn.deferrable
 def kernel_ok(path: str | Path, stdout: str | Path | None = None, tool: str | None = None) -> bool:
     """Sanity: the kernel exited 0 (when ``stdout`` carries the exit mark), wrote a result, and says ok."""
     if stdout is not None:
-        text = Path(stdout).read_text(errors='replace') if Path(stdout).exists() else ''
-        codes = re.findall(rf'^{EXIT_MARK}\s*(\d+)', text, re.M)
-        if not codes:
-            raise SanityError('kernel exit status not recorded: the job script died before the kernel returned '
-                              '(time limit, node failure or launcher error)')
-        code = int(codes[-1])
+        code = exit_status(stdout)
         if code != 0:
-            what = EXIT_CODES.get(code, 'killed by a signal' if code > 128 else 'unknown')
-            msg = f'kernel exited with {code} ({what})'
+            msg = f'kernel exited with {code} ({describe_exit(code)})'
             try:
                 doc = load_result(path)
                 if doc.get('error'):

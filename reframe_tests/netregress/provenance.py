@@ -139,7 +139,7 @@ def _ib_name(ifaces: Mapping[str, Counters], iface: str | None) -> str | None:
 
 _OMPI_BML = re.compile(r'mca: bml: Using (\w+) btl for send to \S+ on node (\S+)')
 _UCX_EP = re.compile(r'ep_cfg\[\d+\]: tag\(([^)]*)\)')
-_OFI_PROVIDER = re.compile(r'^\s*(?:\[\d+\]\s*)?provider:\s*(\S+)', re.M)
+_OFI_PROVIDER = re.compile(r'^\s*libfabric provider:\s*([^\s,;]+)', re.M)
 _IMPI_PROVIDER = re.compile(r'MPI startup\(\):\s*(?:libfabric\s+)?provider:\s*(\S+)')
 _IMPI_SHM_ONLY = re.compile(r'MPI startup\(\):\s*(?:I_MPI_FABRICS=shm|shm segment size)', re.I)
 

@@ -98,3 +98,27 @@ def test_transport_check(table):
                             table.path('fast', 'mpich-ucx', {'iface': 'eth0'}).transport)
     assert 'reported no transport' in check_transports(set(), '^btl:tcp$')[0]
     assert check_transports(set(), None) == []
+
+
+MPICH_OFI_OUT = """provider: tcp, score = 4, pref = 0, FI_SOCKADDR_IN [16] 127.0.0.1
+provider: sockets, score = 4, pref = 0, FI_SOCKADDR_IN [16] 127.0.0.1
+==== Capability set configuration ====
+libfabric provider: tcp - 127.0.0.1/32
+MPIDI_OFI_ENABLE_DATA: 1
+"""
+IMPI_OFI_OUT = """[0] MPI startup(): libfabric version: 2.4.0-impi
+[0] MPI startup(): libfabric provider: tcp
+[0] MPI startup(): I_MPI_FABRICS=ofi
+"""
+IMPI_SHM_OUT = """[0] MPI startup(): Load tuning file: "/x/opt/mpi/etc/tuning_generic_shm.dat"
+[0] MPI startup(): I_MPI_FABRICS=shm
+"""
+
+
+def test_transports_from_mpich_ofi_and_intel_mpi(table):
+    assert transports(MPICH_OFI_OUT) == {'ofi:tcp'}       # candidates are not the choice
+    assert transports(IMPI_OFI_OUT) == {'impi:tcp'}
+    assert transports(IMPI_SHM_OUT) == {'impi:shm'}
+    assert check_transports(transports(IMPI_SHM_OUT), table.path('shm', 'intelmpi').transport) == []
+    assert check_transports(transports(IMPI_OFI_OUT), table.path('shm', 'intelmpi').transport)
+    assert check_transports(transports(MPICH_OFI_OUT), table.path('tcp', 'mpich-ofi', {'iface': 'lo'}).transport) == []

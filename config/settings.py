@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / 'run'
-DEPS = ROOT / '.deps'
+DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')   # override: a developer's scratch tree
 
 # Checks import the library as `netregress`.
 if str(ROOT / 'reframe_tests') not in sys.path:

@@ -1,0 +1,74 @@
+/* TCP socket helpers shared by nr-tcptest and nr-tcpserver: resolving and connecting with a timeout, listening,
+ * applying the Hpcbench socket options (buffer sizes, TCP_NODELAY, TCP_CORK, MSS, IP TOS) and reading back the
+ * values the kernel actually uses, and timed full reads/writes for the control connection.
+ */
+#ifndef NR_TCP_SOCK_H
+#define NR_TCP_SOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct nr_error;
+
+/* Requested socket options (0 / false = leave the system default). */
+struct nr_tcp_sockopts {
+    uint32_t buffer_bytes; /* SO_SNDBUF and SO_RCVBUF (-b) */
+    uint32_t mss_bytes;    /* TCP_MAXSEG (-M) */
+    bool nodelay;          /* TCP_NODELAY (-N) */
+    bool cork;             /* TCP_CORK (-C) */
+    uint8_t tos;           /* IP_TOS / IPV6_TCLASS byte (-q), 0 = default */
+    bool blocking;         /* false: O_NONBLOCK data socket (-n) */
+};
+
+/* Effective values of a data socket, as getsockopt reports them. */
+struct nr_tcp_sockinfo {
+    uint32_t rcvbuf_bytes;
+    uint32_t sndbuf_bytes;
+    uint32_t mss_bytes;
+    bool blocking;
+    bool nodelay;
+    bool cork;
+    uint8_t tos;
+};
+
+/* Apply the buffer, MSS, TOS, NODELAY and CORK options to fd (before connect/listen, so that buffer sizes take
+ * part in window scaling and the MSS is advertised). Blocking mode is set separately (nr_tcp_set_blocking). */
+int nr_tcp_apply_opts(int fd, int family, const struct nr_tcp_sockopts *o, struct nr_error *err);
+
+/* Read the effective values of fd. */
+int nr_tcp_sockinfo_get(int fd, int family, struct nr_tcp_sockinfo *out, struct nr_error *err);
+
+int nr_tcp_set_blocking(int fd, bool blocking, struct nr_error *err);
+
+/* SO_RCVTIMEO and SO_SNDTIMEO, so blocking reads/writes give up after seconds (0 = never). */
+int nr_tcp_set_timeouts(int fd, double seconds, struct nr_error *err);
+
+/* Connect to host:port (all addresses getaddrinfo returns, in order), each attempt limited to timeout_s.
+ * opts (may be NULL) are applied before connecting. Returns the fd (blocking) or a negative NR_E_*.
+ * *family receives the address family used. */
+int nr_tcp_connect(const char *host, uint16_t port, const struct nr_tcp_sockopts *opts, double timeout_s,
+                   int *family, struct nr_error *err);
+
+/* Listen on bind_addr (NULL: all addresses, IPv6 dual-stack when available) and port (0 = pick a free one).
+ * opts (may be NULL) are applied before listen() and are inherited by accepted sockets.
+ * Returns the fd or a negative NR_E_*; *bound_port receives the port, *family the family. */
+int nr_tcp_listen(const char *bind_addr, uint16_t port, const struct nr_tcp_sockopts *opts, int backlog,
+                  uint16_t *bound_port, int *family, struct nr_error *err);
+
+/* Accept one connection within timeout_s (<= 0: wait forever). Returns the fd or NR_E_TIMEOUT / NR_E_NET. */
+int nr_tcp_accept(int lfd, double timeout_s, struct sockaddr_storage *peer, struct nr_error *err);
+
+/* Write / read exactly len bytes within timeout_s (poll-based, fd may be blocking or not). Reading returns
+ * NR_E_CLOSED when the peer closes first. Used for the control connection and handshakes, not for measuring. */
+int nr_tcp_write_all(int fd, const void *buf, size_t len, double timeout_s, struct nr_error *err);
+int nr_tcp_read_all(int fd, void *buf, size_t len, double timeout_s, struct nr_error *err);
+
+/* Numeric host of a socket address ("127.0.0.1", "::1"). Returns buf. */
+const char *nr_tcp_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
+
+/* Fill buf with random bytes (getrandom, falling back to /dev/urandom). */
+int nr_tcp_random(void *buf, size_t len, struct nr_error *err);
+
+#endif

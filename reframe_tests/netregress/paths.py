@@ -24,7 +24,9 @@ def interconnect_table() -> Path:
 
 
 def reference_dir() -> Path:
-    return repo_root() / 'reference_values'
+    """``reference_values/``; ``NETREGRESS_REFERENCES`` points elsewhere (tests, a site's private baselines)."""
+    env = os.environ.get('NETREGRESS_REFERENCES')
+    return Path(env).resolve() if env else repo_root() / 'reference_values'
 
 
 def run_dir() -> Path:

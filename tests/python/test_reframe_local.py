@@ -1,0 +1,126 @@
+"""End to end on the `local` system with stand-in kernels: the library's failure modes really fail the check.
+
+Runs ReFrame (from the Python running pytest) on copies of the real checks, with stand-in kernels
+(tests/python/fake_kernels) and a scratch reference directory. Covers: a complete run passes; a missing reference
+fails after measuring; a kernel error fails with its message; an MPI forced onto another path than the interconnect
+under test fails on both witnesses (transport report and byte counters).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip('reframe')
+ROOT = Path(__file__).resolve().parents[2]
+FAKES = Path(__file__).resolve().parent / 'fake_kernels'
+REFRAME = Path(sys.executable).parent / 'reframe'
+
+WRONG_PATH_CHECK = '''
+import reframe as rfm
+from reframe.core.builtins import run_after
+from mpi_p2p import mpi_latency
+
+
+@rfm.simple_test
+class wrong_path_latency(mpi_latency):
+    """Claims shm but forces Open MPI onto TCP: must fail on the transport and the counters."""
+    @run_after('setup')
+    def sabotage(self):
+        self.env_vars.update({'OMPI_MCA_btl': 'self,tcp', 'OMPI_MCA_btl_tcp_if_include': 'lo'})
+'''
+
+
+@pytest.fixture(scope='module')
+def sandbox(tmp_path_factory):
+    if not REFRAME.exists():
+        pytest.skip(f'no reframe next to {sys.executable}')
+    tmp = tmp_path_factory.mktemp('rfm')
+    kernels = tmp / 'kernels'
+    for env in ('gnu', 'openmpi4'):
+        (kernels / env / 'bin').mkdir(parents=True)
+        for exe in ('nr-tcpserver', 'nr-tcptest'):
+            shutil.copy(FAKES / exe, kernels / env / 'bin' / exe)
+    have_ompi = shutil.which('mpicc.openmpi') is not None
+    if have_ompi:
+        exe = kernels / 'openmpi4' / 'bin' / 'nr-mpitest'
+        subprocess.run(['mpicc.openmpi', '-O1', '-o', str(exe), str(FAKES / 'fake_mpitest.c')], check=True,
+                       capture_output=True)
+        for name in ('nr-mpicoll', 'nr-ebb'):
+            shutil.copy(exe, exe.parent / name)
+    checks = tmp / 'checks'
+    checks.mkdir()
+    for name in ('tcp.py', 'mpi_p2p.py'):
+        shutil.copy(ROOT / 'reframe_tests' / 'checks' / name, checks / name)
+    (checks / 'wrong_path.py').write_text(WRONG_PATH_CHECK)
+    refs = tmp / 'refs'
+    refs.mkdir()
+    return {'tmp': tmp, 'kernels': kernels, 'checks': checks, 'refs': refs, 'have_ompi': have_ompi}
+
+
+def run(sandbox, name, *extra, env=None, references=None):
+    """Run one check by name; return (exit code, list of test cases from the JSON report)."""
+    tmp = sandbox['tmp']
+    (sandbox['refs'] / 'local.yaml').write_text(yaml.safe_dump(references or {}))
+    report = tmp / f'report-{name}.json'
+    environ = {**os.environ, 'NETREGRESS_KERNELS': f'{sandbox["kernels"]}/{{env}}/bin',
+               'NETREGRESS_REFERENCES': str(sandbox['refs']), 'TMPDIR': str(tmp),
+               'PYTHONPATH': f'{sandbox["checks"]}:{ROOT / "reframe_tests"}',
+               'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1', **(env or {})}
+    cmd = [str(REFRAME), '-C', str(ROOT / 'config' / 'settings.py'), '-c', str(sandbox['checks']),
+           '--system', 'local', '--prefix', str(tmp / 'prefix'), '--stage', str(tmp / 'stage'),
+           '--output', str(tmp / 'output'), '--perflogdir', str(tmp / 'perflogs'),
+           '--report-file', str(report), '-n', name, *extra, '-r']
+    proc = subprocess.run(cmd, env=environ, capture_output=True, text=True, timeout=300)
+    cases = [tc for r in json.loads(report.read_text())['runs'] for tc in r['testcases'] if not tc.get('fixture')]
+    assert cases, proc.stdout + proc.stderr
+    return proc.returncode, cases
+
+
+def reference(env, ic, test, metric, value, unit):
+    return {'schema': 'netregress-references/1', 'system': 'local', 'references': {'default': {env: {ic: {test: {
+        metric: {'value': value, 'lower': -0.99, 'upper': 99.0, 'unit': unit, 'comment': 'test'}}}}}}}
+
+
+def test_complete_run_passes(sandbox):
+    rc, cases = run(sandbox, 'tcp_rtt', references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
+    assert rc == 0 and cases[0]['result'] == 'pass', cases[0]['fail_reason']
+    assert cases[0]['nr_wire'].startswith(f'{os.uname().nodename}:lo=')
+
+
+def test_missing_reference_fails_after_measuring(sandbox):
+    rc, cases = run(sandbox, 'tcp_rtt')
+    assert rc != 0 and cases[0]['fail_phase'] == 'performance'
+    assert 'no reference for local:default gnu tcp tcp.rtt rtt_us' in cases[0]['fail_reason']
+    assert cases[0]['perfvalues']['local:default:rtt_us'][0] == 25.0       # measured, so tools/refs can use it
+
+
+def test_kernel_error_fails_with_its_message(sandbox):
+    rc, cases = run(sandbox, 'tcp_rtt', env={'FAKE_TCPTEST_FAIL': '1'},
+                    references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
+    assert rc != 0 and cases[0]['fail_phase'] == 'sanity'
+    assert 'exited with 1 (runtime failure): connection refused by fake server' in cases[0]['fail_reason']
+
+
+def test_mpi_on_the_declared_path_passes(sandbox):
+    if not sandbox['have_ompi']:
+        pytest.skip('Debian Open MPI not installed')
+    rc, cases = run(sandbox, 'mpi_latency', '-p', 'openmpi4', '-E', "interconnect == 'shm'",
+                    references=reference('openmpi4', 'shm', 'mpitest.latency', 'rtt_us', 100.0, 'us'))
+    assert rc == 0, cases[0]['fail_reason']
+    assert cases[0]['nr_transports'] == 'btl:vader'
+
+
+def test_mpi_on_another_path_fails_on_both_witnesses(sandbox):
+    if not sandbox['have_ompi']:
+        pytest.skip('Debian Open MPI not installed')
+    rc, cases = run(sandbox, 'wrong_path_latency', '-p', 'openmpi4', '-E', "interconnect == 'shm'",
+                    references=reference('openmpi4', 'shm', 'mpitest.latency', 'rtt_us', 100.0, 'us'))
+    assert rc != 0 and cases[0]['fail_phase'] == 'sanity'
+    reason = cases[0]['fail_reason']
+    assert 'MPI took another path: reported btl:tcp' in reason
+    assert 'the payload went over the network, not shm' in reason

@@ -303,6 +303,10 @@ int nr_tcp_read_all(int fd, void *buf, size_t len, double timeout_s, struct nr_e
 
 const char *nr_tcp_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
+    if (ss->ss_family != AF_INET && ss->ss_family != AF_INET6) {
+        snprintf(buf, len, "?");
+        return buf;
+    }
     const void *a = ss->ss_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr
                                               : (const void *)&((const struct sockaddr_in *)ss)->sin_addr;
     if (!inet_ntop(ss->ss_family, a, buf, (socklen_t)len))

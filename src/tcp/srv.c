@@ -1,0 +1,330 @@
+/* The server side of one nr-tcptest session (used by nr-tcpserver and by the session fuzzer).
+ *
+ * nr_tcpsrv_session() runs the whole conversation on an accepted control connection: handshake and optional
+ * shared-secret authentication, the test request checked against the server's limits, the data connection
+ * (separate ephemeral listener with the requested socket options applied before listen(), accepting only the
+ * connection that presents this test's cookie, while the control connection is watched for a client that gives
+ * up), then the repetitions and system-monitor samples the client drives. Every wait has a timeout; every failure
+ * is sent to the client as an ERROR message (unless the client is gone or reported it), logged as one line, and
+ * returned; nothing in here exits the process.
+ */
+#include "srv.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nr/core.h"
+#include "proto.h"
+#include "sock.h"
+#include "tcp.h"
+#include "xfer.h"
+
+/* One test: everything that is released when the session ends. */
+struct nr__session {
+    struct nr_proto_conn ctl;
+    int data_fd;
+    int data_listen_fd;
+    char *buf;
+    struct nr_sysmon *mon;
+    char peer[64];
+};
+
+static void nr__session_close(struct nr__session *ss)
+{
+    if (ss->data_fd >= 0)
+        close(ss->data_fd);
+    if (ss->data_listen_fd >= 0)
+        close(ss->data_listen_fd);
+    free(ss->buf);
+    nr_sysmon_close(ss->mon);
+    nr_proto_conn_free(&ss->ctl);
+}
+
+static int nr__handshake(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, struct nr_error *err)
+{
+    union nr_msg m, in;
+    uint8_t server_nonce[NR_PROTO_NONCE_BYTES];
+    int rc = nr_tcp_random(server_nonce, sizeof server_nonce, err);
+    if (rc < 0)
+        return rc;
+    memset(&m, 0, sizeof m);
+    m.hello.flags = cfg->key_len ? NR_HELLO_AUTH : 0;
+    memcpy(m.hello.nonce, server_nonce, sizeof server_nonce);
+    snprintf(m.hello.host, sizeof m.hello.host, "%s", cfg->host);
+    if ((rc = nr_proto_send(&ss->ctl, NR_MSG_HELLO, &m, err)) < 0)
+        return rc;
+    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_CLIENT_HELLO, 0, &in, "client", err)) < 0)
+        return rc;
+    memset(&m, 0, sizeof m);
+    if (cfg->key_len) {
+        uint8_t want[NR_SHA256_BYTES];
+        if (!(in.client_hello.flags & NR_CHELLO_MAC))
+            return nr_error_set(err, NR_E_AUTH, "this server requires authentication: use --auth-file");
+        nr_proto_auth_mac(cfg->key, (size_t)cfg->key_len, "client", server_nonce, in.client_hello.nonce, want);
+        if (!nr_mem_equal_ct(want, in.client_hello.mac, sizeof want))
+            return nr_error_set(err, NR_E_AUTH, "authentication failed: the shared secrets differ");
+        nr_proto_auth_mac(cfg->key, (size_t)cfg->key_len, "server", server_nonce, in.client_hello.nonce, m.welcome.mac);
+    }
+    m.welcome.max_message_bytes = NR_TCP_MSG_MAX;
+    m.welcome.max_io_bytes = NR_TCP_IO_MAX;
+    m.welcome.max_rep_time_s = (uint32_t)cfg->max_rep_s;
+    if (cfg->verbose && cfg->log)
+        fprintf(cfg->log, "nr-tcpserver: client %s (%s) connected%s\n", in.client_hello.host, ss->peer,
+                cfg->key_len ? ", authenticated" : "");
+    return nr_proto_send(&ss->ctl, NR_MSG_WELCOME, &m, err);
+}
+
+/* Check a TEST_REQ against the server's limits. */
+static int nr__check_request(const struct nr_msg_test_req *r, struct nr_error *err)
+{
+    if (r->io_bytes > NR_TCP_IO_MAX)
+        return nr_error_set(err, NR_E_RANGE, "read/write size %u exceeds the server limit %u", r->io_bytes,
+                            NR_TCP_IO_MAX);
+    if (r->max_message_bytes > NR_TCP_MSG_MAX)
+        return nr_error_set(err, NR_E_RANGE, "message size %llu exceeds the server limit %u",
+                            (unsigned long long)r->max_message_bytes, NR_TCP_MSG_MAX);
+    if (r->buffer_bytes > NR_TCP_BUF_MAX)
+        return nr_error_set(err, NR_E_RANGE, "socket buffer %u exceeds the server limit %u", r->buffer_bytes,
+                            NR_TCP_BUF_MAX);
+    if (r->mss_bytes && (r->mss_bytes < NR_TCP_MSS_MIN || r->mss_bytes > NR_TCP_MSS_MAX))
+        return nr_error_set(err, NR_E_RANGE, "MSS %u is outside [%d, %d]", r->mss_bytes, NR_TCP_MSS_MIN,
+                            NR_TCP_MSS_MAX);
+    return NR_OK;
+}
+
+/* Open the data listener, tell the client where it is, accept the connection that shows our cookie. */
+static int nr__open_data(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, const struct nr_tcp_sockopts *opts,
+                         int *family, struct nr_error *err)
+{
+    struct sockaddr_storage local;
+    socklen_t sl = sizeof local;
+    char addr[64];
+    if (getsockname(ss->ctl.fd, (struct sockaddr *)&local, &sl) != 0)
+        return nr_error_sys(err, NR_E_NET, "getsockname");
+    nr_tcp_addr_str(&local, addr, sizeof addr);
+    uint16_t port = 0;
+    int fd = nr_tcp_listen(addr, 0, opts, 1, &port, family, err);
+    if (fd < 0)
+        return fd;
+    ss->data_listen_fd = fd;
+    union nr_msg m;
+    memset(&m, 0, sizeof m);
+    m.test_ack.port = port;
+    int rc = nr_tcp_random(m.test_ack.cookie, NR_PROTO_COOKIE_BYTES, err);
+    if (rc == 0)
+        rc = nr_proto_send(&ss->ctl, NR_MSG_TEST_ACK, &m, err);
+    if (rc < 0)
+        return rc;
+    double deadline = nr_now_s() + cfg->idle_timeout_s;
+    for (;;) {
+        double left = deadline - nr_now_s();
+        if (left <= 0)
+            return nr_error_set(err, NR_E_TIMEOUT, "the client did not open the data connection within %.0f s",
+                                cfg->idle_timeout_s);
+        /* Watch the control connection too: a client that gives up here is noticed at once. */
+        struct pollfd p[2] = {{ss->data_listen_fd, POLLIN, 0}, {ss->ctl.fd, POLLIN, 0}};
+        int n = poll(p, 2, (int)(left * 1000) + 1);
+        if (n < 0 && errno != EINTR)
+            return nr_error_sys(err, NR_E_NET, "poll");
+        if (n <= 0)
+            continue;
+        if (p[1].revents) {
+            struct nr_proto_hdr h;
+            union nr_msg in;
+            if ((rc = nr_proto_recv(&ss->ctl, left, &h, &in, err)) < 0)
+                return rc;
+            if (h.type == NR_MSG_ERROR)
+                return nr_error_set(err, NR_E_PEER, "client: %s", in.error.text);
+            return nr_error_set(err, NR_E_PROTO, "unexpected %s message while waiting for the data connection",
+                                nr_proto_type_name(h.type));
+        }
+        struct sockaddr_storage peer;
+        int dfd = nr_tcp_accept(ss->data_listen_fd, left, &peer, err);
+        if (dfd < 0)
+            return dfd;
+        uint8_t cookie[NR_PROTO_COOKIE_BYTES];
+        struct nr_error cerr;
+        nr_error_clear(&cerr);
+        if (nr_tcp_read_all(dfd, cookie, sizeof cookie, left < 5.0 ? left : 5.0, &cerr) == 0 &&
+            nr_mem_equal_ct(cookie, m.test_ack.cookie, sizeof cookie)) {
+            ss->data_fd = dfd;
+            break;
+        }
+        if (cfg->verbose && cfg->log)
+            fprintf(cfg->log, "nr-tcpserver: dropped a data connection without the test's cookie\n");
+        close(dfd); /* a stray or hostile connection: keep waiting for the right one */
+    }
+    close(ss->data_listen_fd);
+    ss->data_listen_fd = -1;
+    return NR_OK;
+}
+
+/* One repetition as the client asked for it in START. */
+static int nr__serve_rep(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, const struct nr_msg_test_req *r,
+                         const struct nr_msg_start *st, struct nr_error *err)
+{
+    if (st->size_bytes > r->max_message_bytes)
+        return nr_error_set(err, NR_E_RANGE, "message size %llu exceeds the %llu bytes announced for this test",
+                            (unsigned long long)st->size_bytes, (unsigned long long)r->max_message_bytes);
+    if (st->iterations > NR_TCP_ITER_MAX || st->iterations > NR_TCP_TOTAL_MAX / st->size_bytes)
+        return nr_error_set(err, NR_E_RANGE, "%llu iterations of %llu bytes exceed the server limit of %llu bytes",
+                            (unsigned long long)st->iterations, (unsigned long long)st->size_bytes,
+                            (unsigned long long)NR_TCP_TOTAL_MAX);
+    int measured_row = ss->mon && (st->flags & NR_START_MEASURED);
+    int rc;
+    if (measured_row && (rc = nr_sysmon_mark(ss->mon, err)) < 0)
+        return rc;
+    struct nr_xfer x = {ss->data_fd, (r->flags & NR_REQ_BLOCKING) != 0, r->io_bytes, ss->buf,
+                        (int)(cfg->idle_timeout_s * 1000), 0, 0, (r->flags & NR_REQ_NODELAY) != 0,
+                        (r->flags & NR_REQ_CORK) != 0};
+    struct nr_cpu_times c0, c1;
+    nr_cpu_times_now(&c0);
+    if ((rc = nr_proto_send(&ss->ctl, NR_MSG_READY, NULL, err)) < 0)
+        return rc;
+    uint64_t t0 = nr_now_ns();
+    x.deadline_ns = t0 + (uint64_t)(cfg->max_rep_s * 1e9);
+    uint64_t total = st->iterations * st->size_bytes;
+    if (r->mode == NR_MODE_STREAM)
+        rc = nr_xfer_recv(&x, total, err);
+    else if (r->mode == NR_MODE_PINGPONG && !x.blocking)
+        rc = nr_xfer_echo(&x, total, err);
+    else
+        rc = nr_xfer_pingpong(&x, st->iterations, st->size_bytes, false, err);
+    uint64_t t1 = nr_now_ns();
+    nr_cpu_times_now(&c1);
+    if (rc < 0)
+        return rc;
+    struct nr_cpu_times d = nr_cpu_times_diff(c1, c0);
+    union nr_msg m;
+    memset(&m, 0, sizeof m);
+    m.done.bytes = x.bytes;
+    m.done.elapsed_ns = t1 - t0;
+    m.done.user_us = (uint64_t)(d.user_s * 1e6);
+    m.done.sys_us = (uint64_t)(d.sys_s * 1e6);
+    if ((rc = nr_proto_send(&ss->ctl, NR_MSG_DONE, &m, err)) < 0)
+        return rc;
+    if (measured_row && (rc = nr_sysmon_record(ss->mon, err)) < 0)
+        return rc;
+    return NR_OK;
+}
+
+static int nr__send_syslog(struct nr__session *ss, struct nr_error *err)
+{
+    size_t len = 0;
+    char *text = nr_sysmon_log_serialize(nr_sysmon_get_log(ss->mon), &len);
+    if (!text)
+        return nr_error_set(err, NR_E_NOMEM, "cannot serialise the system log");
+    int rc;
+    if (len > NR_PROTO_SYSLOG_MAX) {
+        rc = nr_error_set(err, NR_E_RANGE, "system log of %zu bytes exceeds the protocol limit %u", len,
+                          NR_PROTO_SYSLOG_MAX);
+    } else {
+        union nr_msg m;
+        m.syslog.text = text;
+        m.syslog.length = (uint32_t)len;
+        rc = nr_proto_send(&ss->ctl, NR_MSG_SYSLOG, &m, err);
+    }
+    free(text);
+    return rc;
+}
+
+static int nr__serve(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, struct nr_error *err)
+{
+    int rc = nr__handshake(cfg, ss, err);
+    if (rc < 0)
+        return rc;
+    union nr_msg in;
+    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_TEST_REQ, 0, &in, "client", err)) < 0)
+        return rc;
+    struct nr_msg_test_req req = in.test_req;
+    if ((rc = nr__check_request(&req, err)) < 0)
+        return rc;
+    struct nr_tcp_sockopts opts = {req.buffer_bytes, req.mss_bytes, (req.flags & NR_REQ_NODELAY) != 0,
+                                   (req.flags & NR_REQ_CORK) != 0, req.tos, (req.flags & NR_REQ_BLOCKING) != 0};
+    int family = 0;
+    if ((rc = nr__open_data(cfg, ss, &opts, &family, err)) < 0)
+        return rc;
+    /* Options that are not inherited from the listener on every kernel: apply again on the accepted socket. */
+    struct nr_tcp_sockopts again = opts;
+    again.buffer_bytes = 0;
+    again.mss_bytes = 0;
+    struct nr_tcp_sockinfo si;
+    if ((rc = nr_tcp_apply_opts(ss->data_fd, family, &again, err)) < 0 ||
+        (rc = nr_tcp_set_blocking(ss->data_fd, opts.blocking, err)) < 0 ||
+        (rc = nr_tcp_set_timeouts(ss->data_fd, cfg->idle_timeout_s, err)) < 0 ||
+        (rc = nr_tcp_sockinfo_get(ss->data_fd, family, &si, err)) < 0)
+        return rc;
+    union nr_msg m;
+    memset(&m, 0, sizeof m);
+    m.sockinfo.rcvbuf_bytes = si.rcvbuf_bytes;
+    m.sockinfo.sndbuf_bytes = si.sndbuf_bytes;
+    m.sockinfo.mss_bytes = si.mss_bytes;
+    m.sockinfo.blocking = si.blocking;
+    m.sockinfo.nodelay = si.nodelay;
+    m.sockinfo.cork = si.cork;
+    m.sockinfo.tos = si.tos;
+    if ((rc = nr_proto_send(&ss->ctl, NR_MSG_SOCKINFO, &m, err)) < 0)
+        return rc;
+    if (!(ss->buf = malloc(req.io_bytes)))
+        return nr_error_set(err, NR_E_NOMEM, "cannot allocate a %u-byte buffer", req.io_bytes);
+    memset(ss->buf, 0x5a, req.io_bytes);
+    if ((req.flags & NR_REQ_SYSMON) && (rc = nr_sysmon_open(&ss->mon, err)) < 0)
+        return rc;
+    for (;;) {
+        struct nr_proto_hdr h;
+        if ((rc = nr_proto_recv(&ss->ctl, 0, &h, &in, err)) < 0)
+            return rc;
+        switch (h.type) {
+        case NR_MSG_START:
+            if ((rc = nr__serve_rep(cfg, ss, &req, &in.start, err)) < 0)
+                return rc;
+            break;
+        case NR_MSG_SAMPLE:
+            if (!ss->mon)
+                return nr_error_set(err, NR_E_PROTO, "SAMPLE without the system monitor requested");
+            rc = in.sample.action == NR_SAMPLE_MARK ? nr_sysmon_mark(ss->mon, err) : nr_sysmon_record(ss->mon, err);
+            if (rc < 0 || (rc = nr_proto_send(&ss->ctl, NR_MSG_READY, NULL, err)) < 0)
+                return rc;
+            break;
+        case NR_MSG_FINISH:
+            return ss->mon ? nr__send_syslog(ss, err) : nr_proto_send(&ss->ctl, NR_MSG_BYE, NULL, err);
+        case NR_MSG_ERROR:
+            return nr_error_set(err, NR_E_PEER, "client: %s", in.error.text);
+        default:
+            return nr_error_set(err, NR_E_PROTO, "unexpected %s message from the client", nr_proto_type_name(h.type));
+        }
+    }
+}
+
+/* One client session (see srv.h). */
+int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer)
+{
+    struct nr__session ss;
+    struct nr_error err;
+    memset(&ss, 0, sizeof ss);
+    ss.data_fd = ss.data_listen_fd = -1;
+    nr_proto_conn_init(&ss.ctl, fd, cfg->idle_timeout_s);
+    nr_tcp_addr_str(peer, ss.peer, sizeof ss.peer);
+    nr_error_clear(&err);
+    int rc = nr__serve(cfg, &ss, &err);
+    if (rc < 0) {
+        char msg[512];
+        nr_error_message(&err, msg, sizeof msg);
+        /* Tell the client why, unless it is the client that went away or reported the error. */
+        if (rc != NR_E_CLOSED && rc != NR_E_PEER)
+            nr_proto_send_error(&ss.ctl, rc, msg);
+        if (cfg->log)
+            fprintf(cfg->log, "nr-tcpserver: client %s: %s\n", ss.peer, msg);
+    } else if (cfg->verbose && cfg->log) {
+        fprintf(cfg->log, "nr-tcpserver: client %s: test done\n", ss.peer);
+    }
+    nr__session_close(&ss);
+    close(fd);
+    return rc;
+}
+

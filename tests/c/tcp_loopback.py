@@ -1,0 +1,548 @@
+#!/usr/bin/env python3
+"""Loopback integration tests of nr-tcpserver / nr-tcptest (one ctest case per function below).
+
+Each case starts its own server on -p 0 (it prints the port it got), runs nr-tcptest against it with short test
+times, and checks things that could be wrong: byte counts of both sides agree with what the mode implies, the
+effective socket options are reported for both sides, the -o/-c/-P files have the rows the run produced, the
+statistics line matches the rows, errors exit with the documented status and a one-line message. The server is
+stopped by PID when the case ends. Timing is never asserted beyond "positive".
+
+Usage: tcp_loopback.py --bin BUILD_BIN_DIR CASE
+"""
+import argparse
+import json
+import os
+import random
+import re
+import select
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = "."
+TMP = "."
+FAST = ["-t", "0.2"]
+
+
+class Server:
+    """nr-tcpserver on a free loopback port; stopped (by PID) on exit."""
+
+    def __init__(self, *args):
+        self.args = list(args)
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([os.path.join(BIN, "nr-tcpserver"), "-p", "0", "-B", "127.0.0.1", *self.args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 10)
+        line = self.proc.stdout.readline() if ready else ""
+        m = re.fullmatch(r"TCP socket listening on port \[(\d+)\]\n", line)
+        if not m:
+            self.proc.kill()
+            raise AssertionError(f"server did not announce its port: {line!r}")
+        self.port = int(m.group(1))
+        return self
+
+    def __exit__(self, *exc):
+        alive = self.proc.poll() is None
+        self.proc.terminate()
+        try:
+            self.stderr = self.proc.communicate(timeout=5)[1]
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.stderr = self.proc.communicate()[1]
+        self.was_alive = alive
+        return False
+
+
+def tcptest(port, *args, timeout=90):
+    """Run nr-tcptest against 127.0.0.1:port; returns the CompletedProcess."""
+    cmd = [os.path.join(BIN, "nr-tcptest"), "-h", "127.0.0.1", "-p", str(port), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def ok(r):
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def load_json(name):
+    with open(path(name)) as f:
+        return json.load(f)
+
+
+def read(name):
+    with open(path(name)) as f:
+        return f.read()
+
+
+def mbps_lines(stdout):
+    return [float(x) for x in re.findall(r"^ \((\d+)\) : ([0-9.]+) Mbps$", stdout, re.M) for x in [x[1]]]
+
+
+def data_rows(text):
+    return [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def check_common_json(j, mode):
+    assert j["schema"] == "netregress-result/1" and j["tool"] == "nr-tcptest", j
+    assert j["status"] == "ok" and "error" not in j, j
+    assert j["mode"] == mode, (j["mode"], mode)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", j["started_utc"])
+    for side in ("client", "server"):
+        s = j["socket"][side]
+        assert s["rcvbuf_bytes"] > 0 and s["sndbuf_bytes"] > 0 and s["mss_bytes"] > 0, s
+
+
+def check_fixed(j, reps, factor):
+    """Repetitions of a fixed-size test: byte counts of both sides = factor * iterations * size."""
+    assert len(j["repetitions"]) == reps, len(j["repetitions"])
+    size, its = j["options"]["message_size_bytes"], j["options"]["iterations"]
+    assert its >= 1
+    for r in j["repetitions"]:
+        want = factor * r["iterations"] * r["size_bytes"]
+        assert r["iterations"] == its and r["size_bytes"] == size
+        assert r["bytes_client"] == want and r["bytes_server"] == want, (r, want)
+        assert r["throughput_mbps"] > 0 and r["client"]["elapsed_s"] > 0 and r["server"]["elapsed_s"] > 0
+        # throughput is exactly what the bytes and the client's time give
+        assert abs(r["throughput_mbps"] - want * 8 / r["client"]["elapsed_s"] / 1e6) < 1e-6 * r["throughput_mbps"]
+    tp = [r["throughput_mbps"] for r in j["repetitions"]]
+    s = j["summary"]["throughput_mbps"]
+    assert abs(s["avg"] - statistics.mean(tp)) < 1e-6 * s["avg"] and s["min"] == min(tp) and s["max"] == max(tp)
+    assert abs(s["median"] - statistics.median(tp)) < 1e-6 * s["avg"]
+    assert j["bytes"]["client"] == j["bytes"]["server"] == sum(r["bytes_client"] for r in j["repetitions"])
+
+
+def check_output_file(name, reps, blocking):
+    text = read(name)
+    assert text.startswith("# TCP communication test -- "), text[:80]
+    for needle in ("# Hosts: ", "(client) <----> ", "# Socket Recv-buffer (Bytes) -- client: ",
+                   "# TCP Maximum-segment-size(MSS) (Bytes) -- client: ", f"# Test Repetition: {reps}\n",
+                   "# IP TOS type -- client: Default server: Default"):
+        assert needle in text, needle
+    onoff = "ON" if blocking else "OFF"
+    assert f"# Socket blocking option -- client: {onoff}  server: {onoff}" in text
+    rows = data_rows(text)
+    assert len(rows) == reps and [r[0] for r in rows] == [str(i + 1) for i in range(reps)], rows
+    assert all(len(r) == 8 for r in rows), rows
+    m = re.search(r"# Throughput statistics : Average ([0-9.]+)   Minimum ([0-9.]+)   Maximum ([0-9.]+)", text)
+    tp = [float(r[1]) for r in rows]
+    assert m, text
+    avg, lo, hi = map(float, m.groups())
+    assert abs(avg - statistics.mean(tp)) <= 0.01 and abs(lo - min(tp)) <= 0.001 and abs(hi - max(tp)) <= 0.001
+    its = int(re.search(r"# Iteration: (\d+)", text).group(1))
+    size = int(re.search(r"# Message size \(Bytes\): (\d+)", text).group(1))
+    total = int(re.search(r"# Total data size sent of each test \(Bytes\): (\d+)", text).group(1))
+    assert total == its * size
+    return rows
+
+
+# ---- cases ----
+
+def case_stream():
+    with Server() as s:
+        r = ok(tcptest(s.port, "-r", "3", *FAST, "-o", path("out"), "--json", path("out.json")))
+    assert len(mbps_lines(r.stdout)) == 3 and "Test done!" in r.stdout, r.stdout
+    assert f'Test-result: "{path("out")}"' in r.stdout
+    j = load_json("out.json")
+    check_common_json(j, "stream")
+    check_fixed(j, 3, 1)
+    rows = check_output_file("out", 3, True)
+    # stdout, file and JSON report the same repetitions
+    assert [round(x, 3) for x in mbps_lines(r.stdout)] == [float(row[1]) for row in rows]
+    assert abs(float(rows[0][1]) - j["repetitions"][0]["throughput_mbps"]) < 0.001
+
+
+def case_pingpong():
+    with Server() as s:
+        ok(tcptest(s.port, "-i", "-r", "2", *FAST, "-o", path("out"), "--json", path("out.json")))
+    j = load_json("out.json")
+    check_common_json(j, "pingpong")
+    check_fixed(j, 2, 2)  # every byte goes there and back
+    assert "ping-pong(bidirectional) throughput test" in read("out")
+    check_output_file("out", 2, True)
+
+
+def case_stream_nonblocking():
+    with Server() as s:
+        ok(tcptest(s.port, "-n", "-r", "2", *FAST, "-o", path("out"), "--json", path("out.json")))
+    j = load_json("out.json")
+    check_fixed(j, 2, 1)
+    assert j["socket"]["client"]["blocking"] is False and j["socket"]["server"]["blocking"] is False
+    check_output_file("out", 2, False)
+
+
+def case_pingpong_nonblocking():
+    with Server() as s:
+        ok(tcptest(s.port, "-in", "-r", "2", *FAST, "-m", "100000", "-d", "7000", "--json", path("out.json")))
+    j = load_json("out.json")
+    check_common_json(j, "pingpong")
+    check_fixed(j, 2, 2)
+    assert j["options"]["io_size_bytes"] == 7000 and j["options"]["message_size_bytes"] == 100000
+
+
+def check_sweep(j, n, factor):
+    sw = j["sweep"]
+    assert [p["size_bytes"] for p in sw] == [1 << i for i in range(n + 1)], sw
+    for p in sw:
+        want = factor * p["iterations"] * p["size_bytes"]
+        assert p["bytes_client"] == want and p["bytes_server"] == want, p
+        assert p["throughput_mbps"] > 0 and p["elapsed_s"] > 0
+
+
+def case_exp_stream():
+    with Server() as s:
+        r = ok(tcptest(s.port, "-e", "10", "-t", "0.03", "-o", path("out"), "-P", "--json", path("out.json")))
+    assert len(mbps_lines(r.stdout)) == 11
+    j = load_json("out.json")
+    check_common_json(j, "stream-exp")
+    check_sweep(j, 10, 1)
+    text = read("out")
+    assert "stream(unidirectional) exponential throughput test" in text
+    rows = data_rows(text)
+    assert [int(r[0]) for r in rows] == [1 << i for i in range(11)] and all(len(r) == 4 for r in rows)
+    assert [int(r[3]) for r in rows] == [p["iterations"] for p in j["sweep"]]
+    plot = read("out.plot")
+    assert f'plot "{path("out")}" using 1:2' in plot and "set logscale x 2" in plot
+
+
+def case_exp_pingpong_nonblocking():
+    with Server() as s:
+        ok(tcptest(s.port, "-ine", "8", "-t", "0.03", "-o", path("out"), "--json", path("out.json")))
+    j = load_json("out.json")
+    check_common_json(j, "pingpong-exp")
+    check_sweep(j, 8, 2)
+    assert "ping-pong(bidirectional) exponential throughput test" in read("out")
+    assert len(data_rows(read("out"))) == 9
+
+
+def check_latency_output(stdout, trials, size):
+    rtts = [float(x) for x in re.findall(r"^TCP Round Trip Time \(\d+\) : ([0-9.]+) usec$", stdout, re.M)]
+    assert len(rtts) == trials, stdout
+    assert f"{trials} trials with message size {size} Bytes." in stdout
+    m = re.search(r"^TCP RTT min/avg/max = ([0-9.]+)/([0-9.]+)/([0-9.]+) usec$", stdout, re.M)
+    lo, avg, hi = map(float, m.groups())
+    assert lo == min(rtts) and hi == max(rtts) and abs(avg - statistics.mean(rtts)) <= 0.002
+    return rtts
+
+
+def case_latency():
+    with Server() as s:
+        r = ok(tcptest(s.port, "-a", "-r", "5", *FAST, "--json", path("out.json")))
+    check_latency_output(r.stdout, 5, 64)
+    j = load_json("out.json")
+    check_common_json(j, "latency")
+    lat = j["latency"]
+    assert lat["size_bytes"] == 64 and len(lat["rtt_us"]) == 5
+    assert abs(lat["avg_us"] - statistics.mean(lat["rtt_us"])) < 1e-9 * lat["avg_us"]
+    assert j["summary"]["rtt_us"]["avg"] == lat["avg_us"]
+    for rep in j["repetitions"]:  # one trial = iterations round trips of 64 bytes each way
+        assert rep["bytes_client"] == rep["bytes_server"] == 2 * 64 * rep["iterations"]
+    assert j["socket"]["client"]["nodelay"] and j["socket"]["server"]["nodelay"]  # latency tests use TCP_NODELAY
+
+
+def case_latency_size():
+    with Server() as s:
+        r = ok(tcptest(s.port, "-n", "-A", "1k", "-r", "4", *FAST, "-o", path("out")))
+    rtts = check_latency_output(r.stdout, 4, 1024)
+    text = read("out")
+    assert text.startswith("# TCP roundtrip time test ")
+    assert re.search(r"^# Message-size: 1024 Iteration: \d+$", text, re.M)
+    assert re.search(r"^# TCP-send-buffer: \d+ TCP-recv-buffer: \d+$", text, re.M)
+    assert check_latency_output(text, 4, 1024) == rtts
+
+
+def case_sockopts():
+    # Linux doubles a requested buffer (bookkeeping overhead) and caps it at net.core.[rw]mem_max.
+    with open("/proc/sys/net/core/rmem_max") as f:
+        rmax = int(f.read())
+    with open("/proc/sys/net/core/wmem_max") as f:
+        wmax = int(f.read())
+    with Server() as s:
+        ok(tcptest(s.port, "-b", "64k", "-N", "-q", "2", "-M", "1000", "-r", "2", *FAST, "-o", path("out"),
+                   "--json", path("out.json")))
+    j = load_json("out.json")
+    for side in ("client", "server"):
+        so = j["socket"][side]
+        assert so["rcvbuf_bytes"] == 2 * min(65536, rmax), so
+        assert so["sndbuf_bytes"] == 2 * min(65536, wmax), so
+        assert so["nodelay"] is True and so["cork"] is False and so["tos"] == 0x08, so
+        assert so["mss_bytes"] <= 1000, so
+    assert j["options"]["sndbuf_request_bytes"] == 65536 and j["options"]["mss_request_bytes"] == 1000
+    text = read("out")
+    rcv = j["socket"]["client"]["rcvbuf_bytes"]
+    assert f"# Socket Recv-buffer (Bytes) -- client: {rcv}  server: {rcv}" in text
+    assert "# TCP_NODELAY option -- client: ON  server: ON" in text
+    assert "# IP TOS type -- client: IPTOS_Maximize_Throughput server: IPTOS_Maximize_Throughput" in text
+    check_fixed(j, 2, 1)
+
+
+def case_cork():
+    with Server() as s:
+        ok(tcptest(s.port, "-C", "-r", "2", *FAST, "-m", "1000", "-o", path("out"), "--json", path("out.json")))
+    j = load_json("out.json")
+    assert j["socket"]["client"]["cork"] and j["socket"]["server"]["cork"]
+    assert "# TCP_CORK option -- client: ON  server: ON" in read("out")
+    check_fixed(j, 2, 1)
+
+
+def case_syslog():
+    reps = 3
+    with Server() as s:
+        r = ok(tcptest(s.port, "-c", "-r", str(reps), *FAST, "-o", path("out"), "--json", path("out.json")))
+    o = path("out")
+    assert f'Local-syslog: "{o}.c_log"  server-syslog: "{o}.s_log"' in r.stdout
+    j = load_json("out.json")
+    for suffix, side in (("c_log", "client"), ("s_log", "server")):
+        text = read(f"out.{suffix}")
+        assert re.match(r"# \S+ syslog -- ", text)
+        assert f"# Watch times: {reps + 2}\n" in text  # pre-test, one per repetition, post-test
+        ifaces = re.search(r"# Network devices \(interface\): (\d+) \( (.*) \)", text)
+        names = ifaces.group(2).split()
+        assert int(ifaces.group(1)) == len(names) and "lo" in names
+        ncpu = int(re.search(r"# CPU number: (\d+)", text).group(1))
+        rows = data_rows(text)
+        assert len(rows) == (reps + 2) * (len(names) + ncpu), (len(rows), reps, names, ncpu)
+        log = j["sysmon"][side]
+        assert len(log["rows"]) == reps + 2 and log["interfaces"] == names and log["ncpu"] == ncpu
+        # loopback carried the test: each repetition row shows at least the payload the client sent
+        per_rep = j["repetitions"][0]["bytes_client"]
+        lo_rx = [row["net"]["lo"]["rx_bytes"] for row in log["rows"][1:-1]]
+        assert all(x >= per_rep for x in lo_rx), (lo_rx, per_rep)
+
+
+def case_usage_errors():
+    """Bad options: exit 2 and a one-line message naming the problem, without contacting any server."""
+    cases = [
+        (["-r", "0"], "-r/--repetitions"), (["-m", "12q"], "-m/--message-size"), (["-e", "31"], "-e/--exponential"),
+        (["-x"], "unknown option '-x'"), (["-a", "-e", "3"], "cannot be combined"), (["-P"], "-P (plot) needs -o"),
+        (["-q", "5"], "-q/--tos"), (["-p", "70000"], "-p/--port"), (["--json"], "needs a value"),
+        (["-M", "10"], "-M/--mss"), (["-t", "0"], "-t/--time"), (["-b", "2G"], "-b/--buffer"),
+        (["-c"], "-c (system log) needs"), (["-A", "0"], "-A/--latency-size"), (["extra"], "unexpected argument"),
+        (["-d", "1x"], "-d/--io-size"), (["--timeout", "-1"], "--timeout"),
+    ]
+    for args, needle in cases:
+        r = tcptest(1, *args, timeout=10)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], (args, r.returncode, r.stderr)
+        assert lines[0].startswith("nr-tcptest: error: ")
+    r = subprocess.run([os.path.join(BIN, "nr-tcpserver"), "-p", "-1"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "-p/--port" in r.stderr, r.stderr
+    r = subprocess.run([os.path.join(BIN, "nr-tcptest"), "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and "-e, --exponential N" in r.stdout and "[0..30]" in r.stdout
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def case_runtime_errors():
+    """Nobody listening: exit 1, a clear message, and the JSON still written with status error."""
+    r = tcptest(free_port(), "-r", "1", *FAST, "--json", path("out.json"), timeout=30)
+    assert r.returncode == 1 and "Connection refused" in r.stderr, r.stderr
+    j = load_json("out.json")
+    assert j["status"] == "error" and "Connection refused" in j["error"] and j["mode"] == "stream"
+    # -o to an unwritable place: the run succeeds, writing fails, exit 1
+    with Server() as s:
+        r = tcptest(s.port, "-r", "1", *FAST, "-o", "/nonexistent/dir/out")
+    assert r.returncode == 1 and "cannot write '/nonexistent/dir/out'" in r.stderr, r.stderr
+
+
+def case_auth():
+    secret = path("secret")
+    with open(secret, "w") as f:
+        f.write("correct horse battery staple\n")
+    wrong = path("wrong")
+    with open(wrong, "w") as f:
+        f.write("another secret\n")
+    with Server("--auth-file", secret) as s:
+        ok(tcptest(s.port, "--auth-file", secret, "-r", "1", *FAST, "--json", path("out.json")))
+        assert load_json("out.json")["options"]["auth"] is True
+        r = tcptest(s.port, "-r", "1", *FAST)
+        assert r.returncode == 1 and "requires authentication" in r.stderr, r.stderr
+        r = tcptest(s.port, "--auth-file", wrong, "-r", "1", *FAST)
+        assert r.returncode == 1 and "authentication failed" in r.stderr, r.stderr
+        ok(tcptest(s.port, "--auth-file", secret, "-a", "-r", "2", *FAST))  # still serving after the refusals
+    with Server() as s:
+        r = tcptest(s.port, "--auth-file", secret, "-r", "1", *FAST)
+        assert r.returncode == 1 and "does not authenticate" in r.stderr, r.stderr
+    empty = path("empty")
+    open(empty, "w").close()
+    r = tcptest(1, "--auth-file", empty)
+    assert r.returncode == 2 and "is empty" in r.stderr, r.stderr
+
+
+# ---- raw protocol access for the robustness cases ----
+
+MAGIC = 0x4E525443
+HELLO, CLIENT_HELLO, WELCOME, TEST_REQ, TEST_ACK, SOCKINFO, START, READY, DONE = range(1, 10)
+ERROR, BYE = 13, 14
+
+
+def frame(mtype, payload=b""):
+    return struct.pack(">IBBHI", MAGIC, 1, mtype, 0, len(payload)) + payload
+
+
+def recv_msg(sock, timeout=10):
+    sock.settimeout(timeout)
+    hdr = b""
+    while len(hdr) < 12:
+        chunk = sock.recv(12 - len(hdr))
+        if not chunk:
+            return None, b""
+        hdr += chunk
+    magic, _ver, mtype, _res, length = struct.unpack(">IBBHI", hdr)
+    assert magic == MAGIC
+    body = b""
+    while len(body) < length:
+        chunk = sock.recv(length - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return mtype, body
+
+
+def client_hello():
+    return frame(CLIENT_HELLO, struct.pack(">I", 0) + bytes(32) + bytes(32) + b"\x04fuzz")
+
+
+def test_req(mode=1, flags=1, io=65536, maxmsg=65536):
+    return frame(TEST_REQ, struct.pack(">BBBBIIIQ", mode, flags, 0, 0, 0, 0, io, maxmsg))
+
+
+def connect(port):
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def error_text(body):
+    n = struct.unpack(">H", body[4:6])[0]
+    return body[6:6 + n].decode()
+
+
+def case_server_errors():
+    """Requests beyond the server's limits come back as a clear ERROR message; the server keeps serving."""
+    with Server() as s:
+        for req, needle in ((test_req(io=1 << 30), "read/write size"), (test_req(maxmsg=1 << 40), "message size"),
+                            (frame(START, struct.pack(">IIQQ", 0, 0, 1, 1)), "expected TEST_REQ"),
+                            (frame(TEST_REQ, bytes(23)), "invalid length")):
+            c = connect(s.port)
+            assert recv_msg(c)[0] == HELLO
+            c.sendall(client_hello())
+            assert recv_msg(c)[0] == WELCOME
+            c.sendall(req)
+            mtype, body = recv_msg(c)
+            assert mtype == ERROR and needle in error_text(body), (mtype, body)
+            c.close()
+        # a START asking for more than the test announced
+        c = connect(s.port)
+        recv_msg(c)
+        c.sendall(client_hello())
+        recv_msg(c)
+        c.sendall(test_req(maxmsg=1024))
+        mtype, body = recv_msg(c)
+        assert mtype == TEST_ACK
+        port, cookie = struct.unpack(">H", body[:2])[0], body[4:36]
+        d = socket.create_connection(("127.0.0.1", port), timeout=10)
+        d.sendall(cookie)
+        assert recv_msg(c)[0] == SOCKINFO
+        c.sendall(frame(START, struct.pack(">IIQQ", 0, 0, 1, 2048)))
+        mtype, body = recv_msg(c)
+        assert mtype == ERROR and "exceeds the 1024 bytes announced" in error_text(body), body
+        c.close()
+        d.close()
+        ok(tcptest(s.port, "-r", "1", *FAST))
+    assert s.was_alive
+
+
+def case_disconnects():
+    """100 clients vanish at every stage of the protocol; the same server then runs a normal test."""
+    random.seed(2)
+    stages = ["connect", "half_header", "garbage", "after_hello", "after_test_req", "after_data_connect",
+              "mid_stream", "mid_pingpong", "bad_cookie", "reset"]
+    with Server("--timeout", "2") as s:
+        for i in range(100):
+            stage = stages[i % len(stages)]
+            c = connect(s.port)
+            try:
+                if stage == "connect":
+                    pass
+                elif stage == "half_header":
+                    c.sendall(frame(CLIENT_HELLO)[:5])
+                elif stage == "garbage":
+                    c.sendall(os.urandom(random.randint(1, 300)))
+                elif stage == "reset":
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    recv_msg(c)
+                    c.sendall(client_hello())
+                    recv_msg(c)
+                    if stage != "after_hello":
+                        mode = 2 if stage == "mid_pingpong" else 1
+                        c.sendall(test_req(mode=mode, maxmsg=1 << 20))
+                        mtype, body = recv_msg(c)
+                        assert mtype == TEST_ACK, (mtype, body)
+                        port, cookie = struct.unpack(">H", body[:2])[0], body[4:36]
+                        if stage != "after_test_req":
+                            d = socket.create_connection(("127.0.0.1", port), timeout=10)
+                            d.sendall(os.urandom(32) if stage == "bad_cookie" else cookie)
+                            if stage in ("mid_stream", "mid_pingpong"):
+                                assert recv_msg(c)[0] == SOCKINFO
+                                c.sendall(frame(START, struct.pack(">IIQQ", 0, 1, 1000, 1 << 20)))
+                                assert recv_msg(c)[0] == READY
+                                d.sendall(os.urandom(random.randint(1, 200000)))
+                            d.close()
+            finally:
+                c.close()
+        r = ok(tcptest(s.port, "-r", "2", *FAST, "--json", path("out.json")))
+        check_fixed(load_json("out.json"), 2, 1)
+        ok(tcptest(s.port, "-in", "-r", "1", *FAST))
+    assert s.was_alive, s.stderr
+    # every abandoned session was logged as one line and did not take the server down
+    assert s.stderr.count("nr-tcpserver: client ") >= 50, s.stderr[-2000:]
+
+
+def case_client_survives_server_death():
+    """The server dies in the middle of a test: the client reports it and exits 1 instead of hanging."""
+    with Server() as s:
+        p = subprocess.Popen([os.path.join(BIN, "nr-tcptest"), "-h", "127.0.0.1", "-p", str(s.port), "-r", "50",
+                              "-t", "0.5", "--timeout", "5", "--json", path("out.json")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        s.proc.kill()
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 1 and "nr-tcptest: error:" in err, (p.returncode, err)
+    j = load_json("out.json")
+    assert j["status"] == "error" and j["error"]
+
+
+def main():
+    global BIN, TMP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("case")
+    a = ap.parse_args()
+    BIN = a.bin
+    fn = globals().get("case_" + a.case)
+    if not fn:
+        print(f"unknown case {a.case}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="nr-tcp-") as d:
+        TMP = d
+        fn()
+    print(f"{a.case}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,7 @@ whose traffic shows on an interface (``tcp`` on local, ``fast``/``gige`` on vclu
 """
 import reframe as rfm
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.builtins import parameter, run_after, variable
 
 from netregress import interconnects
 from netregress.base import TcpKernelCheck
@@ -28,11 +28,11 @@ class TcpBenchmark(TcpKernelCheck):
     #: :default: ``3``
     repetitions = variable(int, value=3)
 
-    #: Seconds per repetition (``-t``).
+    #: Seconds each repetition is calibrated to (``-t``; latency: the whole test).
     #:
     #: :type: :class:`float`
-    #: :default: ``1.0``
-    test_time_s = variable(float, value=1.0)
+    #: :default: ``0.5``
+    test_time_s = variable(float, value=0.5)
 
     #: Extra client options (socket buffer ``-b``, ``-N`` TCP_NODELAY, ``-M`` MSS ...).
     #:
@@ -57,7 +57,7 @@ class tcp_throughput(TcpBenchmark):
         if self.mode == 'stream' and self.io == 'blocking':
             self.tags |= {'ci'}
 
-    @run_before('run')
+    @run_after('setup')
     def set_options(self):
         opts = ['-r', str(self.repetitions), '-t', str(self.test_time_s)]
         if self.mode == 'pingpong':
@@ -86,9 +86,10 @@ class tcp_rtt(TcpBenchmark):
         self.ref_test = 'tcp.rtt'
         self.tags |= {'ci'}
 
-    @run_before('run')
+    @run_after('setup')
     def set_options(self):
-        self.client_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions)] + list(self.extra_opts)
+        self.client_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions), '-t', str(self.test_time_s)]
+        self.client_opts += list(self.extra_opts)
 
     @run_after('setup')
     def set_metrics(self):
@@ -107,13 +108,20 @@ class tcp_sweep(TcpBenchmark):
     #: :default: ``20``
     max_exp = variable(int, value=20)
 
+    #: Seconds each size is calibrated to (``-t``); 21 sizes x 0.1 s keeps the sweep near 3 s.
+    #:
+    #: :type: :class:`float`
+    #: :default: ``0.1``
+    point_time_s = variable(float, value=0.1)
+
     @run_after('init')
     def describe(self):
         self.ref_test = f'tcp.sweep.{self.mode}'
 
-    @run_before('run')
+    @run_after('setup')
     def set_options(self):
-        self.client_opts = ['-e', str(self.max_exp)] + (['-i'] if self.mode == 'pingpong' else [])
+        self.client_opts = ['-e', str(self.max_exp), '-t', str(self.point_time_s)]
+        self.client_opts += ['-i'] if self.mode == 'pingpong' else []
         self.client_opts += list(self.extra_opts)
 
     @run_after('setup')

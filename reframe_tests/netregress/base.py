@@ -359,6 +359,12 @@ class TcpPairCheck(NetregressCheck):
     #: :default: ``10``
     server_wait_s = variable(int, value=10)
 
+    #: Regular expression (grep -E) the server prints once it listens; None: wait one second instead.
+    #:
+    #: :type: :class:`str` or ``None``
+    #: :default: ``None``
+    server_ready_pattern = variable(str, type(None), value=None)
+
     def server_command(self) -> str:
         """Shell command starting the server (leaves implement)."""
         raise NotImplementedError
@@ -387,11 +393,23 @@ class TcpPairCheck(NetregressCheck):
             f'{on_first} {self.server_command()} > server.out 2>&1 &',
             'SERVER_PID=$!',
         ]
+        if self.server_ready_pattern:
+            pattern = shlex.quote(self.server_ready_pattern)
+            self.prerun_cmds += [
+                f'for i in $(seq {10 * self.server_wait_s}); do grep -qE {pattern} server.out && break; '
+                'kill -0 $SERVER_PID 2>/dev/null || break; sleep 0.1; done',
+                f'grep -qE {pattern} server.out || {{ echo "server did not start listening within '
+                f'{self.server_wait_s} s:" >&2; cat server.out >&2; }}',
+            ]
+        else:
+            self.prerun_cmds += ['sleep 1']
         self.postrun_cmds += ['kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null; true']
 
 
 class TcpKernelCheck(KernelMixin, TcpPairCheck):
     """Abstract: nr-tcpserver / nr-tcptest pair writing ``result.json`` on the client side."""
+
+    server_ready_pattern = 'listening on port'
 
     kernels = fixture(TcpKernelBuild, scope='environment')
 
@@ -406,7 +424,7 @@ class TcpKernelCheck(KernelMixin, TcpPairCheck):
     server_opts = variable(typ.List[str], value=[])
 
     def server_command(self) -> str:
-        return ' '.join([self.kernel('nr-tcpserver'), '-p', str(self.port), *self.server_opts])
+        return ' '.join([self.kernel('nr-tcpserver'), '-p', str(self.port), '--max-tests', '1', *self.server_opts])
 
     @run_before('run')
     def set_client_command(self):

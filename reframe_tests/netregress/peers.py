@@ -83,8 +83,11 @@ class NetpipeMixin(ExitStatusPlugin):
             netpipe_value(out, 'max_throughput_mbps'), 'Mbit/s')
 
     def payload_bytes(self) -> float:
-        with open(stage_file(self, self.stdout), errors='replace') as fp:
-            return netpipe_payload(fp.read())
+        text = ''
+        for name in (self.stdout, self.stderr):      # NPtcp reports progress on stderr, NPmpi on stdout
+            with open(stage_file(self, name), errors='replace') as fp:
+                text += fp.read()
+        return netpipe_payload(text)
 
     def netpipe_witness(self) -> list[str]:
         try:
@@ -110,8 +113,7 @@ class NetpipeTcpCheck(NetpipeMixin, TcpPairCheck):
 
     @run_before('run')
     def set_transmitter(self):
-        # the receiver needs a moment to listen; NPtcp does not retry a refused connection
-        self.prerun_cmds += ['sleep 1']
+        # NPtcp's receiver prints nothing when it listens: TcpPairCheck waits one second (server_ready_pattern None)
         self.executable = self.nptcp
         self.executable_opts = ['-h', '$SERVER_ADDR', '-P', str(self.port), *self.netpipe_opts(),
                                 '-o', os.path.join(self.stagedir, NETPIPE_OUT)]
@@ -236,12 +238,13 @@ class Iperf3Check(ExitStatusPlugin, TcpPairCheck):
     #: :default: ``0.5``
     omit_s = variable(float, value=0.5)
 
+    server_ready_pattern = 'Server listening'
+
     def server_command(self) -> str:
         return f'iperf3 -s -1 -p {self.port}'
 
     @run_before('run')
     def set_client(self):
-        self.prerun_cmds += ['sleep 0.5']
         self.executable = 'iperf3'
         self.executable_opts = ['-c', '$SERVER_ADDR', '-p', str(self.port), '-t', str(self.duration_s),
                                 '-O', str(self.omit_s), '-J', '--logfile', IPERF3_OUT]

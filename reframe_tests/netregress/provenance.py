@@ -103,6 +103,8 @@ def check_counters(delta: Mapping[str, Mapping[str, Counters]], *, kind: str, if
     problems: list[str] = []
     if not hosts:
         return ['no counter snapshots recorded (snapshot step did not run on any node)']
+    if kind != 'none' and not payload_bytes > 0:
+        return [f'the benchmark reported no payload ({payload_bytes}), so its traffic cannot be verified']
     for host in hosts:
         if host not in delta:
             problems.append(f'{host}: no counter snapshots before and after the run')

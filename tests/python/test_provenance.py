@@ -68,6 +68,11 @@ def test_missing_host_or_interface_is_a_failure():
     assert check_counters({}, kind='interface', iface='eth0', hosts=[], payload_bytes=1)
 
 
+def test_no_payload_cannot_pass():
+    delta = {'n1': {'eth0': Counters(5e6, 5e6)}}
+    assert 'no payload' in check_counters(delta, kind='interface', iface='eth0', hosts=['n1'], payload_bytes=0)[0]
+
+
 def test_infiniband_counters():
     delta = {'n1': {'ib:mlx5_0:1': Counters(4e6, 4e6), 'eth0': Counters(0, 0)}}
     assert check_counters(delta, kind='infiniband', iface='mlx5_0:1', hosts=['n1'], payload_bytes=1e6) == []

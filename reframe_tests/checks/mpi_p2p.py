@@ -8,6 +8,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
 from netregress.base import MpiKernelCheck
+from netregress.peers import Iperf3YardstickPlugin
 from netregress.references import metric_name
 
 
@@ -38,8 +39,12 @@ class MpitestBenchmark(MpiKernelCheck):
 
 
 @rfm.simple_test
-class mpi_throughput(MpitestBenchmark):
-    """Fixed-size (1 MiB) stream / ping-pong, blocking / non-blocking: mean throughput over repetitions."""
+class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
+    """Fixed-size (1 MiB) stream / ping-pong, blocking / non-blocking: mean throughput over repetitions.
+
+    Blocking stream also runs iperf3 between the same two nodes first on link-bound fabrics (``gige``) and
+    reports the ratio (goal: within 3%).
+    """
 
     mode = parameter(['stream', 'pingpong'], fmt=lambda m: m, loggable=True)
     io = parameter(['blocking', 'nonblocking'], fmt=lambda m: m, loggable=True)
@@ -54,6 +59,8 @@ class mpi_throughput(MpitestBenchmark):
     def describe(self):
         self.ref_test = f'mpitest.{self.mode}.{self.io}'
         self.descr = f'MPI {self.mode} throughput, {self.io}, {self.message_bytes} B messages'
+        if (self.mode, self.io) != ('stream', 'blocking'):
+            self.yardstick_interconnects = []
 
     @run_after('setup')
     def set_options(self):

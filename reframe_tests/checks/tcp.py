@@ -9,6 +9,7 @@ from reframe.core.builtins import parameter, run_after, variable
 
 from netregress import interconnects
 from netregress.base import TcpKernelCheck
+from netregress.peers import Iperf3YardstickPlugin
 from netregress.references import metric_name
 
 
@@ -44,8 +45,12 @@ class TcpBenchmark(TcpKernelCheck):
 
 
 @rfm.simple_test
-class tcp_throughput(TcpBenchmark):
-    """Fixed-size stream / ping-pong, blocking / non-blocking sockets: mean throughput over repetitions."""
+class tcp_throughput(Iperf3YardstickPlugin, TcpBenchmark):
+    """Fixed-size stream / ping-pong, blocking / non-blocking sockets: mean throughput over repetitions.
+
+    Blocking stream also runs iperf3 on the same node pair first on link-bound fabrics (``gige``) and reports
+    the ratio (goal: within 3%).
+    """
 
     mode = parameter(['stream', 'pingpong'], fmt=lambda m: m, loggable=True)
     io = parameter(['blocking', 'nonblocking'], fmt=lambda m: m, loggable=True)
@@ -56,6 +61,8 @@ class tcp_throughput(TcpBenchmark):
         self.descr = f'TCP {self.mode} throughput, {self.io} sockets'
         if self.mode == 'stream' and self.io == 'blocking':
             self.tags |= {'ci'}
+        else:
+            self.yardstick_interconnects = []
 
     @run_after('setup')
     def set_options(self):

@@ -385,25 +385,35 @@ class TcpPairCheck(NetregressCheck):
     @run_before('run')
     def start_server(self):
         """Find the server's address on ``iface``, start it in the background, stop it after the client."""
-        on_first = self.node_prefix('on_node', index=0)
-        self.prerun_cmds += [
-            f'SERVER_ADDR=$({on_first} ip -4 -o addr show dev {self.iface} | awk \'{{split($4,a,"/"); '
-            f'print a[1]; exit}}\')',
-            'test -n "$SERVER_ADDR" || { echo "no IPv4 address on ' + str(self.iface) + ' of the server node" >&2; }',
-            f'{on_first} {self.server_command()} > server.out 2>&1 &',
-            'SERVER_PID=$!',
-        ]
-        if self.server_ready_pattern:
-            pattern = shlex.quote(self.server_ready_pattern)
-            self.prerun_cmds += [
-                f'for i in $(seq {10 * self.server_wait_s}); do grep -qE {pattern} server.out && break; '
-                'kill -0 $SERVER_PID 2>/dev/null || break; sleep 0.1; done',
-                f'grep -qE {pattern} server.out || {{ echo "server did not start listening within '
-                f'{self.server_wait_s} s:" >&2; cat server.out >&2; }}',
-            ]
-        else:
-            self.prerun_cmds += ['sleep 1']
+        self.prerun_cmds += server_address_cmds(self, 'SERVER_ADDR')
+        self.prerun_cmds += background_server_cmds(self, self.server_command(), 'server.out', 'SERVER_PID',
+                                                   self.server_ready_pattern, self.server_wait_s)
         self.postrun_cmds += ['kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null; true']
+
+
+def server_address_cmds(check: NetregressCheck, var: str) -> list[str]:
+    """Shell lines setting ``$var`` to the first node's IPv4 address on the interface under test."""
+    on_first = check.node_prefix('on_node', index=0)
+    return [
+        f'{var}=$({on_first} ip -4 -o addr show dev {check.iface} | awk \'{{split($4,a,"/"); print a[1]; exit}}\')',
+        f'test -n "${var}" || echo "no IPv4 address on {check.iface} of the first node" >&2',
+    ]
+
+
+def background_server_cmds(check: NetregressCheck, command: str, out: str, pid_var: str,
+                           ready_pattern: str | None, wait_s: int) -> list[str]:
+    """Shell lines starting ``command`` on the first node in the background and waiting until it listens."""
+    on_first = check.node_prefix('on_node', index=0)
+    cmds = [f'{on_first} {command} > {out} 2>&1 &', f'{pid_var}=$!']
+    if not ready_pattern:
+        return cmds + ['sleep 1']
+    pattern = shlex.quote(ready_pattern)
+    return cmds + [
+        f'for i in $(seq {10 * wait_s}); do grep -qE {pattern} {out} && break; '
+        f'kill -0 ${pid_var} 2>/dev/null || break; sleep 0.1; done',
+        f'grep -qE {pattern} {out} || {{ echo "server did not start listening within {wait_s} s:" >&2; '
+        f'cat {out} >&2; }}',
+    ]
 
 
 class TcpKernelCheck(KernelMixin, TcpPairCheck):

@@ -10,12 +10,16 @@ import json
 import os
 import re
 
+import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from .base import ExitStatusPlugin, MpiCheck, TcpPairCheck, stage_file
+import zlib
+
+from .base import (ExitStatusPlugin, MpiCheck, TcpPairCheck, background_server_cmds, server_address_cmds,
+                   stage_file)
 
 NETPIPE_OUT = 'np.out'
 _NP_LINE = re.compile(r'^\s*(\d+)\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)\s*$')
@@ -267,3 +271,64 @@ class Iperf3Check(ExitStatusPlugin, TcpPairCheck):
 
     def witnesses(self) -> list:
         return [self.exit_witness, self.iperf3_witness] + super().witnesses()
+
+
+YARDSTICK_OUT = 'yardstick-iperf3.json'
+
+
+class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
+    """Before the benchmark, measure the same node pair with iperf3 and report the benchmark's ratio to it.
+
+    Used by the stream checks on fabrics where the link, not the CPU, bounds throughput (``gige``): there the goal
+    is a TCP stream and an MPI 1 MiB stream within 3% of iperf3. Adds ``iperf3_mbps`` and ``ratio_to_iperf3``
+    (the check's ``throughput_mbps`` / iperf3), both referenced like every other metric.
+    """
+
+    #: Interconnects on which the yardstick runs.
+    #:
+    #: :type: :class:`List[str]`
+    #: :default: ``['gige']``
+    yardstick_interconnects = variable(typ.List[str], value=['gige'])
+
+    #: Seconds of iperf3 measurement (after 0.5 s omitted for slow start).
+    #:
+    #: :type: :class:`float`
+    #: :default: ``2.0``
+    yardstick_time_s = variable(float, value=2.0)
+
+    def _yardstick_active(self) -> bool:
+        return self.interconnect in self.yardstick_interconnects and self.ic.counters == 'interface'
+
+    @run_before('run')
+    def run_yardstick_first(self):
+        if not self._yardstick_active():
+            return
+        port = 40000 + zlib.crc32(self.unique_name.encode()) % 20000
+        on_last = self.node_prefix('on_node', index=self.ic.nodes - 1)
+        self.prerun_cmds += server_address_cmds(self, 'YARDSTICK_ADDR')
+        self.prerun_cmds += background_server_cmds(self, f'iperf3 -s -1 -p {port}', 'yardstick-server.out',
+                                                   'YARDSTICK_PID', 'Server listening', 10)
+        self.prerun_cmds += [
+            f'{on_last} iperf3 -c $YARDSTICK_ADDR -p {port} -t {self.yardstick_time_s} -O 0.5 -J '
+            f'--logfile {YARDSTICK_OUT} || echo "yardstick iperf3 failed" >&2',
+            'wait $YARDSTICK_PID 2>/dev/null',
+        ]
+
+    @run_after('setup')
+    def yardstick_metrics(self):
+        if not self._yardstick_active():
+            return
+        iperf = iperf3_mbps(os.path.join(self.stagedir, YARDSTICK_OUT))
+        self.perf_variables['iperf3_mbps'] = sn.make_performance_function(iperf, 'Mbit/s')
+        self.perf_variables['ratio_to_iperf3'] = sn.make_performance_function(
+            _ratio(self, 'throughput_mbps', iperf), 'ratio')
+
+
+@sn.deferrable
+def _ratio(check, name: str, iperf) -> float:
+    """check.perf_variables[name] / iperf, looked up when evaluated (the leaf defines ``name`` later)."""
+    try:
+        own = check.perf_variables[name]
+    except KeyError:
+        raise SanityError(f'{check.unique_name} has no {name} to compare with iperf3') from None
+    return float(own.evaluate()) / float(iperf)

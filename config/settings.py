@@ -165,6 +165,7 @@ local = {
             'interconnects': {'tcp': {'iface': 'lo', 'subnet': '127.0.0.0/8'}},
             'on_node': [],
             'on_each_node': [],
+            'private_netns': True,      # each job in its own network namespace: lo counters are its own
         },
     }],
 }

@@ -30,6 +30,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable, sanity_function
 import reframe.utility.sanity as sn
+from reframe.core.exceptions import BuildSystemError
 
 from . import paths
 
@@ -95,7 +96,11 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         self.build_path = choose_build_path(self.build_path, part.extras, environ.extras, prebuilt,
                                             self.executables)
         if self.build_path == 'spack':
-            from . import spack_build          # the Spack path lives in its own module
+            try:
+                from . import spack_build      # the Spack path lives in its own module
+            except ImportError as err:
+                raise BuildSystemError(f'build_path spack selected for {part.fullname}+{environ.name}, but '
+                                       f'netregress.spack_build cannot be imported ({err})') from None
             spack_build.configure(self)
             return
         self.build_system = 'CustomBuild'

@@ -476,6 +476,7 @@ int main(int argc, char **argv)
         c.max_msg = o.msg_size;
     }
     c.io_bytes = o.io_size < c.max_msg ? o.io_size : c.max_msg;
+    r.io_bytes = c.io_bytes;
     if (o.auth_file && (c.key_len = nr_tcp_read_secret(o.auth_file, c.key, &err)) < 0) {
         nr_error_report("nr-tcptest", &err);
         return nr_exit_status(c.key_len);

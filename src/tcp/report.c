@@ -70,8 +70,7 @@ static const struct nr_table_col nr__rep_cols[] = {
 static void nr__write_fixed(FILE *f, const struct nr_tcptest *o, const struct nr_tcptest_result *r)
 {
     nr__header(f, o, r);
-    fprintf(f, "# Data size of each read/write (Bytes): %llu\n",
-            (unsigned long long)(o->io_size < r->size_bytes ? o->io_size : r->size_bytes));
+    fprintf(f, "# Data size of each read/write (Bytes): %llu\n", (unsigned long long)r->io_bytes);
     fprintf(f, "# Total data size sent of each test (Bytes): %llu\n",
             (unsigned long long)(r->iterations * r->size_bytes));
     fprintf(f, "# Message size (Bytes): %llu\n", (unsigned long long)r->size_bytes);
@@ -240,7 +239,7 @@ int nr_tcptest_write_json(const char *path, const struct nr_tcptest *o, const st
         nr_json_kv_int(&j, "exponent", o->exponent);
     else
         nr_json_kv_uint(&j, "message_size_bytes", r->size_bytes);
-    nr_json_kv_uint(&j, "io_size_bytes", o->io_size);
+    nr_json_kv_uint(&j, "io_size_bytes", r->io_bytes);
     nr_json_kv_double(&j, "test_time_s", o->test_time_s);
     if (r->kind != NR_KIND_SWEEP)
         nr_json_kv_uint(&j, "iterations", r->iterations);

@@ -53,6 +53,7 @@ struct nr_tcptest_result {
     size_t nreps;
     uint64_t iterations;            /* fixed-size: iterations per repetition; latency: round trips per trial */
     uint64_t size_bytes;            /* fixed-size and latency message size */
+    uint64_t io_bytes;              /* effective largest read/write: -d, at most the largest message */
     double *rtt_us;                 /* latency trials */
     size_t nrtt;
     uint64_t bytes_client, bytes_server; /* totals over measured runs */

@@ -345,6 +345,7 @@ void nr_proto_conn_init(struct nr_proto_conn *c, int fd, double timeout_s)
     c->buf = NULL;
     c->cap = 0;
     c->timeout_s = timeout_s;
+    c->max_payload = NR_PROTO_SYSLOG_MAX;
 }
 
 void nr_proto_conn_free(struct nr_proto_conn *c)
@@ -384,6 +385,9 @@ int nr_proto_recv(struct nr_proto_conn *c, double timeout_s, struct nr_proto_hdr
         return rc;
     if ((rc = nr_proto_decode_header(hdr, h, err)) < 0)
         return rc;
+    if (h->length > c->max_payload)
+        return nr_error_set(err, NR_E_PROTO, "%s message of %u bytes exceeds the %u this side accepts",
+                            nr_proto_type_name(h->type), h->length, c->max_payload);
     size_t need = h->length ? h->length : 1;
     if (need > c->cap) {
         uint8_t *b = realloc(c->buf, need);

@@ -188,6 +188,8 @@ struct nr_proto_conn {
     uint8_t *buf;    /* grows to the largest payload received (at most NR_PROTO_SYSLOG_MAX) */
     size_t cap;
     double timeout_s; /* default wait for a message */
+    uint32_t max_payload; /* largest payload accepted (NR_PROTO_SYSLOG_MAX; a server lowers it to
+                             NR_PROTO_SMALL_MAX: it never receives a system log) */
 };
 
 /* Wrap fd (and set TCP_NODELAY on it: control messages must not wait for Nagle's algorithm). */

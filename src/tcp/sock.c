@@ -309,8 +309,15 @@ const char *nr_tcp_addr_str(const struct sockaddr_storage *ss, char *buf, size_t
     }
     const void *a = ss->ss_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr
                                               : (const void *)&((const struct sockaddr_in *)ss)->sin_addr;
-    if (!inet_ntop(ss->ss_family, a, buf, (socklen_t)len))
+    if (!inet_ntop(ss->ss_family, a, buf, (socklen_t)len)) {
         snprintf(buf, len, "?");
+        return buf;
+    }
+    /* A link-local IPv6 address is only usable with its interface: keep the scope ("fe80::1%2"). */
+    uint32_t scope = ss->ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)ss)->sin6_scope_id : 0;
+    size_t n = strlen(buf);
+    if (scope && n + 12 < len)
+        snprintf(buf + n, len - n, "%%%u", scope);
     return buf;
 }
 

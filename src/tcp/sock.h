@@ -65,7 +65,8 @@ int nr_tcp_accept(int lfd, double timeout_s, struct sockaddr_storage *peer, stru
 int nr_tcp_write_all(int fd, const void *buf, size_t len, double timeout_s, struct nr_error *err);
 int nr_tcp_read_all(int fd, void *buf, size_t len, double timeout_s, struct nr_error *err);
 
-/* Numeric host of a socket address ("127.0.0.1", "::1"). Returns buf. */
+/* Numeric host of a socket address ("127.0.0.1", "::1", "fe80::1%2" with the scope of a link-local address), or
+ * "?" for other families. Returns buf. */
 const char *nr_tcp_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
 
 /* Fill buf with random bytes (getrandom, falling back to /dev/urandom). */

@@ -309,6 +309,7 @@ int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sock
     memset(&ss, 0, sizeof ss);
     ss.data_fd = ss.data_listen_fd = -1;
     nr_proto_conn_init(&ss.ctl, fd, cfg->idle_timeout_s);
+    ss.ctl.max_payload = NR_PROTO_SMALL_MAX;
     nr_tcp_addr_str(peer, ss.peer, sizeof ss.peer);
     nr_error_clear(&err);
     int rc = nr__serve(cfg, &ss, &err);

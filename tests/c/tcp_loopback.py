@@ -435,7 +435,8 @@ def case_server_errors():
     with Server() as s:
         for req, needle in ((test_req(io=1 << 30), "read/write size"), (test_req(maxmsg=1 << 40), "message size"),
                             (frame(START, struct.pack(">IIQQ", 0, 0, 1, 1)), "expected TEST_REQ"),
-                            (frame(TEST_REQ, bytes(23)), "invalid length")):
+                            (frame(TEST_REQ, bytes(23)), "invalid length"),
+                            (struct.pack(">IBBHI", MAGIC, 1, 12, 0, 1 << 20), "exceeds the 1024 this side accepts")):
             c = connect(s.port)
             assert recv_msg(c)[0] == HELLO
             c.sendall(client_hello())
@@ -510,6 +511,27 @@ def case_disconnects():
     assert s.was_alive, s.stderr
     # every abandoned session was logged as one line and did not take the server down
     assert s.stderr.count("nr-tcpserver: client ") >= 50, s.stderr[-2000:]
+
+
+def case_ipv6():
+    """The server on ::1, the client by IPv6 literal: data connection and options work the same."""
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        print("no IPv6 loopback: skipped")
+        sys.exit(77)
+    proc = subprocess.Popen([os.path.join(BIN, "nr-tcpserver"), "-p", "0", "-B", "::1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(re.search(r"\[(\d+)\]", proc.stdout.readline()).group(1))
+        ok(tcptest(port, "-h", "::1", "-i", "-q", "1", "-r", "2", *FAST, "--json", path("out.json")))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+    j = load_json("out.json")
+    assert j["options"]["host"] == "::1"
+    assert j["socket"]["client"]["tos"] == j["socket"]["server"]["tos"] == 0x10  # IPV6_TCLASS
+    check_fixed(j, 2, 2)
 
 
 def case_client_survives_server_death():

@@ -153,6 +153,21 @@ static int nr__setup_data(struct nr__client *c, const struct nr_tcp_sockopts *op
     return NR_OK;
 }
 
+/* A repetition failed with *xerr. When the server stopped it, its ERROR message is waiting on the control
+ * connection and says why (a limit, a timeout): report that rather than the reset the client saw. */
+static int nr__peer_reason(struct nr__client *c, const struct nr_error *xerr, struct nr_error *err)
+{
+    if (xerr->code != NR_E_PEER) {
+        struct nr_proto_hdr h;
+        union nr_msg m;
+        if (nr_proto_recv(&c->ctl, 1.0, &h, &m, NULL) == 0 && h.type == NR_MSG_ERROR)
+            return nr_error_set(err, NR_E_PEER, "server: %s", m.error.text);
+    }
+    if (err && err->code == 0)
+        *err = *xerr;
+    return xerr->code;
+}
+
 /* One run of iterations messages of size bytes; measured runs are recorded and checked. */
 static int nr__run_once(struct nr__client *c, uint64_t iterations, uint64_t size, bool measured, struct nr_rep *rep,
                         struct nr_error *err)
@@ -168,26 +183,28 @@ static int nr__run_once(struct nr__client *c, uint64_t iterations, uint64_t size
         return rc;
     struct nr_xfer x = {c->data_fd, c->blocking, (size_t)c->io_bytes, c->buf, (int)(c->o->timeout_s * 1000), 0, 0,
                         c->r->sock_client.nodelay, c->r->sock_client.cork};
+    struct nr_error xerr; /* a data-connection failure may only be the echo of a failure the server reports */
+    nr_error_clear(&xerr);
     struct nr_cpu_times c0, c1;
     nr_cpu_times_now(&c0);
     uint64_t t0 = nr_now_ns(), t1;
     if (c->mode == NR_MODE_STREAM) {
-        rc = nr_xfer_send(&x, iterations, size, err);
+        rc = nr_xfer_send(&x, iterations, size, &xerr);
         if (rc == 0)
-            rc = nr_proto_expect(&c->ctl, NR_MSG_DONE, 0, &done, "server", err);
+            rc = nr_proto_expect(&c->ctl, NR_MSG_DONE, 0, &done, "server", &xerr);
         t1 = nr_now_ns();
     } else {
         if (c->mode == NR_MODE_PINGPONG && !c->blocking)
-            rc = nr_xfer_duplex(&x, iterations, size, err);
+            rc = nr_xfer_duplex(&x, iterations, size, &xerr);
         else
-            rc = nr_xfer_pingpong(&x, iterations, size, true, err);
+            rc = nr_xfer_pingpong(&x, iterations, size, true, &xerr);
         t1 = nr_now_ns();
         if (rc == 0)
-            rc = nr_proto_expect(&c->ctl, NR_MSG_DONE, 0, &done, "server", err);
+            rc = nr_proto_expect(&c->ctl, NR_MSG_DONE, 0, &done, "server", &xerr);
     }
     nr_cpu_times_now(&c1);
     if (rc < 0)
-        return rc;
+        return nr__peer_reason(c, &xerr, err);
     struct nr_cpu_times d = nr_cpu_times_diff(c1, c0);
     uint64_t expect = iterations * size * (c->mode == NR_MODE_STREAM ? 1 : 2);
     memset(rep, 0, sizeof *rep);

@@ -136,7 +136,7 @@ struct nr_msg_start {
 
 struct nr_msg_done {
     uint64_t bytes;      /* payload bytes the server moved (received + sent) */
-    uint64_t elapsed_ns; /* server's elapsed time: first payload byte in to last payload byte out/in */
+    uint64_t elapsed_ns; /* server's elapsed time: READY sent to its last payload byte received or sent */
     uint64_t user_us, sys_us; /* server process times over the repetition */
 };
 

@@ -466,6 +466,17 @@ def case_server_errors():
     assert s.was_alive
 
 
+def case_server_limit():
+    """The server stops a repetition longer than its --max-rep-time; the client reports the server's reason."""
+    with Server("--max-rep-time", "1") as s:
+        r = tcptest(s.port, "-r", "1", "-t", "4", "--iterations", "100000000", "--json", path("out.json"))
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "server: repetition exceeded the server's time limit" in r.stderr, r.stderr
+        assert "server: repetition exceeded" in load_json("out.json")["error"]
+        ok(tcptest(s.port, "-r", "1", *FAST))
+    assert s.was_alive
+
+
 def case_disconnects():
     """100 clients vanish at every stage of the protocol; the same server then runs a normal test."""
     random.seed(2)

@@ -8,16 +8,22 @@
 #include "tcp.h"
 #include "tcptest.h"
 
+/* The two closing lines of a latency test (stdout and -o file). */
+static void nr__latency_summary(FILE *f, const struct nr_tcptest_result *r)
+{
+    struct nr_stats s;
+    if (nr_stats_compute(r->rtt_us, r->nrtt, &s) != 0)
+        return;
+    fprintf(f, "%zu trials with message size %llu Bytes.\n", r->nrtt, (unsigned long long)r->size_bytes);
+    fprintf(f, "TCP RTT min/avg/max = %.3f/%.3f/%.3f usec\n", s.min, s.avg, s.max);
+}
+
 void nr_tcptest_print_run(const struct nr_tcptest_result *r, size_t i, size_t total)
 {
     if (r->kind == NR_KIND_LATENCY) {
         printf("TCP Round Trip Time (%zu) : %.3f usec\n", i + 1, r->rtt_us[i]);
-        if (i + 1 == total) {
-            struct nr_stats s;
-            nr_stats_compute(r->rtt_us, r->nrtt, &s);
-            printf("%zu trials with message size %llu Bytes.\n", r->nrtt, (unsigned long long)r->size_bytes);
-            printf("TCP RTT min/avg/max = %.3f/%.3f/%.3f usec\n", s.min, s.avg, s.max);
-        }
+        if (i + 1 == total)
+            nr__latency_summary(stdout, r);
     } else {
         printf(" (%zu) : %f Mbps\n", i + 1, r->reps[i].throughput_mbps);
     }
@@ -119,11 +125,7 @@ static void nr__write_latency(FILE *f, const struct nr_tcptest_result *r)
             (unsigned long long)r->iterations);
     for (size_t i = 0; i < r->nrtt; i++)
         fprintf(f, "TCP Round Trip Time (%zu) : %.3f usec\n", i + 1, r->rtt_us[i]);
-    struct nr_stats s;
-    if (nr_stats_compute(r->rtt_us, r->nrtt, &s) == 0) {
-        fprintf(f, "%zu trials with message size %llu Bytes.\n", r->nrtt, (unsigned long long)r->size_bytes);
-        fprintf(f, "TCP RTT min/avg/max = %.3f/%.3f/%.3f usec\n", s.min, s.avg, s.max);
-    }
+    nr__latency_summary(f, r);
 }
 
 /* fopen for writing, with the error captured. */

@@ -75,6 +75,12 @@ def _vcluster_up():
     return (state_dir / 'up').exists()
 
 
+VCLUSTER_UP = _vcluster_up()
+if VC.get('VC_SLURM_CONF') and (ROOT / VC['VC_SLURM_CONF']).exists():
+    # Slurm commands run by ReFrame (sbatch, squeue, sacct, scancel) must talk to the virtual cluster.
+    os.environ.setdefault('SLURM_CONF', str(ROOT / VC['VC_SLURM_CONF']))
+
+
 def _mpi(env):
     return DEPS / 'mpi' / env
 
@@ -177,7 +183,8 @@ def _vc_partition(name, iface_key, subnet_key, default_iface):
         'descr': f'vcluster nodes linked by the {name} fabric',
         'scheduler': 'slurm',
         'launcher': 'srun',
-        'access': [f'--partition={VC.get(f"VC_PARTITION_{name.upper()}", name)}'],
+        # --overcommit: the 4-rank collectives on one 2-CPU node (shm) need more tasks than CPUs
+        'access': [f'--partition={VC.get(f"VC_PARTITION_{name.upper()}", name)}', '--overcommit'],
         'environs': ENV_NAMES,
         'max_jobs': 1,
         'features': ['ic-shm', f'ic-{name}'],
@@ -194,7 +201,7 @@ def _vc_partition(name, iface_key, subnet_key, default_iface):
 vcluster = {
     'name': 'vcluster',
     'descr': 'Slurm cluster of network-namespace nodes on this machine (tools/vcluster)',
-    'hostnames': ['.*'] if _vcluster_up() else ['^$'],
+    'hostnames': ['.*'] if VCLUSTER_UP else ['^$'],
     'modules_system': 'nomod',
     'prefix': str(RUN),
     'stagedir': str(RUN / 'stage'),

@@ -70,7 +70,7 @@ def _vcluster_up():
         try:
             if (state_dir / name).read_text().split()[0].lower() in ('up', 'running'):
                 return True
-        except (FileNotFoundError, IndexError):
+        except (OSError, IndexError):
             continue
     return (state_dir / 'up').exists()
 

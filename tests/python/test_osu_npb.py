@@ -1,0 +1,140 @@
+"""OSU and NPB output parsers on format fixtures (tests/python/fixtures/{osu,npb}: hand-written, not measured)."""
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip('reframe')
+from reframe.core.exceptions import SanityError  # noqa: E402
+
+from netregress import osu_npb  # noqa: E402
+
+FIX = Path(__file__).parent / 'fixtures'
+MAX = 1 << 20
+
+
+def osu(name):
+    return osu_npb.parse_osu((FIX / 'osu' / name).read_text())
+
+
+def npb(name):
+    return osu_npb.parse_npb((FIX / 'npb' / name).read_text())
+
+
+@pytest.mark.parametrize('name,key,first,metrics', [
+    ('latency_pass.txt', 'latency_us', 0, ('latency_us',)),
+    ('bw_pass.txt', 'bandwidth_mbs', 1, ('bandwidth_mbs',)),
+    ('bibw_pass.txt', 'bandwidth_mbs', 1, ('bandwidth_mbs',)),
+    ('mbw_mr_pass.txt', 'bandwidth_mbs', 1, ('bandwidth_mbs', 'message_rate')),
+    ('allreduce_pass.txt', 'latency_us', 1, ('latency_us',)),
+    ('alltoall_pass.txt', 'latency_us', 1, ('latency_us',)),
+    ('bcast_pass.txt', 'latency_us', 1, ('latency_us',)),
+])
+def test_passing_runs_parse_whole_curve(name, key, first, metrics):
+    res = osu(name)
+    assert res.version == '7.4'
+    assert res.validated
+    assert res.sizes[0] == first and res.sizes[-1] == MAX
+    assert all(isinstance(r[key], float) for r in res.rows)
+    assert osu_npb.osu_problems(res, max_size=MAX, validate=True, metrics=metrics) == []
+
+
+def test_exact_values_and_columns():
+    lat = osu('latency_pass.txt')
+    assert lat.columns == ['latency_us', 'validation']
+    assert lat.value('latency_us', 8) == pytest.approx(1.5)
+    assert lat.value('latency_us', 1048576) == pytest.approx(263.64)
+    mr = osu('mbw_mr_pass.txt')
+    assert mr.title == 'OSU MPI Multiple Bandwidth / Message Rate Test'
+    assert mr.columns == ['bandwidth_mbs', 'message_rate', 'validation']
+    assert mr.value('bandwidth_mbs', 4) == pytest.approx(8.5)
+    assert mr.value('message_rate', 4) == pytest.approx(2000000.25)
+
+
+def test_missing_size_or_column_is_a_sanity_error():
+    res = osu('bw_pass.txt')
+    with pytest.raises(SanityError, match='no row for 3 bytes'):
+        res.value('bandwidth_mbs', 3)
+    with pytest.raises(SanityError, match='no latency_us column'):
+        res.value('latency_us', 8)
+
+
+def test_validation_failure_is_reported_with_its_size():
+    res = osu('latency_validation_fail.txt')
+    assert res.failed_sizes() == [4096]
+    assert res.validation_errors == [4096]
+    problems = osu_npb.osu_problems(res, max_size=MAX, validate=True)
+    assert any('validation failed at 1 size(s): 4096' in p for p in problems)
+    assert any('ends at 4096 bytes' in p for p in problems)
+
+
+def test_truncated_run_is_detected_and_partial_row_ignored():
+    res = osu('bw_truncated.txt')
+    assert res.sizes[-1] == 65536
+    problems = osu_npb.osu_problems(res, max_size=MAX)
+    assert problems == ['OSU output ends at 65536 bytes, expected up to 1048576: output truncated '
+                        '(benchmark killed or crashed)']
+
+
+def test_run_without_validation_fails_when_validation_required():
+    res = osu('bcast_no_validation.txt')
+    assert not res.validated
+    assert osu_npb.osu_problems(res, max_size=MAX, validate=False) == []
+    assert osu_npb.osu_problems(res, max_size=MAX, validate=True) == [
+        'OSU ran without data validation (no Validation column; run with -c)']
+
+
+def test_no_table():
+    res = osu('empty_mpi_abort.txt')
+    assert res.rows == []
+    assert 'no result table' in osu_npb.osu_problems(res)[0]
+
+
+def test_osu_value_deferred(tmp_path):
+    assert osu_npb.osu_value(str(FIX / 'osu' / 'bcast_pass.txt'), 'latency_us', 1024).evaluate() == \
+        pytest.approx(3.42)
+    with pytest.raises(SanityError, match='was not written'):
+        osu_npb.osu_value(str(tmp_path / 'none.out'), 'latency_us', 8).evaluate()
+
+
+def test_npb_success():
+    res = npb('cg.S.4.success.txt')
+    assert res == {'benchmark': 'cg', 'class': 'S', 'size': '1400', 'iterations': 15, 'time_s': 0.05,
+                   'total_processes': 4, 'active_processes': 4, 'mops_total': 1234.56, 'mops_per_process': 308.64,
+                   'operation_type': 'floating point', 'verification': 'SUCCESSFUL', 'version': '3.4.1'}
+    assert osu_npb.npb_problems(res, name='cg', npb_class='S', nprocs=4) == []
+    bt = npb('bt.S.4.success.txt')
+    assert bt['size'] == '12x12x12' and bt['mops_total'] == pytest.approx(2890.12)
+    assert osu_npb.npb_problems(npb('is.S.2.success.txt'), name='is', npb_class='S', nprocs=2) == []
+
+
+def test_npb_failures():
+    ft = npb('ft.W.4.unsuccessful.txt')
+    assert ft['verification'] == 'UNSUCCESSFUL'
+    assert osu_npb.npb_problems(ft, name='ft', npb_class='W', nprocs=4) == ['NPB FT class W verification UNSUCCESSFUL']
+    lu = npb('lu.S.4.truncated.txt')
+    assert 'mops_total' not in lu
+    problems = osu_npb.npb_problems(lu, name='lu', npb_class='S', nprocs=4)
+    assert 'NPB LU printed no Verification line: output truncated' in problems
+    assert 'NPB printed no "Mop/s total"' in problems
+    # wrong class / process count / benchmark are failures too
+    cg = npb('cg.S.4.success.txt')
+    assert osu_npb.npb_problems(cg, name='mg', npb_class='W', nprocs=2) == [
+        'output is from NPB CG, expected MG', 'NPB ran class S, expected W', 'NPB ran on 4 processes, expected 2']
+    assert 'no "Benchmark Completed" block' in osu_npb.npb_problems({}, name='ep', npb_class='S', nprocs=1)[0]
+
+
+def test_npb_value_deferred():
+    assert osu_npb.npb_value(str(FIX / 'npb' / 'bt.S.4.success.txt')).evaluate() == pytest.approx(2890.12)
+    with pytest.raises(SanityError, match='no mops_total'):
+        osu_npb.npb_value(str(FIX / 'npb' / 'lu.S.4.truncated.txt')).evaluate()
+
+
+@pytest.mark.parametrize('name,ok,bad', [
+    ('bt', [1, 4, 9, 16], [2, 8, 12]),
+    ('sp', [1, 4, 9], [3, 6]),
+    ('cg', [1, 2, 4, 8, 16], [3, 6, 9]),
+    ('is', [2, 4], [0, 5]),
+])
+def test_npb_process_counts(name, ok, bad):
+    assert all(osu_npb.npb_accepts(name, n) for n in ok)
+    assert not any(osu_npb.npb_accepts(name, n) for n in bad)

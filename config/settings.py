@@ -191,8 +191,11 @@ def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
         'extras': {
             'interconnects': {name: {'iface': VC.get(iface_key, default_iface),
                                      'subnet': VC.get(subnet_key, '')}},
-            'on_node': ['srun', '--mpi=none', '--nodes=1', '--ntasks=1', '--relative={index}'],
-            'on_each_node': ['srun', '--mpi=none', '--nodes={nodes}', '--ntasks={nodes}',
+            # --overlap: helper steps (servers, counter snapshots) run beside other steps of the job (Slurm >=
+            # 20.11 gives steps exclusive CPUs otherwise: a background server blocks the next step on its node);
+            # --label: the per-node snapshots arrive interleaved and are told apart by task label.
+            'on_node': ['srun', '--mpi=none', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
+            'on_each_node': ['srun', '--mpi=none', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
                              '--ntasks-per-node=1'],
         },
     }
@@ -240,8 +243,9 @@ site_example = {
             'features': ['ic-shm', 'ic-ib'],
             'extras': {
                 'interconnects': {'ib': {'iface': 'mlx5_0:1'}},
-                'on_node': ['srun', '--nodes=1', '--ntasks=1', '--relative={index}'],
-                'on_each_node': ['srun', '--nodes={nodes}', '--ntasks={nodes}', '--ntasks-per-node=1'],
+                'on_node': ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
+                'on_each_node': ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
+                                 '--ntasks-per-node=1'],
                 'build_path': 'spack',      # falls back to cmake/prebuilt where `spack` is not on PATH
             },
         },
@@ -256,8 +260,9 @@ site_example = {
             'features': ['ic-shm', 'ic-eth'],
             'extras': {
                 'interconnects': {'eth': {'iface': 'eth0', 'subnet': '10.0.0.0/16'}},
-                'on_node': ['srun', '--nodes=1', '--ntasks=1', '--relative={index}'],
-                'on_each_node': ['srun', '--nodes={nodes}', '--ntasks={nodes}', '--ntasks-per-node=1'],
+                'on_node': ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
+                'on_each_node': ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
+                                 '--ntasks-per-node=1'],
             },
         },
     ],

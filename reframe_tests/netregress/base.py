@@ -405,10 +405,13 @@ class TcpPairCheck(NetregressCheck):
 
 
 def server_address_cmds(check: NetregressCheck, var: str) -> list[str]:
-    """Shell lines setting ``$var`` to the first node's IPv4 address on the interface under test."""
-    on_first = check.node_prefix('on_node', index=0)
+    """Shell lines setting ``$var`` to the first node's IPv4 address on the interface under test.
+
+    The job script itself runs on the first node of the allocation (Slurm's batch host; the only host on a local
+    system), so no job step is needed to ask that node.
+    """
     return [
-        f'{var}=$({on_first} ip -4 -o addr show dev {check.iface} | awk \'{{split($4,a,"/"); print a[1]; exit}}\')',
+        f'{var}=$(ip -4 -o addr show dev {check.iface} | awk \'{{split($4,a,"/"); print a[1]; exit}}\')',
         f'test -n "${var}" || echo "no IPv4 address on {check.iface} of the first node" >&2',
     ]
 

@@ -245,7 +245,7 @@ class Iperf3Check(ExitStatusPlugin, TcpPairCheck):
     server_ready_pattern = 'Server listening'
 
     def server_command(self) -> str:
-        return f'iperf3 -s -1 -p {self.port}'
+        return f'iperf3 -s -1 --forceflush -p {self.port}'
 
     @run_before('run')
     def set_client(self):
@@ -306,8 +306,8 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
         port = 40000 + zlib.crc32(self.unique_name.encode()) % 20000
         on_last = self.node_prefix('on_node', index=self.ic.nodes - 1)
         self.prerun_cmds += server_address_cmds(self, 'YARDSTICK_ADDR')
-        self.prerun_cmds += background_server_cmds(self, f'iperf3 -s -1 -p {port}', 'yardstick-server.out',
-                                                   'YARDSTICK_PID', 'Server listening', 10)
+        self.prerun_cmds += background_server_cmds(self, f'iperf3 -s -1 --forceflush -p {port}',
+                                                   'yardstick-server.out', 'YARDSTICK_PID', 'Server listening', 10)
         self.prerun_cmds += [
             f'{on_last} iperf3 -c $YARDSTICK_ADDR -p {port} -t {self.yardstick_time_s} -O 0.5 -J '
             f'--logfile {YARDSTICK_OUT} || echo "yardstick iperf3 failed" >&2',

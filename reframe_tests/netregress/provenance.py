@@ -57,8 +57,29 @@ def parse_net_dev(text: str) -> dict[str, Counters]:
     return out
 
 
+_LABEL = re.compile(r'^\s*(\d+): ?(.*)$')
+
+
 def parse_snapshots(text: str) -> dict[str, dict[str, dict[str, Counters]]]:
-    """Split concatenated snapshots: ``{when: {host: {iface: Counters}}}``."""
+    """Split concatenated snapshots: ``{when: {host: {iface: Counters}}}``.
+
+    Snapshots taken in parallel on several nodes arrive interleaved; ``srun --label`` prefixes every line with
+    the task number (``"1: ..."``), and labelled lines are regrouped per task before parsing.
+    """
+    streams: dict[str | None, list[str]] = {}
+    for line in text.splitlines():
+        m = _LABEL.match(line)
+        key, body = (m.group(1), m.group(2)) if m else (None, line)
+        streams.setdefault(key, []).append(body)
+    snaps: dict[str, dict[str, dict[str, Counters]]] = {}
+    for lines in streams.values():
+        for when, hosts in _parse_stream(lines).items():
+            for host, ifaces in hosts.items():
+                snaps.setdefault(when, {})[host] = ifaces
+    return snaps
+
+
+def _parse_stream(stream: list[str]) -> dict[str, dict[str, dict[str, Counters]]]:
     snaps: dict[str, dict[str, dict[str, Counters]]] = {}
     current, lines = None, []
 
@@ -66,7 +87,7 @@ def parse_snapshots(text: str) -> dict[str, dict[str, dict[str, Counters]]]:
         if current is not None:
             snaps.setdefault(current[1], {})[current[0]] = parse_net_dev('\n'.join(lines))
 
-    for line in text.splitlines():
+    for line in stream:
         m = _SNAP_HEAD.match(line)
         if m:
             flush()

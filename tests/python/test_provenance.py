@@ -33,6 +33,18 @@ def test_deltas_per_host_and_interface(make_net_dev):
     assert d['n2']['eth0'].total == 7500
 
 
+def test_interleaved_labelled_snapshots(make_net_dev):
+    """srun --label output of two nodes printing at once is regrouped per task."""
+    a = [f'{provenance.MARK} host=n1 when=before'] + make_net_dev(eth0=(1, 2)).splitlines()
+    b = [f'{provenance.MARK} host=n2 when=before'] + make_net_dev(eth0=(3, 4)).splitlines()
+    mixed = []
+    for x, y in zip(a, b):
+        mixed += [f'0: {x}', f'1: {y}']
+    snaps = provenance.parse_snapshots('\n'.join(mixed))
+    assert snaps['before']['n1']['eth0'] == Counters(1, 2)
+    assert snaps['before']['n2']['eth0'] == Counters(3, 4)
+
+
 def test_payload_crossed_the_interface():
     delta = {'n1': {'eth0': Counters(100, 1_000_100)}, 'n2': {'eth0': Counters(1_000_100, 100)}}
     assert check_counters(delta, kind='interface', iface='eth0', hosts=['n1', 'n2'], payload_bytes=1e6) == []

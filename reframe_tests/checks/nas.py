@@ -1,0 +1,123 @@
+"""NAS Parallel Benchmarks 3.4 (MPI) per MPI build and interconnect, built through Spack (config/spack/<system>/).
+
+IS EP CG MG FT LU BT SP, each on the process counts it accepts (BT/SP a square number, the others a power of two)
+out of :data:`NPB_PROCS`. The problem class is the system's, from the npb spec of its Spack environment
+(``classes=S`` on local, ``W`` on vcluster; a site picks its own), never from this file; ``-S npb_class=X``
+overrides (X must have been built). Sanity: the run printed its result block with ``Verification = SUCCESSFUL``,
+the expected benchmark, class and process count; performance: ``Mop/s total``. Where Spack or the environment's
+lock is missing, the build fixture is skipped with the reason (``reframe --list`` still shows every case).
+"""
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import fixture, parameter, run_after, run_before, sanity_function, variable
+
+from netregress import spack_build
+from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
+from netregress.osu_npb import NPB_NAMES, npb_accepts, npb_problems, npb_value, parse_npb, read_text
+
+NPB_PACKAGE = 'npb'
+#: Candidate process counts; each benchmark runs on those it accepts (2 cores here: oversubscribed above 2).
+NPB_PROCS = (2, 4)
+
+
+def _cases() -> list[tuple[str, int]]:
+    return [(name, n) for name in NPB_NAMES for n in NPB_PROCS if npb_accepts(name, n)]
+
+
+def system_class(system: str) -> str:
+    """The NPB class built for ``system`` (first of the npb spec's ``classes=``)."""
+    classes = spack_build.spec_variant(spack_build.package_spec(system, NPB_PACKAGE), 'classes')
+    if not classes:
+        raise ValueError(f'the npb spec of config/spack/{system}/spack.yaml names no classes=')
+    return classes[0]
+
+
+class NpbSpackBuild(rfm.CompileOnlyRegressionTest):
+    """NPB (MPI implementation) for the current MPI environment, from the pre-concretized Spack environment."""
+
+    #: ``<prefix>/bin`` once built (executables ``<name>.<class>.x``).
+    #:
+    #: :type: :class:`str`
+    kernels_dir = variable(str, value='', loggable=True)
+
+    #: The spec installed.
+    #:
+    #: :type: :class:`str`
+    spack_spec = variable(str, value='', loggable=True)
+
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build_locally = True
+    sourcesdir = None
+
+    @run_before('compile')
+    def skip_without_spack(self):
+        reason = spack_build.unavailable_reason(self.current_system.name, (NPB_PACKAGE,))
+        self.skip_if(reason is not None, reason)
+
+    @run_before('compile')
+    def use_spack_environment(self):
+        system = self.current_system.name
+        spack_build.configure_package(self, spack_build.package_spec(system, NPB_PACKAGE), 'bin')
+
+    @sanity_function
+    def installed(self):
+        return sn.assert_true(os.path.isdir(self.kernels_dir), msg=f'{self.kernels_dir} missing ({self.spack_spec})')
+
+
+@rfm.simple_test
+class nas(ExitStatusPlugin, MpiCheck):
+    """One NPB benchmark on a process count it accepts, the system's class."""
+
+    case = parameter(_cases(), fmt=lambda c: f'{c[0]}-np{c[1]}', loggable=True)
+
+    npb_build = fixture(NpbSpackBuild, scope='environment')
+
+    #: Problem class; empty: the system's (npb ``classes=`` in config/spack/<system>/spack.yaml).
+    #:
+    #: :type: :class:`str`
+    #: :default: ``''``
+    npb_class = variable(str, value='', loggable=True)
+
+    #: NPB reports no byte count: on a fabric the interface under test must have carried at least this much
+    #: (proof that the ranks talked over it at all).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``4096``
+    min_wire_bytes = variable(int, value=4096)
+
+    tags = {'nas', 'npb', 'mpi', 'spack'}
+    time_limit = '10m'
+
+    @run_after('init')
+    def describe(self):
+        self.bench, self.num_ranks = self.case
+        self.descr = f'NPB {self.bench.upper()} on {self.num_ranks} processes'
+
+    @run_after('setup')
+    def choose_class(self):
+        if not self.npb_class:
+            self.npb_class = system_class(self.current_system.name)
+        self.ref_test = f'npb.{self.bench}.{self.npb_class}.np{self.num_ranks}'
+        self.perf_variables['mops_total'] = sn.make_performance_function(
+            npb_value(stage_file(self, self.stdout), 'mops_total'), 'Mop/s')
+
+    @run_before('run')
+    def set_command(self):
+        self.executable = os.path.join(self.npb_build.kernels_dir, f'{self.bench}.{self.npb_class}.x')
+        self.executable_opts = []
+
+    def payload_bytes(self) -> float:
+        return float(self.min_wire_bytes)
+
+    def npb_witness(self) -> list[str]:
+        try:
+            res = parse_npb(read_text(stage_file(self, self.stdout)))
+        except Exception as err:            # SanityError from read_text
+            return [str(err)]
+        return npb_problems(res, name=self.bench, npb_class=self.npb_class, nprocs=self.num_ranks)
+
+    def witnesses(self) -> list:
+        return [self.exit_witness, self.npb_witness] + super().witnesses()

@@ -1,0 +1,148 @@
+"""OSU Micro-Benchmarks 7.x, per MPI build and interconnect, built through Spack (config/spack/<system>/).
+
+Seven benchmarks: osu_latency, osu_bw, osu_bibw, osu_mbw_mr (point-to-point, 2 ranks) and osu_allreduce,
+osu_alltoall, osu_bcast (4 ranks). Data validation is on (``-c``): a ``Fail`` row or ``DATA VALIDATION ERROR``
+fails the check, as does a curve that stops before ``max_size`` (killed / crashed run). A performance variable per
+message size (``latency_us@8``, ``bandwidth_mbs@1048576``, ...), each with a reference from reference_values/
+(missing reference: failure after the values were logged). Where Spack or the environment's lock is missing, the
+build fixture is skipped with the reason (``reframe --list`` still shows every case).
+"""
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, parameter, run_after, run_before, sanity_function, variable
+
+from netregress import spack_build
+from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
+from netregress.osu_npb import OSU_BENCHMARKS, osu_problems, osu_value, parse_osu, read_text
+from netregress.references import metric_name
+
+OSU_PACKAGE = 'osu-micro-benchmarks'
+OSU_MPI_DIR = 'libexec/osu-micro-benchmarks/mpi'     # <prefix>/<this>/{pt2pt,collective}/<benchmark>
+OSU_WINDOW = 64                                      # OSU's default window size (osu_bw, osu_bibw, osu_mbw_mr)
+
+
+class OsuSpackBuild(rfm.CompileOnlyRegressionTest):
+    """OSU Micro-Benchmarks for the current MPI environment, from the pre-concretized Spack environment."""
+
+    #: Directory ``<prefix>/libexec/osu-micro-benchmarks/mpi`` once built.
+    #:
+    #: :type: :class:`str`
+    kernels_dir = variable(str, value='', loggable=True)
+
+    #: The spec installed (``osu-micro-benchmarks@7.5.1 ^openmpi@4.1``).
+    #:
+    #: :type: :class:`str`
+    spack_spec = variable(str, value='', loggable=True)
+
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build_locally = True
+    sourcesdir = None
+
+    @run_before('compile')
+    def skip_without_spack(self):
+        reason = spack_build.unavailable_reason(self.current_system.name, (OSU_PACKAGE,))
+        self.skip_if(reason is not None, reason)
+
+    @run_before('compile')
+    def use_spack_environment(self):
+        system = self.current_system.name
+        spack_build.configure_package(self, spack_build.package_spec(system, OSU_PACKAGE), OSU_MPI_DIR)
+
+    @sanity_function
+    def benchmarks_present(self):
+        """Every benchmark the checks run exists in the installed prefix."""
+        return sn.all([sn.assert_true(os.access(os.path.join(self.kernels_dir, sub, name), os.X_OK),
+                                      msg=f'{sub}/{name} not in {self.kernels_dir} ({self.spack_spec})')
+                       for name, (sub, _, _) in OSU_BENCHMARKS.items()])
+
+
+@rfm.simple_test
+class osu(ExitStatusPlugin, MpiCheck):
+    """One OSU benchmark over the whole size curve 1 B .. ``max_size``, validation on."""
+
+    benchmark = parameter(list(OSU_BENCHMARKS), fmt=lambda b: b[4:], loggable=True)
+
+    osu_build = fixture(OsuSpackBuild, scope='environment')
+
+    #: Largest message size (``-m 1:max_size``); point-to-point 1 MiB, collectives 64 KiB (4 ranks, 2 cores).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``0`` (per benchmark as above)
+    max_size = variable(int, value=0)
+
+    #: Measured iterations per size (``-i``; OSU then uses it for large messages too).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``100``
+    iterations = variable(int, value=100)
+
+    #: Warm-up iterations per size (``-x``).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``10``
+    warmup = variable(int, value=10)
+
+    #: Ranks of the collective benchmarks.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``4``
+    collective_ranks = variable(int, value=4)
+
+    #: Extra OSU options.
+    #:
+    #: :type: :class:`List[str]`
+    #: :default: ``[]``
+    extra_opts = variable(typ.List[str], value=[])
+
+    tags = {'osu', 'mpi', 'spack'}
+
+    @run_after('init')
+    def describe(self):
+        subdir, metrics, ranks = OSU_BENCHMARKS[self.benchmark]
+        self.ref_test = f'osu.{self.benchmark[4:]}'
+        self.descr = f'OSU {self.benchmark} ({subdir}), validation on'
+        self.num_ranks = ranks or (2 if subdir == 'pt2pt' else self.collective_ranks)
+        if not self.max_size:
+            self.max_size = 1 << 20 if subdir == 'pt2pt' else 1 << 16
+
+    @property
+    def sizes(self) -> list[int]:
+        return [1 << e for e in range(self.max_size.bit_length()) if 1 << e <= self.max_size]
+
+    @run_after('setup')
+    def osu_metrics(self):
+        out = stage_file(self, self.stdout)
+        _, metrics, _ = OSU_BENCHMARKS[self.benchmark]
+        unit = {'latency_us': 'us', 'bandwidth_mbs': 'MB/s', 'message_rate': 'msg/s'}
+        for metric in metrics:
+            for size in self.sizes:
+                self.perf_variables[metric_name(metric, size)] = sn.make_performance_function(
+                    osu_value(out, metric, size), unit[metric])
+
+    @run_before('run')
+    def set_command(self):
+        subdir, _, _ = OSU_BENCHMARKS[self.benchmark]
+        self.executable = os.path.join(self.osu_build.kernels_dir, subdir, self.benchmark)
+        self.executable_opts = ['-m', f'1:{self.max_size}', '-i', str(self.iterations), '-x', str(self.warmup),
+                                '-c', *self.extra_opts]
+
+    def payload_bytes(self) -> float:
+        """Lower bound of the bytes crossing between the ranks in the measured iterations."""
+        per_size = {'osu_latency': 2, 'osu_bw': OSU_WINDOW, 'osu_bibw': 2 * OSU_WINDOW,
+                    'osu_mbw_mr': OSU_WINDOW * max(1, self.num_tasks // 2)}.get(self.benchmark, 1)
+        return float(sum(per_size * size * self.iterations for size in self.sizes))
+
+    def osu_witness(self) -> list[str]:
+        try:
+            res = parse_osu(read_text(stage_file(self, self.stdout)))
+        except Exception as err:            # SanityError from read_text
+            return [str(err)]
+        _, metrics, _ = OSU_BENCHMARKS[self.benchmark]
+        return osu_problems(res, max_size=self.max_size, validate=True, metrics=metrics)
+
+    def witnesses(self) -> list:
+        return [self.exit_witness, self.osu_witness] + super().witnesses()

@@ -112,7 +112,8 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     nr_transports = variable(str, value='', loggable=True)
 
-    time_limit = '4m'
+    # Benchmarks here take seconds: a hang (e.g. in MPI_Finalize) fails after 2 minutes instead of eating the suite.
+    time_limit = '2m'
     max_pending_time = '3m'
 
     # -- setup ------------------------------------------------------------------------------------------------

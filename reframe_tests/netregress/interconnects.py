@@ -117,12 +117,17 @@ class InterconnectTable:
                        report=report, transport=transport)
 
     def tolerance(self, interconnect: str, kind: str) -> tuple[float, float, str]:
-        """Default (lower, upper, comment) tolerance for a metric ``kind`` ('throughput' | 'latency')."""
+        """Default (lower, upper, comment) tolerance for a metric ``kind``.
+
+        Kinds: 'throughput', 'latency', and 'cpu_bound' / 'ratio', which fall back to 'throughput' where an
+        interconnect does not distinguish them.
+        """
         tol = self.interconnect(interconnect).tolerance
+        key = kind if kind in tol or kind not in ('cpu_bound', 'ratio') else 'throughput'
         try:
-            lower, upper = tol[kind]
+            lower, upper = tol[key]
         except (KeyError, TypeError, ValueError):
-            raise InterconnectError(f'{self.source}: interconnects.{interconnect}.tolerance.{kind} '
+            raise InterconnectError(f'{self.source}: interconnects.{interconnect}.tolerance.{key} '
                                     f'must be [lower, upper]') from None
         return float(lower), float(upper), str(tol.get('comment', '')).strip()
 

@@ -71,10 +71,22 @@ def measurements(report: Mapping) -> list[Measurement]:
     return out
 
 
-def metric_kind(metric: str, unit: str) -> str:
-    """'latency' for times, else 'throughput' (selects the default tolerance)."""
-    base, _ = references.split_metric(metric)
-    return 'latency' if unit in ('us', 'ms', 's', 'ns') or base.endswith(('_us', '_s')) else 'throughput'
+#: Messages at least this large are link-bound; smaller ones are CPU/latency-bound.
+LINK_BOUND_BYTES = 65536
+#: Tests whose throughput is a peak over a curve (CPU, scheduler and token-bucket bursts decide it).
+PEAK_TESTS = ('netpipe.', 'imb.')
+
+
+def metric_kind(metric: str, unit: str, test: str = '') -> str:
+    """Tolerance kind of a metric: 'latency', 'ratio', 'throughput' (link-bound) or 'cpu_bound'."""
+    base, size = references.split_metric(metric)
+    if unit in ('us', 'ms', 's', 'ns') or base.endswith(('_us', '_s')):
+        return 'latency'
+    if unit == 'ratio' or base.startswith('ratio_'):
+        return 'ratio'
+    if test.startswith(PEAK_TESTS) or (size is not None and size < LINK_BOUND_BYTES):
+        return 'cpu_bound'
+    return 'throughput'
 
 
 def _round(value: float) -> float:
@@ -96,7 +108,7 @@ def merge(data: Mapping | None, system: str, found: Iterable[Measurement],
     for (part, env, ic, test, metric), ms in sorted(groups.items()):
         value = _round(statistics.median(m.value for m in ms))
         unit = ms[-1].unit
-        lower, upper, comment = table.tolerance(ic, metric_kind(metric, unit))
+        lower, upper, comment = table.tolerance(ic, metric_kind(metric, unit, test))
         base, size = references.split_metric(metric)
         node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
         if size is None:

@@ -63,3 +63,17 @@ def test_write_round_trips_and_shows_diff(tmp_path, table):
     assert yaml.safe_load((tmp_path / 'vc.yaml').read_text())['schema'] == references.SCHEMA
     diff, _ = refstool.write([rep], tmp_path, table)
     assert diff == ''                                   # idempotent
+
+
+def test_metric_kinds_choose_the_band(table):
+    assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'tcp.stream.blocking') == 'throughput'
+    assert refstool.metric_kind('throughput_mbps@1048576', 'Mbit/s', 'tcp.sweep.stream') == 'throughput'
+    assert refstool.metric_kind('throughput_mbps@1024', 'Mbit/s', 'tcp.sweep.stream') == 'cpu_bound'
+    assert refstool.metric_kind('max_throughput_mbps', 'Mbit/s', 'netpipe.tcp') == 'cpu_bound'
+    assert refstool.metric_kind('rtt_us', 'us', 'tcp.rtt') == 'latency'
+    assert refstool.metric_kind('ratio_to_iperf3', 'ratio', 'tcp.stream.blocking') == 'ratio'
+    # gige: tight for link-bound throughput, loose for CPU-bound, -3% for the iperf3 ratio; shm: no distinction
+    assert table.tolerance('gige', 'throughput')[:2] == (-0.05, 0.05)
+    assert table.tolerance('gige', 'cpu_bound')[0] < -0.5
+    assert table.tolerance('gige', 'ratio')[0] == -0.03
+    assert table.tolerance('shm', 'cpu_bound') == table.tolerance('shm', 'throughput')

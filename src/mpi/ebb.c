@@ -1,0 +1,297 @@
+/* nr-ebb: effective bisection bandwidth (Netgauge's ebb pattern, seed 001) on an even number of ranks.
+ *
+ * Each round rank 0 draws a random bisection pairing of all ranks (a random permutation read as consecutive
+ * pairs; xorshift64* seeded by --seed, printed so a run can be repeated) and broadcasts it. After a barrier every
+ * pair exchanges SIZE bytes at the same time (MPI_Sendrecv) and every rank times its own exchange: one connection
+ * sample per rank, P per round. Per-round lines give the average time and bandwidth; the bucket statistics (-b)
+ * count the P x ROUNDS connection times in equal-width buckets; the last line is the effective bisection
+ * bandwidth (SIZE over the average connection time). --relative also times a lone pair (ranks 0 and P/2, the
+ * other ranks idle) and prints the ratio.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nr_mpi.h"
+
+#define NR__PROG "nr-ebb"
+#define NR__MIB (1024.0 * 1024.0)
+
+struct nr__opts {
+    struct nr_size_list sizes; /* -s MIN-MAX */
+    int rounds;                /* -r */
+    int buckets;               /* -b */
+    uint64_t seed;             /* --seed */
+    int relative;              /* --relative */
+    const char *json;          /* --json */
+};
+
+struct nr__size_result {
+    uint64_t size_bytes;
+    double *conn_us;    /* P x rounds connection times (rank 0) */
+    double *round_avg_us;
+    double lone_us;     /* --relative: average lone-pair time */
+};
+
+static uint64_t nr__rand(uint64_t *s)
+{
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+static double nr__mibps(uint64_t bytes, double us)
+{
+    return us > 0 ? (double)bytes / (us * 1e-6) / NR__MIB : 0;
+}
+
+/* Time one exchange of `bytes` with `partner` (or nothing when partner < 0); barrier first. */
+static int nr__exchange(char *sbuf, char *rbuf, uint64_t bytes, int partner, double *us, struct nr_error *err)
+{
+    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    if (rc == MPI_SUCCESS && partner >= 0)
+        rc = MPI_Sendrecv(sbuf, (int)bytes, MPI_BYTE, partner, 7, rbuf, (int)bytes, MPI_BYTE, partner, 7,
+                          MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    *us = (MPI_Wtime() - t0) * 1e6;
+    return nr_mpi_agree(nr_mpi_check(rc, "MPI_Sendrecv", err), err);
+}
+
+static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64_t *rng, char *sbuf, char *rbuf,
+                        struct nr__size_result *res, struct nr_error *err)
+{
+    const int p = m->size;
+    int *perm = malloc(sizeof *perm * (size_t)p);
+    double *mine_all = m->rank == 0 ? malloc(sizeof(double) * (size_t)p) : NULL;
+    int rc = perm && (m->rank || mine_all) ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory");
+    if ((rc = nr_mpi_agree(rc, err)) < 0)
+        goto out;
+    for (int r = 0; r < o->rounds; r++) {
+        if (m->rank == 0) {
+            for (int i = 0; i < p; i++)
+                perm[i] = i;
+            for (int i = p - 1; i > 0; i--) { /* Fisher-Yates */
+                int j = (int)(nr__rand(rng) % (uint64_t)(i + 1)), t = perm[i];
+                perm[i] = perm[j], perm[j] = t;
+            }
+        }
+        MPI_Bcast(perm, p, MPI_INT, 0, MPI_COMM_WORLD);
+        int partner = -1;
+        for (int i = 0; i < p; i += 2) {
+            if (perm[i] == m->rank)
+                partner = perm[i + 1];
+            else if (perm[i + 1] == m->rank)
+                partner = perm[i];
+        }
+        double us;
+        if ((rc = nr__exchange(sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
+            goto out;
+        MPI_Gather(&us, 1, MPI_DOUBLE, mine_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (m->rank == 0) {
+            double sum = 0;
+            for (int i = 0; i < p; i++)
+                sum += mine_all[i], res->conn_us[(size_t)r * (size_t)p + (size_t)i] = mine_all[i];
+            res->round_avg_us[r] = sum / p;
+            printf("size: %llu, round %d: num: %d average: %f us (%f MiB/s)\n", (unsigned long long)res->size_bytes,
+                   r, p, res->round_avg_us[r], nr__mibps(res->size_bytes, res->round_avg_us[r]));
+            fflush(stdout);
+        }
+    }
+    if (o->relative) {
+        /* The lone pair: ranks 0 and P/2 (different nodes under block placement), everyone else idle. */
+        double sum = 0, us;
+        int partner = m->rank == 0 ? p / 2 : m->rank == p / 2 ? 0 : -1;
+        for (int r = 0; r < o->rounds; r++) {
+            if ((rc = nr__exchange(sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
+                goto out;
+            sum += us;
+        }
+        res->lone_us = sum / o->rounds;
+    }
+out:
+    free(perm);
+    free(mine_all);
+    return rc;
+}
+
+static void nr__report(const struct nr__opts *o, int p, const struct nr__size_result *res)
+{
+    size_t n = (size_t)p * (size_t)o->rounds;
+    double lower[1024];
+    uint64_t count[1024];
+    printf("# Info: (0): ---- bucket data ----\n");
+    if (nr_buckets_compute(res->conn_us, n, (size_t)o->buckets, lower, count) == 0)
+        for (int b = 0; b < o->buckets; b++)
+            printf("size: %llu %f (%f MiB/s): %llu\n", (unsigned long long)res->size_bytes, lower[b],
+                   nr__mibps(res->size_bytes, lower[b]), (unsigned long long)count[b]);
+    struct nr_stats s;
+    nr_stats_compute(res->conn_us, n, &s);
+    printf("size: %llu num: %zu average: %f (%f MiB/s)\n", (unsigned long long)res->size_bytes, n, s.avg,
+           nr__mibps(res->size_bytes, s.avg));
+    if (o->relative)
+        printf("size: %llu lone pair: %f us (%f MiB/s) relative effective bisection bandwidth: %.4f\n",
+               (unsigned long long)res->size_bytes, res->lone_us, nr__mibps(res->size_bytes, res->lone_us),
+               res->lone_us > 0 ? res->lone_us / s.avg : 0);
+    fflush(stdout);
+}
+
+static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, const struct nr__size_result *res,
+                          size_t nres, time_t started, int status, const struct nr_error *failure)
+{
+    FILE *f = fopen(o->json, "w");
+    if (!f)
+        return -1;
+    struct nr_json j;
+    nr_json_init(&j, f);
+    char msg[320];
+    struct nr_result_meta meta = {NR__PROG, "ebb", started, status,
+                                  status ? nr_error_message(failure, msg, sizeof msg) : NULL};
+    nr_result_json_begin(&j, &meta);
+    nr_json_key(&j, "options");
+    nr_json_begin_object(&j);
+    nr_json_kv_int(&j, "processes", m->size);
+    nr_json_kv_int(&j, "rounds", o->rounds);
+    nr_json_kv_int(&j, "buckets", o->buckets);
+    nr_json_kv_uint(&j, "seed", o->seed);
+    nr_json_kv_bool(&j, "relative", o->relative);
+    nr_json_end_object(&j);
+    size_t n = (size_t)m->size * (size_t)o->rounds;
+    double *mbps = malloc(sizeof(double) * (n ? n : 1));
+    nr_json_key(&j, "sizes");
+    nr_json_begin_array(&j);
+    for (size_t k = 0; k < nres && mbps; k++) {
+        const struct nr__size_result *r = &res[k];
+        struct nr_stats s;
+        nr_stats_compute(r->conn_us, n, &s);
+        nr_json_begin_object(&j);
+        nr_json_kv_uint(&j, "size_bytes", r->size_bytes);
+        nr_json_kv_uint(&j, "connections", n);
+        nr_json_kv_double(&j, "average_us", s.avg);
+        nr_json_kv_double(&j, "bandwidth_mibps", nr__mibps(r->size_bytes, s.avg));
+        nr_json_key(&j, "rounds");
+        nr_json_begin_array(&j);
+        for (int i = 0; i < o->rounds; i++) {
+            nr_json_begin_object(&j);
+            nr_json_kv_int(&j, "round", i);
+            nr_json_kv_double(&j, "average_us", r->round_avg_us[i]);
+            nr_json_kv_double(&j, "bandwidth_mibps", nr__mibps(r->size_bytes, r->round_avg_us[i]));
+            nr_json_end_object(&j);
+        }
+        nr_json_end_array(&j);
+        double lower[1024];
+        uint64_t count[1024];
+        nr_json_key(&j, "buckets");
+        nr_json_begin_array(&j);
+        if (nr_buckets_compute(r->conn_us, n, (size_t)o->buckets, lower, count) == 0)
+            for (int b = 0; b < o->buckets; b++) {
+                nr_json_begin_object(&j);
+                nr_json_kv_double(&j, "lower_us", lower[b]);
+                nr_json_kv_double(&j, "bandwidth_mibps", nr__mibps(r->size_bytes, lower[b]));
+                nr_json_kv_uint(&j, "count", count[b]);
+                nr_json_end_object(&j);
+            }
+        nr_json_end_array(&j);
+        for (size_t i = 0; i < n; i++)
+            mbps[i] = r->conn_us[i] > 0 ? (double)r->size_bytes * 8 / r->conn_us[i] : 0;
+        nr_stats_compute(mbps, n, &s);
+        nr_json_kv_stats(&j, "connection_bandwidth_mbps", &s);
+        if (o->relative) {
+            nr_json_kv_double(&j, "lone_pair_us", r->lone_us);
+            /* bandwidth ratio ebb / lone pair = lone-pair time / average connection time */
+            nr_json_kv_double(&j, "relative_ebb", r->lone_us > 0 && s.avg > 0 ? r->lone_us / s.avg : 0);
+        }
+        nr_json_end_object(&j);
+    }
+    nr_json_end_array(&j);
+    /* The summary is the largest size's: what the checks compare with references. */
+    if (nres && mbps) {
+        const struct nr__size_result *r = &res[nres - 1];
+        struct nr_stats s;
+        for (size_t i = 0; i < n; i++)
+            mbps[i] = r->conn_us[i] > 0 ? (double)r->size_bytes * 8 / r->conn_us[i] : 0;
+        nr_stats_compute(mbps, n, &s);
+        nr_json_key(&j, "summary");
+        nr_json_begin_object(&j);
+        nr_json_kv_stats(&j, "bandwidth_mbps", &s);
+        nr_json_end_object(&j);
+    }
+    free(mbps);
+    nr_json_end_object(&j);
+    int rc = nr_json_finish(&j);
+    return fclose(f) != 0 || rc != 0 ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct nr_error err = {0};
+    struct nr_mpi mpi;
+    time_t started = time(NULL);
+    int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
+    if (rc < 0)
+        return nr_mpi_finish(NR__PROG, rc, &err);
+    struct nr__opts o = {.rounds = 10, .buckets = 1, .seed = 0};
+    o.sizes.n = 1, o.sizes.bytes[0] = 1048576;
+    const struct nr_opt opts[] = {
+        {NR_OPT_SIZE_LIST, 's', "sizes", &o.sizes, "MIN-MAX", "message sizes (a range doubles from MIN to MAX)", 1, (double)INT32_MAX, NULL, "1048576"},
+        {NR_OPT_INT, 'r', "rounds", &o.rounds, "N", "random bisection patterns per size", 1, 1000000, NULL, NULL},
+        {NR_OPT_INT, 'b', "buckets", &o.buckets, "N", "bucket statistics of the connection times", 1, 1024, NULL, NULL},
+        {NR_OPT_SIZE, 0, "seed", &o.seed, "N", "random seed (0: from the clock; printed either way)", 0, 0, NULL, "0"},
+        {NR_OPT_FLAG, 0, "relative", &o.relative, NULL, "also time a lone pair: relative effective bisection bandwidth", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "json", &o.json, "FILE", "machine-readable results (docs/mpi.md)", 0, 0, NULL, NULL},
+        {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    const struct nr_opt_set set = {NR__PROG, "[OPTIONS]",
+                                   "Effective bisection bandwidth: random bisection pairings exchange messages at "
+                                   "once (Netgauge's ebb pattern). Needs an even number of ranks.",
+                                   opts, "Example:\n  mpirun -np 8 nr-ebb -s 1048576-1048576 -r 10 -b 5\n"};
+    struct nr__size_result res[NR_SIZE_LIST_MAX];
+    size_t nres = 0;
+    char *sbuf = NULL, *rbuf = NULL;
+    rc = nr_mpi_parse(&set, argc, argv, &err);
+    if (rc == NR_OK) {
+        uint64_t largest = 0;
+        for (size_t i = 0; i < o.sizes.n; i++)
+            largest = o.sizes.bytes[i] > largest ? o.sizes.bytes[i] : largest;
+        if (mpi.size < 2 || mpi.size % 2)
+            rc = nr_error_set(&err, NR_E_USAGE, "needs an even number of MPI ranks (pairs), got %d", mpi.size);
+        else if (2 * largest > nr_mpi_memory_budget(&mpi))
+            rc = nr_error_set(&err, NR_E_RANGE, "size %llu needs more memory than this node allows a rank",
+                              (unsigned long long)largest);
+        else if (!(sbuf = calloc(1, largest)) || !(rbuf = calloc(1, largest)))
+            rc = nr_error_set(&err, NR_E_NOMEM, "cannot allocate 2 x %llu bytes", (unsigned long long)largest);
+        rc = nr_mpi_agree(rc, &err);
+    }
+    if (rc == NR_OK) {
+        if (o.seed == 0)
+            o.seed = nr_now_ns() | 1;
+        MPI_Bcast(&o.seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        if (mpi.rank == 0) {
+            printf("# Info: (0): nr-ebb %s (P=%d) seed %llu, %d rounds, %d buckets\n", nr_version(), mpi.size,
+                   (unsigned long long)o.seed, o.rounds, o.buckets);
+            fflush(stdout);
+        }
+    }
+    uint64_t rng = o.seed;
+    for (size_t i = 0; rc == NR_OK && i < o.sizes.n; i++) {
+        struct nr__size_result *r = &res[nres];
+        memset(r, 0, sizeof *r);
+        r->size_bytes = o.sizes.bytes[i];
+        if (mpi.rank == 0) {
+            r->conn_us = calloc((size_t)mpi.size * (size_t)o.rounds, sizeof(double));
+            r->round_avg_us = calloc((size_t)o.rounds, sizeof(double));
+        }
+        rc = mpi.rank == 0 && (!r->conn_us || !r->round_avg_us) ? nr_error_set(&err, NR_E_NOMEM, "out of memory")
+                                                                : NR_OK;
+        nres++;
+        if ((rc = nr_mpi_agree(rc, &err)) == NR_OK)
+            rc = nr__run_size(&o, &mpi, &rng, sbuf, rbuf, r, &err);
+        if (rc == NR_OK && mpi.rank == 0)
+            nr__report(&o, mpi.size, r);
+    }
+    if (rc <= 0 && mpi.rank == 0 && o.json &&
+        nr__write_json(&o, &mpi, res, rc == NR_OK ? nres : 0, started, rc, &err) != 0 && rc == NR_OK)
+        rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
+    for (size_t i = 0; i < nres; i++)
+        free(res[i].conn_us), free(res[i].round_avg_us);
+    free(sbuf), free(rbuf);
+    return nr_mpi_finish(NR__PROG, rc, &err);
+}

@@ -1,0 +1,358 @@
+/* nr-mpicoll: Luecke & Coyle's 13 MPI communication tests (seed 003) on any number of ranks.
+ *
+ * Messages are arrays of n 8-byte reals (message size m = 8n bytes; KB = 1000 and MB = 10^6 bytes as in the
+ * paper). Default sizes 8 B, 1 KB, 100 KB and 10 MB; the tests the paper capped (gather, allgather, scatter,
+ * alltoall, broadcast-gather, scatter-gather) use at most --cap bytes (1 MB).
+ *
+ * Methodology. For each test and size the operation is repeated k times between two barriers and the clock is
+ * read right after each barrier; k is doubled (the probes are the warm-up) until the loop lasts at least the
+ * minimum time (-t, 1 s). Then -r runs of k operations are timed and the best (smallest) time per operation is
+ * kept, as the paper does. Rates come from the per-test formula table in coll_rates.c.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_rates.h"
+#include "nr_mpi.h"
+
+#define NR__PROG "nr-mpicoll"
+#define NR__MAX_RUNS 1000
+#define NR__MAX_ITERS (1u << 30)
+
+struct nr__opts {
+    double min_time_s;         /* -t */
+    int runs;                  /* -r */
+    struct nr_size_list sizes; /* -s */
+    uint64_t cap;              /* --cap */
+    const char *tests;         /* -T */
+    const char *json;          /* --json */
+};
+
+struct nr__point {
+    uint64_t size_bytes;
+    double op_time_s;
+    uint64_t iterations;
+};
+
+struct nr__ctx {
+    const struct nr_mpi *mpi;
+    MPI_Comm ring;        /* periodic 1-d Cartesian communicator (reorder on) for the shift tests */
+    int left, right;      /* neighbours in the ring */
+    double *a, *b, *c;    /* message buffers */
+};
+
+/* One operation of test t with n reals; iteration number it (the cycled root uses it). */
+static int nr__op(const struct nr__ctx *x, const struct nr_coll_test *t, int n, uint64_t it)
+{
+    const int p = x->mpi->size, me = x->mpi->rank;
+    MPI_Comm w = MPI_COMM_WORLD;
+    int rc = MPI_SUCCESS;
+    switch (t->op) {
+    case NR_OP_P2P:
+        if (me == 0) {
+            rc = MPI_Send(x->a, n, MPI_DOUBLE, 1, 0, w);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Recv(x->b, n, MPI_DOUBLE, 1, 0, w, MPI_STATUS_IGNORE);
+        } else if (me == 1) {
+            rc = MPI_Recv(x->b, n, MPI_DOUBLE, 0, 0, w, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Send(x->b, n, MPI_DOUBLE, 0, 0, w);
+        }
+        return rc;
+    case NR_OP_BCAST: return MPI_Bcast(x->a, n, MPI_DOUBLE, 0, w);
+    case NR_OP_BCAST_CYCLED: return MPI_Bcast(x->a, n, MPI_DOUBLE, (int)(it % (uint64_t)p), w);
+    case NR_OP_REDUCE: return MPI_Reduce(x->a, x->b, n, MPI_DOUBLE, MPI_SUM, 0, w);
+    case NR_OP_ALLREDUCE: return MPI_Allreduce(x->a, x->b, n, MPI_DOUBLE, MPI_SUM, w);
+    case NR_OP_GATHER: return MPI_Gather(x->a, n, MPI_DOUBLE, x->c, n, MPI_DOUBLE, 0, w);
+    case NR_OP_ALLGATHER: return MPI_Allgather(x->a, n, MPI_DOUBLE, x->c, n, MPI_DOUBLE, w);
+    case NR_OP_SCATTER: return MPI_Scatter(x->c, n, MPI_DOUBLE, x->a, n, MPI_DOUBLE, 0, w);
+    case NR_OP_ALLTOALL: return MPI_Alltoall(x->c, n, MPI_DOUBLE, x->b, n, MPI_DOUBLE, w);
+    case NR_OP_BCAST_GATHER:
+        rc = MPI_Bcast(x->a, n, MPI_DOUBLE, 0, w);
+        return rc == MPI_SUCCESS ? MPI_Gather(x->a, n, MPI_DOUBLE, x->c, n, MPI_DOUBLE, 0, w) : rc;
+    case NR_OP_SCATTER_GATHER:
+        rc = MPI_Scatter(x->c, n, MPI_DOUBLE, x->a, n, MPI_DOUBLE, 0, w);
+        return rc == MPI_SUCCESS ? MPI_Gather(x->a, n, MPI_DOUBLE, x->c, n, MPI_DOUBLE, 0, w) : rc;
+    case NR_OP_REDUCE_SCATTER: {
+        /* n reals on every rank, the reduced array split as evenly as possible among the ranks */
+        int counts[1024];
+        for (int i = 0; i < p; i++)
+            counts[i] = n / p + (i < n % p);
+        return MPI_Reduce_scatter(x->a, x->b, counts, MPI_DOUBLE, MPI_SUM, w);
+    }
+    case NR_OP_RIGHT_SHIFT:
+        return MPI_Sendrecv(x->a, n, MPI_DOUBLE, x->right, 1, x->b, n, MPI_DOUBLE, x->left, 1, x->ring,
+                            MPI_STATUS_IGNORE);
+    case NR_OP_LEFT_RIGHT_SHIFT:
+        rc = MPI_Sendrecv(x->a, n, MPI_DOUBLE, x->right, 1, x->b, n, MPI_DOUBLE, x->left, 1, x->ring,
+                          MPI_STATUS_IGNORE);
+        return rc == MPI_SUCCESS ? MPI_Sendrecv(x->a, n, MPI_DOUBLE, x->left, 2, x->b, n, MPI_DOUBLE, x->right, 2,
+                                                x->ring, MPI_STATUS_IGNORE)
+                                 : rc;
+    }
+    return MPI_ERR_OTHER;
+}
+
+/* k operations between barriers; returns rank 0's elapsed time on every rank. */
+static int nr__timed(const struct nr__ctx *x, const struct nr_coll_test *t, int n, uint64_t k, double *elapsed,
+                     struct nr_error *err)
+{
+    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (uint64_t it = 0; it < k && rc == MPI_SUCCESS; it++)
+        rc = nr__op(x, t, n, it);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Barrier(MPI_COMM_WORLD);
+    double e = MPI_Wtime() - t0;
+    int erc = nr_mpi_agree(nr_mpi_check(rc, t->routines, err), err);
+    if (erc < 0)
+        return erc;
+    MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    *elapsed = e;
+    return NR_OK;
+}
+
+static int nr__measure(const struct nr__ctx *x, const struct nr__opts *o, const struct nr_coll_test *t,
+                       uint64_t bytes, struct nr__point *pt, struct nr_error *err)
+{
+    int n = (int)(bytes / 8);
+    uint64_t k = 1;
+    double e = 0;
+    int rc;
+    for (;;) {
+        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0)
+            return rc;
+        if (e >= o->min_time_s || k >= NR__MAX_ITERS)
+            break;
+        double grow = e > 0 ? o->min_time_s / e * 1.1 : 16;
+        k = (uint64_t)ceil((double)k * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
+    }
+    double best = e / (double)k;
+    for (int r = 0; r < o->runs; r++) {
+        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0)
+            return rc;
+        if (e / (double)k < best)
+            best = e / (double)k;
+    }
+    *pt = (struct nr__point){bytes, best, k};
+    return NR_OK;
+}
+
+/* Per-rank buffer bytes the test needs for m-byte messages (a, b, c). */
+static void nr__buffers(const struct nr_coll_test *t, uint64_t m, int p, uint64_t len[3])
+{
+    len[0] = m, len[1] = m, len[2] = 0;
+    switch (t->op) {
+    case NR_OP_GATHER: case NR_OP_ALLGATHER: case NR_OP_SCATTER: case NR_OP_BCAST_GATHER:
+    case NR_OP_SCATTER_GATHER: len[2] = m * (uint64_t)p; break;
+    case NR_OP_ALLTOALL: len[1] = m * (uint64_t)p, len[2] = m * (uint64_t)p; break;
+    default: break;
+    }
+}
+
+static uint64_t nr__effective_size(const struct nr__opts *o, const struct nr_coll_test *t, uint64_t s)
+{
+    return t->capped && s > o->cap ? o->cap : s;
+}
+
+static int nr__validate(const struct nr__opts *o, const struct nr_mpi *m, int selected[NR_COLL_NTESTS],
+                        struct nr_error *err)
+{
+    if (m->size < 2)
+        return nr_error_set(err, NR_E_USAGE, "needs at least 2 MPI ranks, got %d", m->size);
+    if (m->size > 1024)
+        return nr_error_set(err, NR_E_RANGE, "at most 1024 ranks are supported, got %d", m->size);
+    for (size_t i = 0; i < o->sizes.n; i++)
+        if (o->sizes.bytes[i] % 8)
+            return nr_error_set(err, NR_E_RANGE, "-s/--sizes: %llu bytes is not a whole number of 8-byte reals",
+                                (unsigned long long)o->sizes.bytes[i]);
+    if (o->cap % 8)
+        return nr_error_set(err, NR_E_RANGE, "--cap: %llu bytes is not a whole number of 8-byte reals",
+                            (unsigned long long)o->cap);
+    if (o->tests) {
+        char list[1024];
+        snprintf(list, sizeof list, "%s", o->tests);
+        for (char *save = NULL, *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save))
+            if (!nr_coll_select(w, selected))
+                return nr_error_set(err, NR_E_USAGE, "-T/--tests: unknown test '%s' (names: p2p bcast bcast_cycled "
+                                    "reduce allreduce gather allgather scatter alltoall bcast_gather scatter_gather "
+                                    "reduce_scatter right_shift left_right_shift, or numbers 1-13)", w);
+    } else {
+        for (int i = 0; i < NR_COLL_NTESTS; i++)
+            selected[i] = 1;
+    }
+    uint64_t budget = nr_mpi_memory_budget(m);
+    for (int i = 0; i < NR_COLL_NTESTS; i++)
+        for (size_t s = 0; selected[i] && s < o->sizes.n; s++) {
+            uint64_t len[3], eff = nr__effective_size(o, &nr_coll_tests[i], o->sizes.bytes[s]);
+            nr__buffers(&nr_coll_tests[i], eff, m->size, len);
+            if (len[0] + len[1] + len[2] > budget || eff / 8 > INT32_MAX || len[2] / 8 > INT32_MAX)
+                return nr_error_set(err, NR_E_RANGE, "test %s with %llu-byte messages on %d ranks needs %llu bytes "
+                                    "per rank, more than this node allows a rank (%llu bytes)",
+                                    nr_coll_tests[i].name, (unsigned long long)eff, m->size,
+                                    (unsigned long long)(len[0] + len[1] + len[2]), (unsigned long long)budget);
+        }
+    return NR_OK;
+}
+
+static void nr__print_table(const struct nr_coll_test *t, const struct nr__point *pts, size_t n, int p)
+{
+    printf("\n# Test %s: %s (%s) -- %s = %s, KBytes/s (KB = 1000 bytes)\n", t->id, t->name, t->routines,
+           nr_coll_norm_name(t->norm), t->formula);
+    printf("# %14s %10s %16s %16s %12s\n", "Size(Bytes)", "Processors", "Rate(KB/s)", "Time/op(usec)",
+           "Iterations");
+    for (size_t i = 0; i < n; i++)
+        printf("  %14llu %10d %16.1f %16.3f %12llu\n", (unsigned long long)pts[i].size_bytes, p,
+               nr_coll_rate_kbps(t, pts[i].size_bytes, p, pts[i].op_time_s), pts[i].op_time_s * 1e6,
+               (unsigned long long)pts[i].iterations);
+    fflush(stdout);
+}
+
+static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, const int selected[NR_COLL_NTESTS],
+                          struct nr__point pts[NR_COLL_NTESTS][NR_SIZE_LIST_MAX], const size_t npts[NR_COLL_NTESTS],
+                          time_t started, int status, const struct nr_error *failure)
+{
+    FILE *f = fopen(o->json, "w");
+    if (!f)
+        return -1;
+    struct nr_json j;
+    nr_json_init(&j, f);
+    char msg[320];
+    struct nr_result_meta meta = {NR__PROG, "collectives", started, status,
+                                  status ? nr_error_message(failure, msg, sizeof msg) : NULL};
+    nr_result_json_begin(&j, &meta);
+    nr_json_key(&j, "hosts");
+    nr_json_begin_object(&j);
+    nr_json_kv_string(&j, "root", m->host);
+    nr_json_end_object(&j);
+    nr_json_key(&j, "options");
+    nr_json_begin_object(&j);
+    nr_json_kv_int(&j, "processes", m->size);
+    nr_json_kv_double(&j, "min_time_s", o->min_time_s);
+    nr_json_kv_int(&j, "runs", o->runs);
+    nr_json_kv_uint(&j, "cap_bytes", o->cap);
+    nr_json_key(&j, "sizes_bytes");
+    nr_json_begin_array(&j);
+    for (size_t s = 0; s < o->sizes.n; s++)
+        nr_json_uint(&j, o->sizes.bytes[s]);
+    nr_json_end_array(&j);
+    nr_json_end_object(&j);
+    nr_json_key(&j, "tests");
+    nr_json_begin_array(&j);
+    for (int i = 0; i < NR_COLL_NTESTS; i++) {
+        if (!selected[i])
+            continue;
+        const struct nr_coll_test *t = &nr_coll_tests[i];
+        nr_json_begin_object(&j);
+        nr_json_kv_string(&j, "id", t->id);
+        nr_json_kv_int(&j, "number", t->number);
+        nr_json_kv_string(&j, "name", t->name);
+        nr_json_kv_string(&j, "routines", t->routines);
+        nr_json_kv_string(&j, "normalization", nr_coll_norm_name(t->norm));
+        nr_json_kv_string(&j, "formula", t->formula);
+        nr_json_key(&j, "points");
+        nr_json_begin_array(&j);
+        for (size_t k = 0; k < npts[i]; k++) {
+            const struct nr__point *p = &pts[i][k];
+            nr_json_begin_object(&j);
+            nr_json_kv_uint(&j, "size_bytes", p->size_bytes);
+            nr_json_kv_int(&j, "processes", m->size);
+            nr_json_kv_double(&j, "rate_kbps", nr_coll_rate_kbps(t, p->size_bytes, m->size, p->op_time_s));
+            nr_json_kv_double(&j, "total_rate_kbps",
+                              nr_coll_total_rate_kbps(t, p->size_bytes, m->size, p->op_time_s));
+            nr_json_kv_double(&j, "time_per_op_us", p->op_time_s * 1e6);
+            nr_json_kv_uint(&j, "iterations", p->iterations);
+            nr_json_end_object(&j);
+        }
+        nr_json_end_array(&j);
+        nr_json_end_object(&j);
+    }
+    nr_json_end_array(&j);
+    nr_json_end_object(&j);
+    int rc = nr_json_finish(&j);
+    return fclose(f) != 0 || rc != 0 ? -1 : 0;
+}
+
+static struct nr__point g_pts[NR_COLL_NTESTS][NR_SIZE_LIST_MAX];
+
+int main(int argc, char **argv)
+{
+    struct nr_error err = {0};
+    struct nr_mpi mpi;
+    time_t started = time(NULL);
+    int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
+    if (rc < 0)
+        return nr_mpi_finish(NR__PROG, rc, &err);
+    struct nr__opts o = {.min_time_s = 1.0, .runs = 5, .cap = 1000000};
+    o.sizes.n = 4;
+    o.sizes.bytes[0] = 8, o.sizes.bytes[1] = 1000, o.sizes.bytes[2] = 100000, o.sizes.bytes[3] = 10000000;
+    const struct nr_opt opts[] = {
+        {NR_OPT_DOUBLE, 't', "min-time", &o.min_time_s, "SECONDS", "minimum wall time of each timed loop", 1e-4, 3600, NULL, NULL},
+        {NR_OPT_INT, 'r', "runs", &o.runs, "N", "timed runs per test and size; the best is reported", 1, NR__MAX_RUNS, NULL, NULL},
+        {NR_OPT_SIZE_LIST, 's', "sizes", &o.sizes, "SIZES", "message sizes, comma list (8-byte multiples)", 8, 1e10, NULL, "8,1000,100000,10000000"},
+        {NR_OPT_SIZE, 0, "cap", &o.cap, "SIZE", "largest size of the tests the paper capped", 8, 1e10, NULL, "1000000"},
+        {NR_OPT_STRING, 'T', "tests", &o.tests, "TESTS", "comma list of test names or numbers (default: all)", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "json", &o.json, "FILE", "machine-readable results (docs/mpi.md)", 0, 0, NULL, NULL},
+        {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    const struct nr_opt_set set = {NR__PROG, "[OPTIONS]",
+                                   "Luecke & Coyle's 13 MPI communication tests: point-to-point, broadcast (fixed and "
+                                   "cycled root), reduce, allreduce, gather, allgather, scatter, alltoall, "
+                                   "broadcast-gather, scatter-gather, reduce-scatter, right shift and left-right "
+                                   "shift. Rates in KBytes/s (KB = 1000 bytes) as the paper defines them.",
+                                   opts, "Example:\n  mpirun -np 4 nr-mpicoll -t 0.2 -r 3 -s 8,1000,100000 -T bcast,alltoall\n"};
+    int selected[NR_COLL_NTESTS] = {0};
+    size_t npts[NR_COLL_NTESTS] = {0};
+    struct nr__ctx x = {&mpi, MPI_COMM_NULL, 0, 0, NULL, NULL, NULL};
+    rc = nr_mpi_parse(&set, argc, argv, &err);
+    if (rc == NR_OK)
+        rc = nr_mpi_agree(nr__validate(&o, &mpi, selected, &err), &err);
+    if (rc == NR_OK) {
+        uint64_t amax = 8, bmax = 8, cmax = 8;
+        for (int i = 0; i < NR_COLL_NTESTS; i++)
+            for (size_t s = 0; selected[i] && s < o.sizes.n; s++) {
+                uint64_t len[3];
+                nr__buffers(&nr_coll_tests[i], nr__effective_size(&o, &nr_coll_tests[i], o.sizes.bytes[s]),
+                            mpi.size, len);
+                amax = len[0] > amax ? len[0] : amax, bmax = len[1] > bmax ? len[1] : bmax;
+                cmax = len[2] > cmax ? len[2] : cmax;
+            }
+        x.a = calloc(amax / 8, 8), x.b = calloc(bmax / 8, 8), x.c = calloc(cmax / 8, 8);
+        int dims[1] = {mpi.size}, periods[1] = {1};
+        rc = !x.a || !x.b || !x.c ? nr_error_set(&err, NR_E_NOMEM, "cannot allocate the message buffers")
+                                  : nr_mpi_check(MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 1, &x.ring),
+                                                 "MPI_Cart_create", &err);
+        if (rc == NR_OK)
+            rc = nr_mpi_check(MPI_Cart_shift(x.ring, 0, 1, &x.left, &x.right), "MPI_Cart_shift", &err);
+        rc = nr_mpi_agree(rc, &err);
+    }
+    if (rc == NR_OK && mpi.rank == 0) {
+        printf("# Luecke & Coyle MPI communication tests: %d processes, minimum loop time %g s, best of %d runs\n",
+               mpi.size, o.min_time_s, o.runs);
+        fflush(stdout);
+    }
+    for (int i = 0; rc == NR_OK && i < NR_COLL_NTESTS; i++) {
+        if (!selected[i])
+            continue;
+        const struct nr_coll_test *t = &nr_coll_tests[i];
+        for (size_t s = 0; rc == NR_OK && s < o.sizes.n; s++) {
+            uint64_t eff = nr__effective_size(&o, t, o.sizes.bytes[s]);
+            if (npts[i] && g_pts[i][npts[i] - 1].size_bytes == eff)
+                continue; /* a capped size already measured */
+            rc = nr__measure(&x, &o, t, eff, &g_pts[i][npts[i]], &err);
+            if (rc == NR_OK)
+                npts[i]++;
+        }
+        if (rc == NR_OK && mpi.rank == 0)
+            nr__print_table(t, g_pts[i], npts[i], mpi.size);
+    }
+    if (rc <= 0 && mpi.rank == 0 && o.json &&
+        nr__write_json(&o, &mpi, selected, g_pts, npts, started, rc, &err) != 0 && rc == NR_OK)
+        rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
+    if (x.ring != MPI_COMM_NULL)
+        MPI_Comm_free(&x.ring);
+    free(x.a), free(x.b), free(x.c);
+    return nr_mpi_finish(NR__PROG, rc, &err);
+}

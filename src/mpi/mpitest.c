@@ -1,0 +1,597 @@
+/* nr-mpitest: MPI point-to-point throughput and latency between two ranks (Hpcbench mpitest parity, seed 000).
+ *
+ * Rank 0 is the master, rank 1 the secondary. Experiments: stream (default) or ping-pong (-i); blocking
+ * MPI_Send/MPI_Recv (default) or non-blocking MPI_Isend/MPI_Irecv completed with MPI_Wait (-n; in ping-pong both
+ * sides send and receive at once); fixed-size repetitions (-r, -m) or an exponential sweep (-e N, 1 .. 2^N bytes
+ * in one buffer of the largest size); round-trip latency (-a: 64 bytes, -A SIZE).
+ *
+ * Methodology. Each measured run is: barrier (the handshake), process times and clock read, the timed loop that
+ * does nothing but move messages, clock and process times again. A stream run ends when the secondary's
+ * zero-byte acknowledgement of the last message arrives, so the master's time covers delivery. Before the
+ * measured repetitions the master calibrates the iteration count: probe runs with a growing count (they are also
+ * the warm-up) until one lasts a tenth of the test time, then the count is scaled to the test time (-t) and
+ * broadcast. Throughput counts payload in both directions for ping-pong (as Hpcbench does). The secondary ships
+ * its times (and its system log, -c) to the master after each run, outside the timed part.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nr_mpi.h"
+
+#define NR__PROG "nr-mpitest"
+#define NR__LATENCY_DEFAULT_BYTES 64
+#define NR__MAX_EXPONENT 30
+#define NR__MAX_REPS 10000
+#define NR__TAG_DATA 1
+#define NR__TAG_ACK 2
+#define NR__VERIFY_SEED 0x5au
+
+enum nr__kind { NR__FIXED, NR__SWEEP, NR__LATENCY };
+
+/* Options: one field per flag. */
+struct nr__opts {
+    int pingpong;        /* -i */
+    int nonblocking;     /* -n */
+    int reps;            /* -r: repetitions, or latency trials */
+    uint64_t msg_size;   /* -m */
+    double test_time_s;  /* -t: each run is calibrated to this */
+    int exponent;        /* -e N (-1: off) */
+    int latency;         /* -a */
+    uint64_t lat_size;   /* -A SIZE (0: off) */
+    int iterations;      /* --iterations: fixed count, no calibration */
+    const char *out;     /* -o FILE */
+    int syslog;          /* -c */
+    int plot;            /* -P */
+    const char *json;    /* --json FILE */
+    int verify;          /* --verify */
+};
+
+struct nr__run {
+    enum nr__kind kind;
+    const char *mode;     /* JSON mode */
+    uint64_t size;        /* fixed and latency size */
+    uint64_t iterations;  /* fixed and latency count */
+    struct nr_rep *reps;  /* one per repetition / sweep point / latency trial */
+    size_t nreps;
+    double *rtt_us;
+    char peer_host[NR_HOST_MAX];
+    struct nr_sysmon *mon;
+    struct nr_sysmon_log peer_log;
+};
+
+static const struct nr_mpi *g_mpi;
+
+/* The byte pattern of --verify: depends on position and iteration so stale or shifted data is caught. */
+static unsigned char nr__pattern(uint64_t i, uint64_t iter)
+{
+    return (unsigned char)((i * 131u + iter * 7u + NR__VERIFY_SEED) & 0xffu);
+}
+
+static void nr__fill(unsigned char *b, uint64_t n, uint64_t iter)
+{
+    for (uint64_t i = 0; i < n; i++)
+        b[i] = nr__pattern(i, iter);
+}
+
+static int nr__check(const unsigned char *b, uint64_t n, uint64_t iter, struct nr_error *err)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (b[i] != nr__pattern(i, iter))
+            return nr_error_set(err, NR_E_VALIDATE,
+                                "--verify: byte %llu of message %llu (%llu bytes) is 0x%02x, expected 0x%02x",
+                                (unsigned long long)i, (unsigned long long)iter, (unsigned long long)n, b[i],
+                                nr__pattern(i, iter));
+    return NR_OK;
+}
+
+/* Move `iters` messages of `size` bytes; only MPI calls inside. Verification (when on) checks the last message
+ * after the clock stopped, so it never perturbs the measurement. */
+static int nr__transfer(const struct nr__opts *o, int pingpong, unsigned char *sbuf, unsigned char *rbuf,
+                        uint64_t size, uint64_t iters, struct nr_error *err)
+{
+    const int me = g_mpi->rank, peer = 1 - me;
+    const int n = (int)size;
+    int rc = MPI_SUCCESS;
+    MPI_Request rq[2];
+    for (uint64_t k = 0; k < iters && rc == MPI_SUCCESS; k++) {
+        if (!pingpong) {
+            if (me == 0)
+                rc = o->nonblocking ? MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, rq)
+                                    : MPI_Send(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD);
+            else
+                rc = o->nonblocking ? MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, rq)
+                                    : MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD,
+                                               MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS && o->nonblocking)
+                rc = MPI_Wait(rq, MPI_STATUS_IGNORE);
+        } else if (o->nonblocking) {
+            /* Both sides send and receive at once. */
+            rc = MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, &rq[0]);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, &rq[1]);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+        } else if (me == 0) {
+            rc = MPI_Send(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            rc = MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Send(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD);
+        }
+    }
+    /* Stream: the master's clock stops when the secondary confirms the last message arrived. */
+    if (rc == MPI_SUCCESS && !pingpong)
+        rc = me == 0 ? MPI_Recv(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+                     : MPI_Send(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, MPI_COMM_WORLD);
+    return nr_mpi_check(rc, "message transfer", err);
+}
+
+/* One timed run on both ranks; the master gets the secondary's times in rep->peer. */
+static int nr__run_once(const struct nr__opts *o, int pingpong, unsigned char *sbuf, unsigned char *rbuf,
+                        uint64_t size, uint64_t iters, struct nr_rep *rep, struct nr_error *err)
+{
+    int rc = NR_OK;
+    if (o->verify) {
+        nr__fill(sbuf, size, iters);
+        memset(rbuf, 0, size);
+        if (getenv("NR_TEST_CORRUPT") && g_mpi->rank == 0 && size > 0)
+            sbuf[size / 2] ^= 0x01; /* test hook: --verify must catch this */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    struct nr_cpu_times c0, c1;
+    nr_cpu_times_now(&c0);
+    double t0 = MPI_Wtime();
+    rc = nr__transfer(o, pingpong, sbuf, rbuf, size, iters, err);
+    double t1 = MPI_Wtime();
+    nr_cpu_times_now(&c1);
+    /* Who received data: the secondary in stream tests, both in ping-pong (the master gets it back). */
+    if (rc == NR_OK && o->verify && iters > 0 && (pingpong || g_mpi->rank == 1))
+        rc = nr__check(rbuf, size, iters, err);
+    if ((rc = nr_mpi_agree(rc, err)) < 0)
+        return rc;
+    struct nr_cpu_times d = nr_cpu_times_diff(c1, c0);
+    uint64_t moved = size * iters * (pingpong ? 2u : 1u);
+    double mine[4] = {t1 - t0, d.user_s, d.sys_s, (double)moved};
+    double theirs[4] = {0};
+    if (g_mpi->rank == 1)
+        rc = nr_mpi_check(MPI_Send(mine, 4, MPI_DOUBLE, 0, NR__TAG_ACK, MPI_COMM_WORLD), "sending times", err);
+    else
+        rc = nr_mpi_check(MPI_Recv(theirs, 4, MPI_DOUBLE, 1, NR__TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                          "receiving times", err);
+    memset(rep, 0, sizeof *rep);
+    rep->size_bytes = size;
+    rep->iterations = iters;
+    rep->bytes_local = moved;
+    rep->bytes_peer = (uint64_t)theirs[3];
+    rep->local = (struct nr_side_times){mine[0], mine[1], mine[2]};
+    rep->peer = (struct nr_side_times){theirs[0], theirs[1], theirs[2]};
+    rep->throughput_mbps = nr_mbps(moved, mine[0]);
+    return nr_mpi_agree(rc, err);
+}
+
+/* Master: grow the count until a run lasts a tenth of `target_s`, then scale to target_s; broadcast it. */
+static int nr__calibrate(const struct nr__opts *o, int pingpong, unsigned char *sbuf, unsigned char *rbuf,
+                         uint64_t size, double target_s, uint64_t *iters, struct nr_error *err)
+{
+    uint64_t n = 1;
+    struct nr_rep probe;
+    for (int round = 0; round < 64; round++) {
+        int rc = nr__run_once(o, pingpong, sbuf, rbuf, size, n, &probe, err);
+        if (rc < 0)
+            return rc;
+        double e = probe.local.elapsed_s;
+        MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (e >= target_s / 10 || n >= ((uint64_t)1 << 40)) {
+            double scaled = e > 0 ? (double)n * target_s / e : (double)n;
+            *iters = scaled < 1 ? 1 : (uint64_t)scaled;
+            MPI_Bcast(iters, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+            return NR_OK;
+        }
+        double grow = e > 0 ? target_s / 10 / e * 1.2 : 16;
+        n = (uint64_t)ceil((double)n * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
+    }
+    return nr_error_set(err, NR_E_INTERNAL, "calibration did not converge");
+}
+
+/* -c: the secondary sends its serialised system log to the master. */
+static int nr__ship_log(struct nr__run *r, struct nr_error *err)
+{
+    int rc = NR_OK;
+    if (g_mpi->rank == 1) {
+        size_t len = 0;
+        char *text = nr_sysmon_log_serialize(nr_sysmon_get_log(r->mon), &len);
+        uint64_t n = text ? len : 0;
+        rc = nr_mpi_check(MPI_Send(&n, 1, MPI_UINT64_T, 0, NR__TAG_ACK, MPI_COMM_WORLD), "sending the log", err);
+        if (rc == NR_OK && n)
+            rc = nr_mpi_check(MPI_Send(text, (int)n, MPI_CHAR, 0, NR__TAG_ACK, MPI_COMM_WORLD), "sending the log", err);
+        free(text);
+    } else {
+        uint64_t n = 0;
+        rc = nr_mpi_check(MPI_Recv(&n, 1, MPI_UINT64_T, 1, NR__TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                          "receiving the secondary's log", err);
+        if (rc == NR_OK && n > (uint64_t)1 << 30)
+            rc = nr_error_set(err, NR_E_PROTO, "secondary's system log is implausibly large (%llu bytes)",
+                              (unsigned long long)n);
+        char *text = rc == NR_OK && n ? malloc(n) : NULL;
+        if (rc == NR_OK && n && !text)
+            rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the secondary's log");
+        if (rc == NR_OK && n)
+            rc = nr_mpi_check(MPI_Recv(text, (int)n, MPI_CHAR, 1, NR__TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                              "receiving the secondary's log", err);
+        if (rc == NR_OK && n)
+            rc = nr_sysmon_log_parse(text, n, &r->peer_log, err);
+        free(text);
+    }
+    return rc;
+}
+
+static const char *nr__mode_line(const struct nr__opts *o, const struct nr__run *r)
+{
+    static char line[128];
+    if (r->kind == NR__LATENCY)
+        return "MPI communication Round Trip Time (latency) test";
+    snprintf(line, sizeof line, "%s %s %s test", r->kind == NR__SWEEP ? "Exponential" : "Fixed-size",
+             o->nonblocking ? "non-blocking" : "blocking",
+             o->pingpong ? "ping-pong (bidirectional)" : "stream (unidirectional)");
+    return line;
+}
+
+static void nr__print_run(const struct nr__run *r, size_t i)
+{
+    if (r->kind == NR__LATENCY)
+        printf("MPI Round Trip Time (%zu) : %.3f usec\n", i + 1, r->rtt_us[i]);
+    else if (r->kind == NR__SWEEP)
+        printf(" (%zu) : %f Mbps\n", i + 1, r->reps[i].throughput_mbps);
+    else
+        printf("(%zu) Throughput(Mbps): %.4f  Message-size(Bytes): %llu  Test-time: %.2f\n", i + 1,
+               r->reps[i].throughput_mbps, (unsigned long long)r->reps[i].size_bytes, r->reps[i].local.elapsed_s);
+    fflush(stdout);
+}
+
+/* -o FILE in the seed's layout. */
+static int nr__write_output(const struct nr__opts *o, const struct nr__run *r, struct nr_error *err)
+{
+    FILE *f = fopen(o->out, "w");
+    if (!f)
+        return nr_error_sys(err, NR_E_IO, "cannot write '%s'", o->out);
+    char when[64];
+    fprintf(f, "# MPI communication test -- %s\n", nr_time_ctime(time(NULL), when, sizeof when));
+    if (r->kind == NR__LATENCY)
+        fprintf(f, "# Test mode: Round Trip Time (latency) test\n");
+    else
+        fprintf(f, "# Test mode: %s %s test\n", r->kind == NR__SWEEP ? "Exponential" : "Fixed-size",
+                o->pingpong ? "ping-pong (bidirectional)" : "stream (unidirectional)");
+    fprintf(f, "# Hosts: %s <----> %s\n", g_mpi->host, r->peer_host);
+    fprintf(f, "# %s communication (%s)\n", o->nonblocking ? "Non-blocking" : "Blocking",
+            o->nonblocking ? "MPI_Isend/MPI_Irecv" : "MPI_Send/MPI_Recv");
+    if (r->kind == NR__LATENCY) {
+        fprintf(f, "# Message size (Bytes): %llu\n# Iteration : %llu\n#\n", (unsigned long long)r->size,
+                (unsigned long long)r->iterations);
+        for (size_t i = 0; i < r->nreps; i++)
+            fprintf(f, "%-6zu %12.3f\n", i + 1, r->rtt_us[i]);
+        struct nr_stats s;
+        nr_stats_compute(r->rtt_us, r->nreps, &s);
+        fprintf(f, "# MPI RTT min/avg/max = %.3f/%.3f/%.3f usec\n", s.min, s.avg, s.max);
+    } else if (r->kind == NR__FIXED) {
+        uint64_t per_dir = r->size * r->iterations;
+        fprintf(f, "# Total data size of each test (Bytes): %llu\n# Message size (Bytes): %llu\n",
+                (unsigned long long)per_dir, (unsigned long long)r->size);
+        fprintf(f, "# Iteration : %llu\n# Test time: %f\n# Test repetition: %zu\n#\n",
+                (unsigned long long)r->iterations, o->test_time_s, r->nreps);
+        static const struct nr_table_col cols[] = {
+            {{"Overall", "Throughput", "Mbps"}, 13, 4},     {{"Master-node", "Elapsed-time", "Seconds"}, 13, 2},
+            {{"M-process", "User-mode", "Seconds"}, 11, 2}, {{"M-process", "Sys-mode", "Seconds"}, 11, 2},
+            {{"Slave-node", "Elapsed-time", "Seconds"}, 13, 2}, {{"S-process", "User-mode", "Seconds"}, 11, 2},
+            {{"S-process", "Sys-mode", "Seconds"}, 11, 2}};
+        nr_table_header(f, 1, cols, 7);
+        double tp[NR__MAX_REPS];
+        for (size_t i = 0; i < r->nreps; i++) {
+            const struct nr_rep *p = &r->reps[i];
+            double v[7] = {p->throughput_mbps, p->local.elapsed_s, p->local.user_s, p->local.sys_s,
+                           p->peer.elapsed_s, p->peer.user_s, p->peer.sys_s};
+            char label[16];
+            snprintf(label, sizeof label, "%zu", i + 1);
+            nr_table_row(f, label, 1, cols, 7, v);
+            tp[i] = p->throughput_mbps;
+        }
+        struct nr_stats s;
+        nr_stats_compute(tp, r->nreps, &s);
+        fputc('\n', f);
+        nr_table_stats_line(f, "Throughput", &s);
+    } else {
+        fprintf(f, "#\n");
+        static const struct nr_table_col cols[] = {
+            {{"Message", "Size", "Bytes"}, 10, 0},          {{"Overall", "Throughput", "Mbps"}, 12, 4},
+            {{"", "Iteration", ""}, 10, 0},                 {{"Master-node", "Elapsed-time", "Seconds"}, 13, 2},
+            {{"M-process", "User-mode", "Seconds"}, 11, 2}, {{"M-process", "Sys-mode", "Seconds"}, 11, 2},
+            {{"Slave-node", "Elapsed-time", "Seconds"}, 13, 2}, {{"S-process", "User-mode", "Seconds"}, 11, 2},
+            {{"S-process", "Sys-mode", "Seconds"}, 11, 2}};
+        nr_table_header(f, 1, cols, 9);
+        for (size_t i = 0; i < r->nreps; i++) {
+            const struct nr_rep *p = &r->reps[i];
+            double v[9] = {(double)p->size_bytes, p->throughput_mbps, (double)p->iterations, p->local.elapsed_s,
+                           p->local.user_s, p->local.sys_s, p->peer.elapsed_s, p->peer.user_s, p->peer.sys_s};
+            nr_table_row(f, "", 1, cols, 9, v);
+        }
+    }
+    if (fclose(f) != 0)
+        return nr_error_sys(err, NR_E_IO, "writing '%s'", o->out);
+    return NR_OK;
+}
+
+static int nr__write_logs(const struct nr__opts *o, const struct nr__run *r, struct nr_error *err)
+{
+    const struct nr_sysmon_log *logs[2] = {nr_sysmon_get_log(r->mon), &r->peer_log};
+    const char *suffix[2] = {"m_log", "s_log"};
+    for (int k = 0; k < 2; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.%s", o->out, suffix[k]);
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return nr_error_sys(err, NR_E_IO, "cannot write '%s'", path);
+        nr_sysmon_log_write(f, logs[k]);
+        if (fclose(f) != 0)
+            return nr_error_sys(err, NR_E_IO, "writing '%s'", path);
+    }
+    return NR_OK;
+}
+
+static int nr__write_plot(const struct nr__opts *o, const struct nr__run *r, struct nr_error *err)
+{
+    char data[4096], script[4096], image[4096];
+    snprintf(data, sizeof data, "%s", o->out);
+    snprintf(script, sizeof script, "%s.plot", o->out);
+    snprintf(image, sizeof image, "%s.ps", o->out);
+    FILE *f = fopen(script, "w");
+    if (!f)
+        return nr_error_sys(err, NR_E_IO, "cannot write '%s'", script);
+    /* Column 1 is the message size (sweep) or the repetition number (fixed), column 2 the throughput. */
+    struct nr_plot_series series = {data, 1, 2, "MPI throughput"};
+    struct nr_plot p = {"MPI communication test", r->kind == NR__SWEEP ? "Message size (Bytes)" : "Test repetition",
+                        "Throughput (Mbps)", r->kind == NR__SWEEP, image, &series, 1};
+    nr_plot_write(f, &p);
+    if (fclose(f) != 0)
+        return nr_error_sys(err, NR_E_IO, "writing '%s'", script);
+    return NR_OK;
+}
+
+static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, time_t started, int status,
+                          const struct nr_error *failure)
+{
+    FILE *f = fopen(o->json, "w");
+    if (!f)
+        return -1;
+    struct nr_json j;
+    nr_json_init(&j, f);
+    char msg[320];
+    struct nr_result_meta meta = {NR__PROG, r->mode, started, status,
+                                  status ? nr_error_message(failure, msg, sizeof msg) : NULL};
+    nr_result_json_begin(&j, &meta);
+    nr_json_key(&j, "hosts");
+    nr_json_begin_object(&j);
+    nr_json_kv_string(&j, "master", g_mpi->host);
+    nr_json_kv_string(&j, "secondary", r->peer_host);
+    nr_json_end_object(&j);
+    nr_json_key(&j, "options");
+    nr_json_begin_object(&j);
+    nr_json_kv_bool(&j, "pingpong", o->pingpong || r->kind == NR__LATENCY);
+    nr_json_kv_bool(&j, "blocking", !o->nonblocking);
+    nr_json_kv_int(&j, "repetitions", o->reps);
+    nr_json_kv_uint(&j, "message_size_bytes", r->kind == NR__SWEEP ? 0 : r->size);
+    nr_json_kv_int(&j, "exponent", o->exponent);
+    nr_json_kv_double(&j, "test_time_s", o->test_time_s);
+    nr_json_kv_bool(&j, "verify", o->verify);
+    nr_json_kv_int(&j, "ranks", g_mpi->size);
+    nr_json_end_object(&j);
+    if (r->kind == NR__FIXED && r->nreps) {
+        nr_result_json_reps(&j, r->reps, r->nreps, "master", "secondary");
+        double tp[NR__MAX_REPS];
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < r->nreps; i++)
+            tp[i] = r->reps[i].throughput_mbps, bytes += r->reps[i].bytes_local;
+        struct nr_stats s;
+        nr_stats_compute(tp, r->nreps, &s);
+        nr_json_key(&j, "summary");
+        nr_json_begin_object(&j);
+        nr_json_kv_stats(&j, "throughput_mbps", &s);
+        nr_json_end_object(&j);
+        nr_json_kv_uint(&j, "bytes_moved", bytes);
+    } else if (r->kind == NR__SWEEP && r->nreps) {
+        nr_result_json_sweep(&j, r->reps, r->nreps, "master", "secondary");
+    } else if (r->kind == NR__LATENCY && r->nreps) {
+        struct nr_stats s;
+        nr_stats_compute(r->rtt_us, r->nreps, &s);
+        nr_result_json_latency(&j, r->size, r->iterations, r->rtt_us, r->nreps, &s);
+    }
+    if (r->mon) {
+        nr_json_key(&j, "syslog");
+        nr_json_begin_object(&j);
+        nr_sysmon_log_json(&j, "master", nr_sysmon_get_log(r->mon));
+        nr_sysmon_log_json(&j, "secondary", &r->peer_log);
+        nr_json_end_object(&j);
+    }
+    nr_json_end_object(&j);
+    int rc = nr_json_finish(&j);
+    return fclose(f) != 0 || rc != 0 ? -1 : 0;
+}
+
+static int nr__validate(const struct nr__opts *o, struct nr__run *r, struct nr_error *err)
+{
+    if (g_mpi->size != 2)
+        return nr_error_set(err, NR_E_USAGE, "needs exactly 2 MPI ranks (master and secondary), got %d",
+                            g_mpi->size);
+    int kinds = (o->exponent >= 0) + (o->latency || o->lat_size);
+    if (kinds > 1)
+        return nr_error_set(err, NR_E_USAGE, "-e and -a/-A are different experiments: give one of them");
+    if ((o->syslog || o->plot) && !o->out)
+        return nr_error_set(err, NR_E_USAGE, "%s needs -o FILE (the logs and plot are named after it)",
+                            o->syslog ? "-c" : "-P");
+    r->kind = o->exponent >= 0 ? NR__SWEEP : (o->latency || o->lat_size) ? NR__LATENCY : NR__FIXED;
+    if (r->kind == NR__LATENCY && o->plot)
+        return nr_error_set(err, NR_E_USAGE, "-P plots throughput tests; the latency test has nothing to plot");
+    r->size = r->kind == NR__LATENCY ? (o->lat_size ? o->lat_size : NR__LATENCY_DEFAULT_BYTES) : o->msg_size;
+    uint64_t largest = r->kind == NR__SWEEP ? (uint64_t)1 << o->exponent : r->size;
+    if (largest > (uint64_t)INT32_MAX)
+        return nr_error_set(err, NR_E_RANGE, "message size %llu exceeds the MPI count limit %d",
+                            (unsigned long long)largest, INT32_MAX);
+    if (2 * largest > nr_mpi_memory_budget(g_mpi))
+        return nr_error_set(err, NR_E_RANGE, "message size %llu needs more memory than this node allows a rank "
+                            "(%llu bytes)", (unsigned long long)largest,
+                            (unsigned long long)nr_mpi_memory_budget(g_mpi));
+    r->mode = r->kind == NR__LATENCY ? "latency"
+              : r->kind == NR__SWEEP ? (o->pingpong ? "pingpong-exp" : "stream-exp")
+                                     : (o->pingpong ? "pingpong" : "stream");
+    return NR_OK;
+}
+
+static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error *err)
+{
+    int rc = nr__validate(o, r, err);
+    if ((rc = nr_mpi_agree(rc, err)) < 0)
+        return rc;
+    /* Exchange host names (for the banner, -o and JSON). */
+    char hosts[2][NR_HOST_MAX];
+    MPI_Allgather(g_mpi->host, NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD);
+    snprintf(r->peer_host, sizeof r->peer_host, "%s", hosts[1 - g_mpi->rank]);
+    if (g_mpi->rank == 0) {
+        printf("%s(Master-node) <--> %s(Secondary-node)\n%s\n", hosts[0], hosts[1], nr__mode_line(o, r));
+        fflush(stdout);
+    }
+    int pingpong = o->pingpong || r->kind == NR__LATENCY;
+    uint64_t largest = r->kind == NR__SWEEP ? (uint64_t)1 << o->exponent : r->size;
+    unsigned char *sbuf = malloc(largest ? largest : 1), *rbuf = malloc(largest ? largest : 1);
+    rc = sbuf && rbuf ? NR_OK : nr_error_set(err, NR_E_NOMEM, "cannot allocate 2 x %llu bytes",
+                                            (unsigned long long)largest);
+    r->nreps = 0;
+    size_t nruns = r->kind == NR__SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
+    if (rc == NR_OK && !(r->reps = calloc(nruns, sizeof *r->reps)))
+        rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
+    if (rc == NR_OK && r->kind == NR__LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
+        rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
+    if (rc == NR_OK && o->syslog && (rc = nr_sysmon_open(&r->mon, err)) == NR_OK)
+        rc = nr_sysmon_mark(r->mon, err);
+    if ((rc = nr_mpi_agree(rc, err)) < 0)
+        goto out;
+    /* Pre-test system-log row: an idle interval before anything is measured. */
+    if (r->mon) {
+        nr_sleep_s(o->test_time_s < 1 ? o->test_time_s : 1);
+        if ((rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
+            goto out;
+    }
+    uint64_t iters = (uint64_t)o->iterations;
+    if (r->kind != NR__SWEEP && iters == 0) {
+        double target = r->kind == NR__LATENCY ? o->test_time_s / o->reps : o->test_time_s;
+        if ((rc = nr__calibrate(o, pingpong, sbuf, rbuf, r->size, target, &iters, err)) < 0)
+            goto out;
+    }
+    r->iterations = iters;
+    for (size_t i = 0; i < nruns; i++) {
+        uint64_t size = r->kind == NR__SWEEP ? (uint64_t)1 << i : r->size, n = iters;
+        if (r->kind == NR__SWEEP && n == 0 &&
+            (rc = nr__calibrate(o, pingpong, sbuf, rbuf, size, o->test_time_s, &n, err)) < 0)
+            goto out;
+        if (r->mon && (rc = nr_mpi_agree(nr_sysmon_mark(r->mon, err), err)) < 0)
+            goto out;
+        if ((rc = nr__run_once(o, pingpong, sbuf, rbuf, size, n, &r->reps[i], err)) < 0)
+            goto out;
+        if (r->mon && (rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
+            goto out;
+        if (r->kind == NR__LATENCY)
+            r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
+        r->nreps = i + 1;
+        if (g_mpi->rank == 0)
+            nr__print_run(r, i);
+    }
+    if (r->mon) {
+        nr_sysmon_mark(r->mon, err);
+        nr_sleep_s(o->test_time_s < 1 ? o->test_time_s : 1);
+        if ((rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0 ||
+            (rc = nr_mpi_agree(nr__ship_log(r, err), err)) < 0)
+            goto out;
+    }
+    if (g_mpi->rank == 0) {
+        if (r->kind == NR__LATENCY) {
+            struct nr_stats s;
+            nr_stats_compute(r->rtt_us, r->nreps, &s);
+            printf("Message size (Bytes) : %llu\nMPI RTT min/avg/max = %.3f/%.3f/%.3f usec\n",
+                   (unsigned long long)r->size, s.min, s.avg, s.max);
+        }
+        if (o->out) {
+            rc = nr__write_output(o, r, err);
+            if (rc == NR_OK && o->plot)
+                rc = nr__write_plot(o, r, err);
+            if (rc == NR_OK && o->syslog)
+                rc = nr__write_logs(o, r, err);
+            if (rc == NR_OK) {
+                printf("Test result: \"%s\"\n", o->out);
+                if (o->syslog)
+                    printf("Master node's syslog: \"%s.m_log\"\nSecondary node's syslog: \"%s.s_log\"\n", o->out,
+                           o->out);
+            }
+        }
+        if (rc == NR_OK)
+            printf("Test done!\n");
+    }
+    rc = nr_mpi_agree(rc, err);
+out:
+    free(sbuf);
+    free(rbuf);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct nr_error err = {0};
+    struct nr_mpi mpi;
+    time_t started = time(NULL);
+    int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
+    if (rc < 0)
+        return nr_mpi_finish(NR__PROG, rc, &err);
+    g_mpi = &mpi;
+    struct nr__opts o = {.reps = 10, .msg_size = 1048576, .test_time_s = 5.0, .exponent = -1};
+    const struct nr_opt opts[] = {
+        {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Experiment", 0, 0, NULL, NULL},
+        {NR_OPT_FLAG, 'i', "pingpong", &o.pingpong, NULL, "ping-pong (bidirectional) instead of stream", 0, 0, NULL, NULL},
+        {NR_OPT_FLAG, 'n', "nonblocking", &o.nonblocking, NULL, "MPI_Isend/MPI_Irecv + MPI_Wait instead of MPI_Send/MPI_Recv", 0, 0, NULL, NULL},
+        {NR_OPT_INT, 'r', "repetitions", &o.reps, "N", "repetitions, or latency trials", 1, NR__MAX_REPS, NULL, NULL},
+        {NR_OPT_SIZE, 'm', "message-size", &o.msg_size, "SIZE", "message size of fixed-size tests", 1, (double)INT32_MAX, NULL, NULL},
+        {NR_OPT_DOUBLE, 't', "test-time", &o.test_time_s, "SECONDS", "time each run is calibrated to", 0.001, 3600, NULL, NULL},
+        {NR_OPT_INT, 'e', "exponential", &o.exponent, "N", "sweep message sizes 1, 2, 4 .. 2^N bytes", 0, NR__MAX_EXPONENT, NULL, "off"},
+        {NR_OPT_FLAG, 'a', "latency", &o.latency, NULL, "round-trip time with 64-byte messages", 0, 0, NULL, NULL},
+        {NR_OPT_SIZE, 'A', "latency-size", &o.lat_size, "SIZE", "round-trip time with SIZE-byte messages", 1, (double)INT32_MAX, NULL, "off"},
+        {NR_OPT_INT, 0, "iterations", &o.iterations, "N", "fixed message count per run (no calibration)", 1, 1e9, NULL, "calibrated"},
+        {NR_OPT_FLAG, 0, "verify", &o.verify, NULL, "fill a pattern and check every received message's last copy", 0, 0, NULL, NULL},
+        {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Output", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 'o', "output", &o.out, "FILE", "write the results table (Hpcbench layout)", 0, 0, NULL, NULL},
+        {NR_OPT_FLAG, 'c', "syslog", &o.syslog, NULL, "system logs FILE.m_log and FILE.s_log (needs -o)", 0, 0, NULL, NULL},
+        {NR_OPT_FLAG, 'P', "plot", &o.plot, NULL, "gnuplot script FILE.plot (needs -o)", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "json", &o.json, "FILE", "machine-readable results (docs/json-schema.md)", 0, 0, NULL, NULL},
+        {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    const struct nr_opt_set set = {NR__PROG, "[OPTIONS]",
+                                   "MPI point-to-point throughput and round-trip time between rank 0 (master) and "
+                                   "rank 1 (secondary), as Hpcbench's mpitest. Run with exactly 2 ranks.",
+                                   opts, "Examples:\n  mpirun -np 2 nr-mpitest -r 5 -o output\n"
+                                         "  mpirun -np 2 nr-mpitest -i -e 20 -o sweep -P\n"
+                                         "  mpirun -np 2 nr-mpitest -A 8 -r 10 --json rtt.json\n"};
+    struct nr__run r;
+    memset(&r, 0, sizeof r);
+    nr_sysmon_log_init(&r.peer_log);
+    r.mode = "stream";
+    rc = nr_mpi_parse(&set, argc, argv, &err);
+    if (rc == NR_OK)
+        rc = nr__main(&o, &r, &err);
+    if (rc <= 0 && mpi.rank == 0 && o.json && nr__write_json(&o, &r, started, rc, &err) != 0 && rc == NR_OK)
+        rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
+    nr_sysmon_close(r.mon);
+    nr_sysmon_log_free(&r.peer_log);
+    free(r.reps);
+    free(r.rtt_us);
+    return nr_mpi_finish(NR__PROG, rc, &err);
+}

@@ -1,0 +1,104 @@
+/* Shared MPI layer of the MPI kernels: see nr_mpi.h. */
+#include "nr_mpi.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int nr_mpi_check(int mpi_rc, const char *what, struct nr_error *err)
+{
+    if (mpi_rc == MPI_SUCCESS)
+        return NR_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error %d", mpi_rc);
+    return nr_error_set(err, NR_E_MPI, "%s: %s", what, msg);
+}
+
+int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err)
+{
+    memset(m, 0, sizeof *m);
+    int rc = nr_mpi_check(MPI_Init(argc, argv), "MPI_Init", err);
+    if (rc < 0)
+        return rc;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    char full[NR_HOST_MAX];
+    nr_hostname_short(nr_hostname(full, sizeof full), m->host, sizeof m->host);
+    MPI_Comm node;
+    m->local_ranks = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &m->local_ranks);
+        MPI_Comm_free(&node);
+    }
+    return NR_OK;
+}
+
+int nr_mpi_agree(int rc, struct nr_error *err)
+{
+    int me, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* The lowest failing rank speaks for all. */
+    int mine = rc < 0 ? me : size, first = size;
+    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return rc < 0 ? rc : nr_error_set(err, NR_E_MPI, "MPI_Allreduce failed while agreeing on the status");
+    if (first == size)
+        return NR_OK;
+    struct nr_error e = *err;
+    if (me != first)
+        memset(&e, 0, sizeof e);
+    MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, first, MPI_COMM_WORLD);
+    if (first != 0 && e.detail[0]) {
+        char tagged[sizeof e.detail + 32];
+        snprintf(tagged, sizeof tagged, "rank %d: %s", first, e.detail);
+        tagged[sizeof e.detail - 1] = '\0'; /* the tag may push the end of a long message out */
+        memcpy(e.detail, tagged, sizeof e.detail);
+    }
+    *err = e;
+    return e.code ? e.code : NR_E_INTERNAL;
+}
+
+int nr_mpi_parse(const struct nr_opt_set *set, int argc, char **argv, struct nr_error *err)
+{
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    int positional = argc;
+    int rc = nr_opt_parse(set, argc, argv, &positional, err);
+    if (rc == NR_OK && positional < argc)
+        rc = nr_error_set(err, NR_E_USAGE, "unexpected argument '%s'", argv[positional]);
+    if (rc == NR_OPT_HELP && me == 0)
+        nr_opt_help(set, stdout);
+    if (rc == NR_OPT_VERSION && me == 0)
+        printf("%s %s\n", set->prog, nr_version());
+    if (rc > 0)
+        return rc;
+    return nr_mpi_agree(rc, err);
+}
+
+int nr_mpi_finish(const char *prog, int rc, struct nr_error *err)
+{
+    int me = 0, init = 0, fini = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fini);
+    if (init && !fini) {
+        if (rc <= 0)
+            rc = nr_mpi_agree(rc, err);
+        MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    }
+    if (rc < 0 && me == 0)
+        nr_error_report(prog, err);
+    fflush(stdout);
+    if (init && !fini)
+        MPI_Finalize();
+    return rc > 0 ? NR_EXIT_OK : nr_exit_status(rc);
+}
+
+uint64_t nr_mpi_memory_budget(const struct nr_mpi *m)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)1 << 32;
+    return phys / 2 / (uint64_t)(m->local_ranks > 0 ? m->local_ranks : 1);
+}

@@ -1,0 +1,43 @@
+/* The MPI layer shared by nr-mpitest, nr-mpicoll and nr-ebb: start-up, option parsing on every rank, checked MPI
+ * calls, and the one rule every front end follows for errors: a failure on any rank is agreed on by all ranks
+ * (collectively), reported once by rank 0 with the failing rank's message, and every rank exits with the same
+ * non-zero status. No rank waits forever for a peer that has already given up.
+ */
+#ifndef NR_MPI_H
+#define NR_MPI_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "nr/core.h"
+
+struct nr_mpi {
+    int rank;                     /* rank in MPI_COMM_WORLD */
+    int size;                     /* number of ranks */
+    char host[NR_HOST_MAX];       /* this rank's host name (short) */
+    int local_ranks;              /* ranks sharing this rank's node (memory budget) */
+};
+
+/* MPI_Init with errors returned (not fatal) on MPI_COMM_WORLD; fills m. */
+int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err);
+
+/* Turn an MPI return code into NR_E_MPI with the library's message; NR_OK for MPI_SUCCESS. */
+int nr_mpi_check(int mpi_rc, const char *what, struct nr_error *err);
+
+/* Collective: every rank passes its own status; returns the lowest failing rank's code on every rank (NR_OK when
+ * all succeeded) and copies that rank's error into err everywhere. */
+int nr_mpi_agree(int rc, struct nr_error *err);
+
+/* Parse the options on every rank (argv is the same everywhere) and agree on the outcome. Returns NR_OK,
+ * NR_OPT_HELP / NR_OPT_VERSION (rank 0 printed them), or a negative code (agreed). */
+int nr_mpi_parse(const struct nr_opt_set *set, int argc, char **argv, struct nr_error *err);
+
+/* Agree on rc, let rank 0 report a failure, finalize, and return the process exit status. */
+int nr_mpi_finish(const char *prog, int rc, struct nr_error *err);
+
+/* Bytes this rank may allocate: half the node's memory shared among the node's ranks. */
+uint64_t nr_mpi_memory_budget(const struct nr_mpi *m);
+
+/* MPI_Wtime-free monotonic seconds are nr_now_s(); MPI_Wtime is used where the MPI clock is wanted. */
+
+#endif

@@ -165,7 +165,8 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
         nr_json_begin_object(&j);
         nr_json_kv_uint(&j, "size_bytes", r->size_bytes);
         nr_json_kv_uint(&j, "connections", n);
-        nr_json_kv_double(&j, "average_us", s.avg);
+        double avg_us = s.avg; /* s is reused for the bandwidth statistics below */
+        nr_json_kv_double(&j, "average_us", avg_us);
         nr_json_kv_double(&j, "bandwidth_mibps", nr__mibps(r->size_bytes, s.avg));
         nr_json_key(&j, "rounds");
         nr_json_begin_array(&j);
@@ -197,7 +198,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
         if (o->relative) {
             nr_json_kv_double(&j, "lone_pair_us", r->lone_us);
             /* bandwidth ratio ebb / lone pair = lone-pair time / average connection time */
-            nr_json_kv_double(&j, "relative_ebb", r->lone_us > 0 && s.avg > 0 ? r->lone_us / s.avg : 0);
+            nr_json_kv_double(&j, "relative_ebb", r->lone_us > 0 && avg_us > 0 ? r->lone_us / avg_us : 0);
         }
         nr_json_end_object(&j);
     }

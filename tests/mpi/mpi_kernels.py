@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Integration cases of the MPI kernels, one per ctest entry: run a kernel under the configured MPI launcher and
+assert what could be wrong (rows, byte counts, statistics against rows, the rate formula against the measured time
+per operation, bucket counts, error exits on every rank). Runs are tiny: correctness, not performance."""
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+ARGS = None
+
+
+def run(kernel, np, *opts, expect=0, env=None, timeout=180):
+    cmd = [ARGS.mpiexec, ARGS.np_flag, str(np)] + shlex.split(ARGS.preflags) + [os.path.join(ARGS.bin, kernel)]
+    cmd += [str(o) for o in opts]
+    e = dict(os.environ, **(env or {}))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+    ok = p.returncode == expect if expect is not None else p.returncode != 0
+    if not ok:
+        sys.exit(f'FAIL: {" ".join(cmd)} exited {p.returncode}, expected {expect}\nstdout:\n{p.stdout}\n'
+                 f'stderr:\n{p.stderr}')
+    return p
+
+
+def check(cond, what):
+    if not cond:
+        sys.exit(f'FAIL: {what}')
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def rows(path):
+    with open(path) as f:
+        return [line for line in f if line.strip() and not line.startswith('#')]
+
+
+def case_mpitest_stream(d):
+    out, js = os.path.join(d, 'out'), os.path.join(d, 'out.json')
+    p = run('nr-mpitest', 2, '-r', 3, '-t', 0.05, '-m', '64k', '-o', out, '-P', '--json', js)
+    check('(Master-node) <--> ' in p.stdout and 'Test done!' in p.stdout, 'banner and Test done! on stdout')
+    check(f'Test result: "{out}"' in p.stdout, 'Test result line')
+    check(len(rows(out)) == 3, f'3 repetition rows in -o, got {len(rows(out))}')
+    check(os.path.exists(out + '.plot'), '-P writes FILE.plot')
+    r = load(js)
+    check(r['status'] == 'ok' and r['mode'] == 'stream', 'status ok, mode stream')
+    reps = r['repetitions']
+    check(len(reps) == 3, '3 repetitions in JSON')
+    for rep in reps:
+        # The secondary received exactly what the master sent.
+        check(rep['bytes_master'] == rep['bytes_secondary'] == rep['size_bytes'] * rep['iterations'],
+              f'bytes moved agree on both ranks: {rep}')
+        mbps = rep['size_bytes'] * rep['iterations'] * 8 / rep['master']['elapsed_s'] / 1e6
+        check(math.isclose(mbps, rep['throughput_mbps'], rel_tol=1e-6), 'throughput = bytes / master time')
+    tp = [rep['throughput_mbps'] for rep in reps]
+    s = r['summary']['throughput_mbps']
+    check(math.isclose(s['avg'], sum(tp) / 3, rel_tol=1e-9) and s['min'] == min(tp) and s['max'] == max(tp),
+          'summary statistics match the rows')
+    check(r['bytes_moved'] == sum(rep['bytes_master'] for rep in reps), 'bytes_moved is the sum of repetitions')
+
+
+def case_mpitest_modes(d):
+    for flags, mode, factor in ((['-i'], 'pingpong', 2), (['-n'], 'stream', 1), (['-i', '-n'], 'pingpong', 2)):
+        js = os.path.join(d, 'm.json')
+        run('nr-mpitest', 2, *flags, '-r', 2, '-t', 0.05, '-m', '4k', '--json', js, '--verify')
+        r = load(js)
+        check(r['mode'] == mode and r['options']['blocking'] == ('-n' not in flags), f'{flags}: mode and blocking')
+        for rep in r['repetitions']:
+            check(rep['bytes_master'] == factor * rep['size_bytes'] * rep['iterations'],
+                  f'{flags}: ping-pong counts both directions')
+
+
+def case_mpitest_sweep(d):
+    out, js = os.path.join(d, 'sweep'), os.path.join(d, 'sweep.json')
+    run('nr-mpitest', 2, '-i', '-e', 8, '-t', 0.01, '-o', out, '--json', js)
+    check(len(rows(out)) == 9, f'-e 8 gives 9 rows (1 .. 256 bytes), got {len(rows(out))}')
+    sizes = [p['size_bytes'] for p in load(js)['sweep']]
+    check(sizes == [2 ** k for k in range(9)], f'sweep sizes 1..256, got {sizes}')
+
+
+def case_mpitest_latency(d):
+    js = os.path.join(d, 'lat.json')
+    p = run('nr-mpitest', 2, '-A', 8, '-r', 4, '-t', 0.1, '--json', js)
+    lines = re.findall(r'MPI Round Trip Time \((\d+)\) : ([\d.]+) usec', p.stdout)
+    check(len(lines) == 4, f'4 round-trip lines, got {len(lines)}')
+    m = re.search(r'MPI RTT min/avg/max = ([\d.]+)/([\d.]+)/([\d.]+) usec', p.stdout)
+    check(m and float(m[1]) <= float(m[2]) <= float(m[3]), 'min <= avg <= max')
+    lat = load(js)['latency']
+    check(lat['size_bytes'] == 8 and len(lat['rtt_us']) == 4, 'latency JSON: size and trials')
+    check(math.isclose(lat['avg_us'], sum(lat['rtt_us']) / 4, rel_tol=1e-9), 'avg_us is the mean of the trials')
+    check(all(x > 0 for x in lat['rtt_us']), 'positive round-trip times')
+
+
+def case_mpitest_syslog(d):
+    out = os.path.join(d, 'sys')
+    p = run('nr-mpitest', 2, '-c', '-r', 2, '-t', 0.05, '-m', '4k', '-o', out)
+    for suffix in ('m_log', 's_log'):
+        path = f'{out}.{suffix}'
+        check(os.path.exists(path), f'{path} written')
+        text = open(path).read()
+        m = re.search(r'# Watch times: (\d+)', text)
+        check(m and int(m[1]) == 4, f'{suffix}: pre-test + 2 repetitions + post-test samples')
+    check('Secondary node\'s syslog' in p.stdout, 'syslog lines on stdout')
+
+
+def case_mpitest_verify(d):
+    p = run('nr-mpitest', 2, '--verify', '-r', 1, '-t', 0.02, '-m', '1k', expect=3, env={'NR_TEST_CORRUPT': '1'})
+    check('--verify' in p.stderr and 'expected' in p.stderr, 'the mismatch is named')
+    run('nr-mpitest', 2, '--verify', '-r', 1, '-t', 0.02, '-m', '1k')   # and without the corruption it passes
+
+
+def case_mpitest_bad_ranks(d):
+    for np in (1, 3):
+        p = run('nr-mpitest', np, '-r', 1, expect=None)
+        check('exactly 2 MPI ranks' in p.stderr, f'{np} ranks: clear error')
+        check(p.stderr.count('needs exactly 2') == 1, 'reported once (rank 0)')
+
+
+def case_mpitest_bad_options(d):
+    for opts, words in ((['-m', '12q'], '-m'), (['-r', '0'], '-r'), (['-e', '40'], '-e'), (['-c'], '-o'),
+                        (['--bogus'], 'bogus')):
+        p = run('nr-mpitest', 2, *opts, expect=2)
+        check(words in p.stderr, f'{opts}: error names {words}: {p.stderr}')
+
+
+def _coll(d, np):
+    js = os.path.join(d, 'coll.json')
+    p = run('nr-mpicoll', np, '-t', 0.005, '-r', 2, '-s', '8,1000,100000', '--cap', 1000, '--json', js)
+    r = load(js)
+    names = [t['name'] for t in r['tests']]
+    check(len(names) == 14 and len({t['number'] for t in r['tests']}) == 13, 'all 13 tests (test 2 twice)')
+    norm = {'rate': lambda p: 1, 'normalized rate (p-1)': lambda p: p - 1, 'normalized rate (p)': lambda p: p,
+            'log-normalized rate (log2 p)': lambda p: math.log2(p)}
+    for t in r['tests']:
+        sizes = [pt['size_bytes'] for pt in t['points']]
+        capped = t['name'] in ('gather', 'allgather', 'scatter', 'alltoall', 'bcast_gather', 'scatter_gather')
+        check(sizes == ([8, 1000] if capped else [8, 1000, 100000]), f'{t["name"]}: sizes {sizes}')
+        check(f'# Test {t["id"]}: {t["name"]}' in p.stdout, f'table of test {t["id"]} printed')
+        for pt in t['points']:
+            check(pt['processes'] == np and pt['time_per_op_us'] > 0, 'processes and time per op')
+            # The reported rate is the total rate normalised the way the paper's table is.
+            expect = pt['total_rate_kbps'] / norm[t['normalization']](np)
+            check(math.isclose(pt['rate_kbps'], expect, rel_tol=1e-9), f'{t["name"]}: normalisation')
+
+
+def case_mpicoll_2(d):
+    _coll(d, 2)
+
+
+def case_mpicoll_4(d):
+    _coll(d, 4)
+
+
+def case_mpicoll_bad_test(d):
+    p = run('nr-mpicoll', 2, '-T', 'bcast,bogus', expect=2)
+    check("unknown test 'bogus'" in p.stderr, 'unknown test named')
+
+
+def case_mpicoll_too_large(d):
+    p = run('nr-mpicoll', 2, '-s', '8000000000', '-T', 'bcast', expect=2)
+    check('more than this node allows' in p.stderr, 'memory limit named')
+
+
+def _ebb(d, np):
+    js = os.path.join(d, 'ebb.json')
+    p = run('nr-ebb', np, '-s', '4096-16384', '-r', 3, '-b', 4, '--seed', 42, '--relative', '--json', js)
+    check('seed 42' in p.stdout, 'seed printed')
+    rounds = re.findall(r'size: (\d+), round (\d+): num: (\d+) average: ([\d.]+) us', p.stdout)
+    check(len(rounds) == 9 and all(int(n) == np for _, _, n, _ in rounds), '3 sizes x 3 rounds, num = P')
+    r = load(js)
+    check([s['size_bytes'] for s in r['sizes']] == [4096, 8192, 16384], 'sizes double from MIN to MAX')
+    for s in r['sizes']:
+        check(sum(b['count'] for b in s['buckets']) == np * 3 == s['connections'], 'buckets sum to P x rounds')
+        check(len(s['buckets']) == 4, '-b 4 buckets')
+        check(s['relative_ebb'] > 0, 'relative ebb measured')
+    finals = re.findall(r'size: (\d+) num: (\d+) average', p.stdout)
+    check(len(finals) == 3 and all(int(n) == np * 3 for _, n in finals), 'final lines num = P x rounds')
+    # Same seed, same pairings: the run is reproducible (the pattern, not the timings).
+    check(r['options']['seed'] == 42, 'seed in JSON')
+
+
+def case_ebb_2(d):
+    _ebb(d, 2)
+
+
+def case_ebb_4(d):
+    _ebb(d, 4)
+
+
+def case_ebb_odd_ranks(d):
+    p = run('nr-ebb', 3, '-r', 1, expect=2)
+    check('even number of MPI ranks' in p.stderr, 'odd rank count named')
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--bin', required=True)
+    ap.add_argument('--mpiexec', required=True)
+    ap.add_argument('--np-flag', default='-n')
+    ap.add_argument('--preflags', default='')
+    ap.add_argument('case')
+    ARGS = ap.parse_args()
+    fn = globals().get('case_' + ARGS.case)
+    if not fn:
+        sys.exit(f'unknown case {ARGS.case}')
+    with tempfile.TemporaryDirectory(prefix='nr-mpi-') as d:
+        fn(d)
+    print(f'{ARGS.case}: ok')
+
+
+if __name__ == '__main__':
+    main()

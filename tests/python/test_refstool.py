@@ -70,6 +70,8 @@ def test_metric_kinds_choose_the_band(table):
     assert refstool.metric_kind('throughput_mbps@1048576', 'Mbit/s', 'tcp.sweep.stream') == 'throughput'
     assert refstool.metric_kind('throughput_mbps@1024', 'Mbit/s', 'tcp.sweep.stream') == 'cpu_bound'
     assert refstool.metric_kind('max_throughput_mbps', 'Mbit/s', 'netpipe.tcp') == 'cpu_bound'
+    assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'tcp.pingpong.blocking') == 'cpu_bound'
+    assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'iperf3.stream') == 'throughput'
     assert refstool.metric_kind('rtt_us', 'us', 'tcp.rtt') == 'latency'
     assert refstool.metric_kind('ratio_to_iperf3', 'ratio', 'tcp.stream.blocking') == 'ratio'
     # gige: tight for link-bound throughput, loose for CPU-bound, -3% for the iperf3 ratio; shm: no distinction

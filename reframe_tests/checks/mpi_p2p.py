@@ -90,7 +90,8 @@ class mpi_latency(MpitestBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        self.kernel_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions)] + list(self.extra_opts)
+        self.kernel_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions), '-t', str(self.test_time_s)]
+        self.kernel_opts += list(self.extra_opts)
         self.add_metric('rtt_us', 'latency.avg_us', 'us')
 
 
@@ -104,13 +105,19 @@ class mpi_sweep(MpitestBenchmark):
     #: :default: ``20``
     max_exp = variable(int, value=20)
 
+    #: Seconds each size is calibrated to (``-t``); 21 sizes x 0.1 s keeps the sweep near 3 s.
+    #:
+    #: :type: :class:`float`
+    #: :default: ``0.1``
+    point_time_s = variable(float, value=0.1)
+
     @run_after('init')
     def describe(self):
         self.ref_test = 'mpitest.sweep.pingpong'
 
     @run_after('setup')
     def set_options(self):
-        self.kernel_opts = ['-i', '-e', str(self.max_exp)] + list(self.extra_opts)
+        self.kernel_opts = ['-i', '-e', str(self.max_exp), '-t', str(self.point_time_s)] + list(self.extra_opts)
         for exp in range(self.max_exp + 1):
             size = 2 ** exp
             self.add_metric(metric_name('throughput_mbps', size), f'sweep[size_bytes={size}].throughput_mbps',

@@ -174,13 +174,16 @@ def find(path: str | Path, keypath: str) -> Any:
 def payload_bytes(doc: dict) -> float:
     """Bytes the kernel says it moved between the ranks (a lower bound for the interface counters).
 
-    In order: a top-level ``payload_bytes`` number; the ``bytes`` object (``{role: N}``, each side's own count
-    over all measured repetitions / sweep points; the smaller count is taken); the sum over ``repetitions`` of
-    the first ``bytes_<role>``; ``size_bytes * iterations`` of the ``sweep`` points plus two messages per
-    ``latency`` round trip.
+    In order: a top-level ``payload_bytes`` or ``bytes_moved`` number (nr-mpitest); the ``bytes`` object
+    (``{role: N}``, each side's own count over all measured repetitions / sweep points, nr-tcptest; the smaller
+    count is taken); otherwise the sum of: the first ``bytes_<role>`` of every ``repetitions`` entry,
+    ``size_bytes * iterations`` of the ``sweep`` points, two messages per ``latency`` round trip, the bytes the
+    paper's formula counts for every nr-mpicoll point (total rate x time per operation x iterations), and one
+    message per nr-ebb connection.
     """
-    if isinstance(doc.get('payload_bytes'), (int, float)):
-        return float(doc['payload_bytes'])
+    for key in ('payload_bytes', 'bytes_moved'):
+        if isinstance(doc.get(key), (int, float)) and not isinstance(doc.get(key), bool):
+            return float(doc[key])
     counted = doc.get('bytes')
     if isinstance(counted, dict):
         values = [float(v) for v in counted.values() if isinstance(v, (int, float))]
@@ -196,6 +199,16 @@ def payload_bytes(doc: dict) -> float:
     lat = doc.get('latency')
     if isinstance(lat, dict):
         total += 2.0 * float(lat.get('size_bytes', 0)) * float(lat.get('iterations', 0))
+    for test in doc.get('tests') or []:                     # nr-mpicoll
+        for p in test.get('points') or []:
+            kbps, t_us, n = p.get('total_rate_kbps'), p.get('time_per_op_us'), p.get('iterations')
+            if all(isinstance(v, (int, float)) for v in (kbps, t_us, n)):
+                total += kbps * 1000.0 * t_us * 1e-6 * n
+    sizes = doc.get('sizes')
+    if isinstance(sizes, list):                             # nr-ebb
+        for s in sizes:
+            if isinstance(s, dict):
+                total += float(s.get('size_bytes', 0)) * float(s.get('connections', 0))
     return total
 
 

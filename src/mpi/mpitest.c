@@ -295,7 +295,7 @@ static int nr__write_output(const struct nr__opts *o, const struct nr__run *r, s
             const struct nr_rep *p = &r->reps[i];
             double v[7] = {p->throughput_mbps, p->local.elapsed_s, p->local.user_s, p->local.sys_s,
                            p->peer.elapsed_s, p->peer.user_s, p->peer.sys_s};
-            char label[16];
+            char label[24];
             snprintf(label, sizeof label, "%zu", i + 1);
             nr_table_row(f, label, 1, cols, 7, v);
             tp[i] = p->throughput_mbps;

@@ -135,6 +135,11 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         nodes = self.ic.nodes
         self.num_tasks = max(self.num_ranks, nodes)
         self.num_tasks_per_node = -(-self.num_tasks // nodes)
+        if nodes == 1 and self.current_partition.scheduler.registered_name != 'local':
+            # Slurm rejects --ntasks-per-node above a node's CPU count even with --overcommit (4 ranks, 2 CPUs);
+            # --nodes=1 places them all on one node as well.
+            self.num_tasks_per_node = None
+            self.job.options += ['--nodes=1']
 
     @property
     def iface(self) -> str | None:

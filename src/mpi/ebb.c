@@ -137,15 +137,10 @@ static void nr__report(const struct nr__opts *o, int p, const struct nr__size_re
 static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, const struct nr__size_result *res,
                           size_t nres, time_t started, int status, const struct nr_error *failure)
 {
-    FILE *f = fopen(o->json, "w");
+    struct nr_json j;
+    FILE *f = nr_mpi_json_begin(&j, o->json, NR__PROG, "ebb", started, status, failure);
     if (!f)
         return -1;
-    struct nr_json j;
-    nr_json_init(&j, f);
-    char msg[320];
-    struct nr_result_meta meta = {NR__PROG, "ebb", started, status,
-                                  status ? nr_error_message(failure, msg, sizeof msg) : NULL};
-    nr_result_json_begin(&j, &meta);
     nr_json_key(&j, "options");
     nr_json_begin_object(&j);
     nr_json_kv_int(&j, "processes", m->size);
@@ -216,9 +211,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
         nr_json_end_object(&j);
     }
     free(mbps);
-    nr_json_end_object(&j);
-    int rc = nr_json_finish(&j);
-    return fclose(f) != 0 || rc != 0 ? -1 : 0;
+    return nr_mpi_json_end(&j, f);
 }
 
 int main(int argc, char **argv)

@@ -214,15 +214,10 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
                           struct nr__point pts[NR_COLL_NTESTS][NR_SIZE_LIST_MAX], const size_t npts[NR_COLL_NTESTS],
                           time_t started, int status, const struct nr_error *failure)
 {
-    FILE *f = fopen(o->json, "w");
+    struct nr_json j;
+    FILE *f = nr_mpi_json_begin(&j, o->json, NR__PROG, "collectives", started, status, failure);
     if (!f)
         return -1;
-    struct nr_json j;
-    nr_json_init(&j, f);
-    char msg[320];
-    struct nr_result_meta meta = {NR__PROG, "collectives", started, status,
-                                  status ? nr_error_message(failure, msg, sizeof msg) : NULL};
-    nr_result_json_begin(&j, &meta);
     nr_json_key(&j, "hosts");
     nr_json_begin_object(&j);
     nr_json_kv_string(&j, "root", m->host);
@@ -270,9 +265,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
         nr_json_end_object(&j);
     }
     nr_json_end_array(&j);
-    nr_json_end_object(&j);
-    int rc = nr_json_finish(&j);
-    return fclose(f) != 0 || rc != 0 ? -1 : 0;
+    return nr_mpi_json_end(&j, f);
 }
 
 static struct nr__point g_pts[NR_COLL_NTESTS][NR_SIZE_LIST_MAX];

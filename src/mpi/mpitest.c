@@ -364,15 +364,10 @@ static int nr__write_plot(const struct nr__opts *o, const struct nr__run *r, str
 static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, time_t started, int status,
                           const struct nr_error *failure)
 {
-    FILE *f = fopen(o->json, "w");
+    struct nr_json j;
+    FILE *f = nr_mpi_json_begin(&j, o->json, NR__PROG, r->mode, started, status, failure);
     if (!f)
         return -1;
-    struct nr_json j;
-    nr_json_init(&j, f);
-    char msg[320];
-    struct nr_result_meta meta = {NR__PROG, r->mode, started, status,
-                                  status ? nr_error_message(failure, msg, sizeof msg) : NULL};
-    nr_result_json_begin(&j, &meta);
     nr_json_key(&j, "hosts");
     nr_json_begin_object(&j);
     nr_json_kv_string(&j, "master", g_mpi->host);
@@ -416,9 +411,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
         nr_sysmon_log_json(&j, "secondary", &r->peer_log);
         nr_json_end_object(&j);
     }
-    nr_json_end_object(&j);
-    int rc = nr_json_finish(&j);
-    return fclose(f) != 0 || rc != 0 ? -1 : 0;
+    return nr_mpi_json_end(&j, f);
 }
 
 static int nr__validate(const struct nr__opts *o, struct nr__run *r, struct nr_error *err)

@@ -102,3 +102,24 @@ uint64_t nr_mpi_memory_budget(const struct nr_mpi *m)
     uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)1 << 32;
     return phys / 2 / (uint64_t)(m->local_ranks > 0 ? m->local_ranks : 1);
 }
+
+FILE *nr_mpi_json_begin(struct nr_json *j, const char *path, const char *tool, const char *mode, time_t started,
+                        int status, const struct nr_error *failure)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return NULL;
+    nr_json_init(j, f);
+    char msg[320];
+    struct nr_result_meta meta = {tool, mode, started, status,
+                                  status ? nr_error_message(failure, msg, sizeof msg) : NULL};
+    nr_result_json_begin(j, &meta);
+    return f;
+}
+
+int nr_mpi_json_end(struct nr_json *j, FILE *f)
+{
+    nr_json_end_object(j);
+    int rc = nr_json_finish(j);
+    return fclose(f) != 0 || rc != 0 ? -1 : 0;
+}

@@ -8,6 +8,8 @@
 
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "nr/core.h"
 
@@ -38,6 +40,11 @@ int nr_mpi_finish(const char *prog, int rc, struct nr_error *err);
 /* Bytes this rank may allocate: half the node's memory shared among the node's ranks. */
 uint64_t nr_mpi_memory_budget(const struct nr_mpi *m);
 
-/* MPI_Wtime-free monotonic seconds are nr_now_s(); MPI_Wtime is used where the MPI clock is wanted. */
+/* Rank 0's result document: open `path` and write the common head (schema, tool, mode, status, the failure's
+ * message when status != 0, started_utc). Returns the file, or NULL when it cannot be written. */
+FILE *nr_mpi_json_begin(struct nr_json *j, const char *path, const char *tool, const char *mode, time_t started,
+                        int status, const struct nr_error *failure);
+/* Close the top-level object and the file: 0 on success, -1 when the document or the file is incomplete. */
+int nr_mpi_json_end(struct nr_json *j, FILE *f);
 
 #endif

@@ -120,7 +120,12 @@ def exit_status(stdout: str | Path) -> int:
 
 
 def describe_exit(code: int) -> str:
-    return EXIT_CODES.get(code, f'killed by signal {code - 128}' if code > 128 else 'unknown')
+    """Meaning of an exit status: the kernels' own codes, 128+N for signal N, else the launcher's own code."""
+    if code in EXIT_CODES:
+        return EXIT_CODES[code]
+    if 128 < code <= 128 + 64:
+        return f'killed by signal {code - 128}'
+    return 'launcher or MPI runtime failure'
 
 
 @sn.deferrable

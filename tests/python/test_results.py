@@ -70,3 +70,9 @@ def test_payload_bytes_and_hosts():
     assert results.payload_bytes({'latency': {'size_bytes': 8, 'iterations': 100}}) == 1600
     assert results.hosts(DOC) == ['n1', 'n2']
     assert results.hosts({'hosts': {'master': 'a', 'secondary': 'a'}}) == ['a']
+
+
+def test_exit_status_descriptions():
+    assert results.describe_exit(3).startswith('validation failure')
+    assert results.describe_exit(137) == 'killed by signal 9'
+    assert results.describe_exit(255) == 'launcher or MPI runtime failure'

@@ -22,8 +22,11 @@ Environment extras read by the netregress library (reframe_tests/netregress):
   kernels      directory with prebuilt kernels (tools/bootstrap: .deps/kernels/<env>/bin)
   netpipe_mpi  NetPIPE MPI module built against this MPI (absent = none exists; the check says so)
   imb          IMB-MPI1 executable (Intel MPI ships one)
+  known_faults defects of this MPI build that checks skip, visibly, with the reason: [{checks: [check names],
+               min_nodes: N (only runs spanning at least N nodes), reason: '...'}]
 Partition extras: interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
-task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md).
+task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
+CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml).
 Partition features ``ic-<name>`` say which interconnects a partition offers; checks select partitions by them.
 """
 import os
@@ -96,7 +99,12 @@ MPI_BUILDS = {
     'openmpi4': dict(cc='mpicc.openmpi', family='openmpi4', env_vars=OMPI_ROOT_VARS,
                      extras={'netpipe_mpi': '/usr/bin/NPopenmpi'}),
     'mpich4': dict(cc='mpicc.mpich', family='mpich-ucx', env_vars=[],
-                   extras={'netpipe_mpi': '/usr/bin/NPmpich2'}),
+                   extras={'netpipe_mpi': '/usr/bin/NPmpich2',
+                           # measured 2026-11-23 on vcluster: half the 4-rank runs across 2 nodes wrote their
+                           # complete result, then never returned from MPI_Finalize (UCX tcp) until the time limit
+                           'known_faults': [{'checks': ['mpi_collectives', 'mpi_ebb'], 'min_nodes': 2,
+                                             'reason': 'Debian MPICH 4.0.2 over UCX hangs in MPI_Finalize after '
+                                                       '4-rank runs across nodes (about 1 run in 2)'}]}),
     'openmpi5': dict(cc=str(_mpi('openmpi5') / 'bin' / 'mpicc'), family='openmpi5', env_vars=OMPI_ROOT_VARS,
                      extras={}),
     'mpich5': dict(cc=str(_mpi('mpich5') / 'bin' / 'mpicc'), family='mpich-ofi', env_vars=[], extras={}),
@@ -189,6 +197,7 @@ def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
         'max_jobs': 1,
         'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
         'extras': {
+            'host_cpus': os.cpu_count(),     # namespace nodes share this host's CPUs (oversubscription, base.py)
             'interconnects': {name: {'iface': VC.get(iface_key, default_iface),
                                      'subnet': VC.get(subnet_key, '')}},
             # --overlap: helper steps (servers, counter snapshots) run beside other steps of the job (Slurm >=

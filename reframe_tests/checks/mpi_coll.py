@@ -33,11 +33,11 @@ class mpi_collectives(MpiKernelCheck):
     #: :default: ``0.02``
     time_per_point_s = variable(float, value=0.02)
 
-    #: Timed runs per test and size, best reported (``-r``).
+    #: Timed runs per test and size, best reported (``-r``; the paper's best-of-N damps a run that lost its CPU).
     #:
     #: :type: :class:`int`
-    #: :default: ``1``
-    runs = variable(int, value=1)
+    #: :default: ``3``
+    runs = variable(int, value=3)
 
     # With 2 ranks per node on the fabrics, part of the traffic stays on a node: require a quarter on the wire.
     payload_fraction = 0.25
@@ -50,8 +50,12 @@ class mpi_collectives(MpiKernelCheck):
     def set_options(self):
         self.kernel_opts = ['-s', ','.join(map(str, self.sizes)), '-t', str(self.time_per_point_s),
                             '-r', str(self.runs)]
+        # Oversubscribed (4 ranks on this 2-core machine), a small message's time is a scheduler time slice
+        # (MPICH and Intel MPI rates swung 100-1000x between runs at 8 B): only the largest size, which lasts
+        # several slices, is asserted. Every size stays in result.json.
+        asserted = self.sizes[-1:] if self.oversubscribed else self.sizes
         for test in COLL_TESTS:
-            for size in self.sizes:
+            for size in asserted:
                 self.add_metric(metric_name(f'{test}_rate_kbps', size),
                                 f'tests[name={test}].points[size_bytes={size}].rate_kbps', 'KB/s')
 

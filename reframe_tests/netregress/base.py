@@ -298,13 +298,41 @@ class MpiCheck(NetregressCheck):
     #: :default: ``True``
     check_transport = variable(bool, value=True)
 
+    #: The ranks outnumber the CPUs they run on (set in setup; tools/refs gives such runs a wider band).
+    #:
+    #: :type: :class:`bool`
+    oversubscribed = variable(bool, value=False, loggable=True)
+
     @run_after('setup')
     def force_interconnect(self):
         family = self.current_environ.extras.get('mpi_family')
         if not family:
             raise SanityError(f'environment {self.current_environ.name} has no extras.mpi_family')
-        self.mpi_path = interconnects.load().path(self.interconnect, family, self.ic_context)
+        table = interconnects.load()
+        self.mpi_path = table.path(self.interconnect, family, self.ic_context)
         self.env_vars.update(self.mpi_path.all_env())
+        self.oversubscribed = self.oversubscribes()
+        if self.oversubscribed:
+            self.env_vars.update(table.oversubscribed_env(family))
+
+    def oversubscribes(self) -> bool:
+        """More ranks than CPUs to run them: on nodes that share one host's CPUs (partition extra ``host_cpus``,
+        the vcluster), all ranks count; otherwise the ranks on one node against its CPU count."""
+        part = self.current_partition
+        host_cpus = part.extras.get('host_cpus')
+        if host_cpus:
+            return self.num_tasks > int(host_cpus)
+        cpus = part.processor.num_cpus or (os.cpu_count() if part.scheduler.registered_name == 'local' else None)
+        per_node = self.num_tasks_per_node or self.num_tasks
+        return bool(cpus) and per_node > cpus
+
+    @run_after('setup')
+    def skip_known_faults(self):
+        """A defect of the MPI build declared in the environment's ``known_faults`` skips the run, with the
+        reason in the report, rather than spending the time limit on a known hang."""
+        for fault in self.current_environ.extras.get('known_faults') or []:
+            if type(self).__name__ in fault.get('checks', []) and self.ic.nodes >= int(fault.get('min_nodes', 1)):
+                self.skip(f'known fault of {self.current_environ.name}: {fault["reason"]}')
 
     @run_after('setup')
     def use_environment_launcher(self):

@@ -14,8 +14,9 @@
 ``NETREGRESS_KERNELS`` (environment variable, e.g. ``/opt/nr/{env}/bin``) overrides the prebuilt directory.
 
 ``auto`` (default)
-    ``extras.build_path`` of the partition, else of the environment, else ``spack`` when the system config asks
-    for it and ``spack`` is on PATH, else ``prebuilt`` when the kernels are installed, else ``cmake``.
+    ``extras.build_path`` of the partition, else of the environment, else ``prebuilt`` when the kernels are
+    installed, else ``cmake``. A ``spack`` from the extras is taken only where the Spack path can work (``spack`` on
+    PATH, the system's environment concretized); otherwise the fixture falls back and logs why.
 
 The chosen path and the resulting ``kernels_dir`` are recorded as loggable variables, so a report says how the
 binaries were made. Checks read ``self.kernels.kernels_dir``.
@@ -23,16 +24,15 @@ binaries were made. Checks read ``self.kernels.kernels_dir``.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable, sanity_function
 import reframe.utility.sanity as sn
-from reframe.core.exceptions import BuildSystemError
+from reframe.core.logging import getlogger
 
-from . import paths
+from . import paths, spack_build
 
 BUILD_PATHS = ('auto', 'prebuilt', 'cmake', 'spack')
 MPI_KERNELS = ('nr-mpitest', 'nr-mpicoll', 'nr-ebb')
@@ -40,8 +40,9 @@ TCP_KERNELS = ('nr-tcpserver', 'nr-tcptest')
 
 
 def choose_build_path(requested: str, partition_extras: dict, environ_extras: dict,
-                      prebuilt_dir: str | None, executables: list[str]) -> str:
-    """Resolve ``auto`` to a concrete build path (see module docstring for the order)."""
+                      prebuilt_dir: str | None, executables: list[str], spack_unavailable: str | None = None) -> str:
+    """Resolve ``auto`` to a concrete build path (see module docstring for the order); ``spack_unavailable`` is
+    why the Spack path cannot work here (None: it can)."""
     if requested not in BUILD_PATHS:
         raise ValueError(f'build_path {requested!r} is not one of {BUILD_PATHS}')
     if requested != 'auto':
@@ -49,7 +50,7 @@ def choose_build_path(requested: str, partition_extras: dict, environ_extras: di
     for extras in (partition_extras, environ_extras):
         if extras.get('build_path'):
             chosen = extras['build_path']
-            if chosen == 'spack' and shutil.which('spack') is None:
+            if chosen == 'spack' and spack_unavailable is not None:
                 continue
             return chosen
     if prebuilt_dir and all(os.access(Path(prebuilt_dir) / exe, os.X_OK) for exe in executables):
@@ -93,14 +94,15 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
         environ, part = self.current_environ, self.current_partition
         prebuilt = (os.environ.get('NETREGRESS_KERNELS', '').replace('{env}', environ.name)
                     or environ.extras.get('kernels') or str(paths.kernels_bin(environ.name)))
-        self.build_path = choose_build_path(self.build_path, part.extras, environ.extras, prebuilt,
-                                            self.executables)
+        spack_unavailable = spack_build.unavailable_reason(self.current_system.name)
+        requested = self.build_path
+        self.build_path = choose_build_path(requested, part.extras, environ.extras, prebuilt, self.executables,
+                                            spack_unavailable)
+        if requested == 'auto' and 'spack' in (part.extras.get('build_path'), environ.extras.get('build_path')) \
+                and self.build_path != 'spack':
+            getlogger().warning(f'{part.fullname}+{environ.name}: build_path spack configured but not usable '
+                                f'({spack_unavailable}): using {self.build_path}')
         if self.build_path == 'spack':
-            try:
-                from . import spack_build      # the Spack path lives in its own module
-            except ImportError as err:
-                raise BuildSystemError(f'build_path spack selected for {part.fullname}+{environ.name}, but '
-                                       f'netregress.spack_build cannot be imported ({err})') from None
             spack_build.configure(self)
             return
         self.build_system = 'CustomBuild'

@@ -18,6 +18,8 @@ from . import paths
 
 SCHEMA = 'netregress-interconnects/1'
 COUNTER_KINDS = ('none', 'interface', 'infiniband')
+#: Tolerance kinds an interconnect may leave out (its 'throughput' band then applies).
+FALLBACK_KINDS = ('cpu_bound', 'ratio', 'oversubscribed')
 
 
 class InterconnectError(Exception):
@@ -76,6 +78,9 @@ class InterconnectTable:
                                            nodes=int(spec.get('nodes', 1)), counters=counters,
                                            tolerance=spec.get('tolerance') or {})
         self._paths: Mapping = data.get('paths') or {}
+        self._oversubscribed: Mapping = data.get('oversubscribed') or {}
+        if self._oversubscribed and 'tolerance' not in self._oversubscribed:
+            raise InterconnectError(f'{source}: oversubscribed.tolerance missing ([lower, upper])')
         for ic in self._paths:
             if ic not in self._ics:
                 raise InterconnectError(f'{source}: paths.{ic}: interconnect not declared under interconnects')
@@ -116,14 +121,20 @@ class InterconnectTable:
         return MpiPath(interconnect=interconnect, family=family, env=env, launcher=launcher,
                        report=report, transport=transport)
 
+    def oversubscribed_env(self, family: str) -> dict[str, str]:
+        """Variables that make an idle rank of ``family`` yield its CPU (empty: the family has none)."""
+        return {k: str(v) for k, v in ((self._oversubscribed.get('env') or {}).get(family) or {}).items()}
+
     def tolerance(self, interconnect: str, kind: str) -> tuple[float, float, str]:
         """Default (lower, upper, comment) tolerance for a metric ``kind``.
 
-        Kinds: 'throughput', 'latency', and 'cpu_bound' / 'ratio', which fall back to 'throughput' where an
-        interconnect does not distinguish them.
+        Kinds: 'throughput', 'latency', and 'cpu_bound' / 'ratio' / 'oversubscribed', which fall back to
+        'throughput' where an interconnect does not distinguish them.
         """
         tol = self.interconnect(interconnect).tolerance
-        key = kind if kind in tol or kind not in ('cpu_bound', 'ratio') else 'throughput'
+        if kind == 'oversubscribed' and self._oversubscribed:
+            tol = {kind: self._oversubscribed['tolerance'], 'comment': self._oversubscribed.get('comment', '')}
+        key = kind if kind in tol or kind not in FALLBACK_KINDS else 'throughput'
         try:
             lower, upper = tol[key]
         except (KeyError, TypeError, ValueError):

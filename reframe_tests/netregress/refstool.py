@@ -42,6 +42,7 @@ class Measurement:
     metric: str            # may carry @size
     value: float
     unit: str
+    oversubscribed: bool = False
 
 
 def _usable(tc: Mapping) -> bool:
@@ -67,7 +68,8 @@ def measurements(report: Mapping) -> list[Measurement]:
                     continue
                 out.append(Measurement(system=system, partition=partition, environ=tc['environ'],
                                        interconnect=tc['interconnect'], test=tc['ref_test'], metric=metric,
-                                       value=float(value), unit=str(unit)))
+                                       value=float(value), unit=str(unit),
+                                       oversubscribed=bool(tc.get('oversubscribed'))))
     return out
 
 
@@ -113,7 +115,8 @@ def merge(data: Mapping | None, system: str, found: Iterable[Measurement],
     for (part, env, ic, test, metric), ms in sorted(groups.items()):
         value = _round(statistics.median(m.value for m in ms))
         unit = ms[-1].unit
-        lower, upper, comment = table.tolerance(ic, metric_kind(metric, unit, test))
+        kind = 'oversubscribed' if any(m.oversubscribed for m in ms) else metric_kind(metric, unit, test)
+        lower, upper, comment = table.tolerance(ic, kind)
         base, size = references.split_metric(metric)
         node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
         if size is None:

@@ -114,8 +114,9 @@ def configure_package(fixture, package_spec_str: str, subdir: str = 'bin') -> No
     ``fixture.kernels_dir`` at ``<prefix>/<subdir>`` (through the ``spack-prefix`` link in its stage)."""
     system = fixture.current_system.name
     env = env_dir(system)
-    if not (env / 'spack.lock').exists():
-        raise BuildSystemError(unavailable_reason(system) or f'config/spack/{system}/spack.lock missing')
+    reason = unavailable_reason(system)
+    if reason is not None:
+        raise BuildSystemError(f'build path spack: {reason}')
     spec = f'{package_spec_str} ^{mpi_spec(system, fixture.current_environ)}'
     fixture.build_system = 'Spack'
     fixture.build_system.environment = str(env)

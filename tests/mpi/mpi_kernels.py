@@ -158,6 +158,10 @@ def case_mpicoll_4(d):
     _coll(d, 4)
 
 
+def case_mpicoll_8(d):
+    _coll(d, 8)
+
+
 def case_mpicoll_bad_test(d):
     p = run('nr-mpicoll', 2, '-T', 'bcast,bogus', expect=2)
     check("unknown test 'bogus'" in p.stderr, 'unknown test named')
@@ -192,6 +196,10 @@ def case_ebb_2(d):
 
 def case_ebb_4(d):
     _ebb(d, 4)
+
+
+def case_ebb_8(d):
+    _ebb(d, 8)
 
 
 def case_ebb_odd_ranks(d):

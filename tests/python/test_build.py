@@ -29,11 +29,13 @@ def test_prebuilt_when_every_executable_exists(tmp_path):
     assert choose_build_path('auto', {}, {}, None, ['nr-mpitest']) == 'cmake'
 
 
-def test_partition_then_environment_extras(tmp_path, monkeypatch):
+def test_partition_then_environment_extras():
     assert choose_build_path('auto', {'build_path': 'cmake'}, {'build_path': 'prebuilt'}, None, []) == 'cmake'
     assert choose_build_path('auto', {}, {'build_path': 'prebuilt'}, None, []) == 'prebuilt'
-    # spack only where spack is on PATH
-    monkeypatch.setenv('PATH', str(tmp_path))
-    assert choose_build_path('auto', {'build_path': 'spack'}, {}, None, []) == 'cmake'
-    make_exes(tmp_path, ['spack'])
-    assert choose_build_path('auto', {'build_path': 'spack'}, {}, None, []) == 'spack'
+    # spack only where the Spack path can work; else the next choice
+    assert choose_build_path('auto', {'build_path': 'spack'}, {}, None, [], 'spack is not on PATH') == 'cmake'
+    assert choose_build_path('auto', {'build_path': 'spack'}, {'build_path': 'prebuilt'}, None, [],
+                             'not concretized') == 'prebuilt'
+    assert choose_build_path('auto', {'build_path': 'spack'}, {}, None, [], None) == 'spack'
+    # an explicit request is honoured (and fails in the Spack fixture with its reason)
+    assert choose_build_path('spack', {}, {}, None, [], 'spack is not on PATH') == 'spack'

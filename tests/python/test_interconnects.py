@@ -84,3 +84,12 @@ def test_malformed_tables():
         InterconnectTable({'schema': SCHEMA, 'interconnects': {}, 'paths': {'shm': {}}})
     with pytest.raises(InterconnectError, match='counters'):
         InterconnectTable({'schema': SCHEMA, 'interconnects': {'x': {'counters': 'magic'}}})
+
+
+def test_oversubscription_settings_exist_only_for_known_families(table):
+    assert table.oversubscribed_env('openmpi4') == {'OMPI_MCA_mpi_yield_when_idle': '1'}
+    assert table.oversubscribed_env('mpich-ucx') == {}          # no such setting: nothing is invented
+    families = {f for ic in table.names for f in table.families(ic)}
+    assert set(table._oversubscribed['env']) <= families
+    lower, upper, comment = table.tolerance('gige', 'oversubscribed')
+    assert (lower, upper) == (-0.9, 9.0) and 'oversubscribed' in comment

@@ -79,3 +79,13 @@ def test_metric_kinds_choose_the_band(table):
     assert table.tolerance('gige', 'cpu_bound')[0] < -0.5
     assert table.tolerance('gige', 'ratio')[0] == -0.03
     assert table.tolerance('shm', 'cpu_bound') == table.tolerance('shm', 'throughput')
+
+
+def test_oversubscribed_runs_get_the_oversubscribed_band(table):
+    crowded = case(5000.0, metric='reduce_rate_kbps@1000000', unit='KB/s', test='mpicoll', env='mpich4')
+    crowded['oversubscribed'] = True
+    doc = refstool.merge(None, 'vc', refstool.measurements(report(crowded)), table)
+    entry = doc['references']['gige']['mpich4']['gige']['mpicoll']['reduce_rate_kbps']
+    lower, upper, comment = table.tolerance('gige', 'oversubscribed')
+    assert entry['sizes'][1000000] == {'value': 5000.0, 'lower': lower, 'upper': upper}
+    assert entry['comment'] == comment and lower != table.tolerance('gige', 'throughput')[0]

@@ -43,9 +43,11 @@ class FakeFixture:
 
 @pytest.fixture
 def locked(monkeypatch, tmp_path):
-    """A copy of config/ whose local environment has a (dummy) spack.lock."""
+    """A copy of config/ whose local environment has a (dummy) spack.lock, and a (pretend) spack on PATH."""
     root = tmp_path / 'repo'
-    shutil.copytree(ROOT / 'config' / 'spack', root / 'config' / 'spack')
+    monkeypatch.setattr(spack_build, 'spack_exe', lambda: '/usr/bin/spack')
+    # without this machine's own locks (tools/spack-env concretize writes them into the checkout)
+    shutil.copytree(ROOT / 'config' / 'spack', root / 'config' / 'spack', ignore=shutil.ignore_patterns('spack.lock'))
     (root / 'config' / 'spack' / 'local' / 'spack.lock').write_text('{}')
     monkeypatch.setenv('NETREGRESS_ROOT', str(root))
     spack_build._load_yaml.cache_clear()
@@ -97,8 +99,10 @@ def test_unknown_environment_and_missing_lock_fail_clearly(locked, tmp_path, mon
     with pytest.raises(BuildSystemError, match='no Spack MPI for environment nompi on local'):
         spack_build.configure(FakeFixture('local', 'nompi', tmp_path))
     with pytest.raises(BuildSystemError, match='tools/spack-env concretize vcluster'):
-        monkeypatch.setattr(spack_build, 'spack_exe', lambda: '/usr/bin/spack')
         spack_build.configure(FakeFixture('vcluster', 'mpich4', tmp_path))
+    monkeypatch.setattr(spack_build, 'spack_exe', lambda: None)
+    with pytest.raises(BuildSystemError, match='build path spack: spack is not on PATH'):
+        spack_build.configure(FakeFixture('local', 'mpich4', tmp_path))
 
 
 def test_unavailable_reasons(locked, monkeypatch):

@@ -331,7 +331,8 @@ class MpiCheck(NetregressCheck):
         """A defect of the MPI build declared in the environment's ``known_faults`` skips the run, with the
         reason in the report, rather than spending the time limit on a known hang."""
         for fault in self.current_environ.extras.get('known_faults') or []:
-            if type(self).__name__ in fault.get('checks', []) and self.ic.nodes >= int(fault.get('min_nodes', 1)):
+            if (type(self).__name__ in fault.get('checks', []) and self.ic.nodes >= int(fault.get('min_nodes', 1))
+                    and (not fault.get('oversubscribed') or self.oversubscribed)):
                 self.skip(f'known fault of {self.current_environ.name}: {fault["reason"]}')
 
     @run_after('setup')

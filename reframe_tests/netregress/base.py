@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import subprocess
 import zlib
 
 import reframe as rfm
@@ -203,10 +205,32 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
                                               payload_bytes=payload, fraction=self.payload_fraction)
         return problems
 
+    def job_witness(self) -> list[str]:
+        """What the scheduler did to the job (never started, time limit, node failure), named first."""
+        if not self.job.nodelist and self.current_partition.scheduler.registered_name != 'local':
+            return [f'the job never started (state {self.job.state}; cancelled after max_pending_time '
+                    f'{self.max_pending_time}): {self.partition_nodes()}']
+        path = stage_file(self, self.stderr)
+        if not os.path.exists(path):
+            return []
+        with open(path, errors='replace') as fp:
+            cause = results.scheduler_cancellation(fp.read())
+        return [f'the scheduler cancelled the job {cause} (time_limit {self.time_limit})'] if cause else []
+
+    def partition_nodes(self) -> str:
+        """Slurm's node states of this partition (``sinfo``), for a job that could not start."""
+        parts = [o.split('=', 1)[1] for o in self.current_partition.access if o.startswith('--partition=')]
+        if not parts or not shutil.which('sinfo'):
+            return 'node states unknown'
+        out = subprocess.run(['sinfo', '-h', '-p', parts[0], '-o', '%T:%N'], capture_output=True, text=True)
+        states = ', '.join(out.stdout.split()) or out.stderr.strip() or 'no nodes'
+        return f'partition {parts[0]} nodes {states}'
+
     @sanity_function
     def validate(self):
-        """Every witness (kernel status, counters, transport) must agree; all problems are reported at once."""
-        return _evaluate(self.witnesses())
+        """Every witness (scheduler, kernel status, counters, transport) must agree; all problems are reported at
+        once."""
+        return _evaluate([self.job_witness] + self.witnesses())
 
     # -- performance ------------------------------------------------------------------------------------------
 

@@ -109,6 +109,15 @@ def has(doc: Any, keypath: str) -> bool:
         return False
 
 
+_CANCELLED = re.compile(r'\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+ (DUE TO [A-Z ]+?) \*\*\*')
+
+
+def scheduler_cancellation(stderr_text: str) -> str | None:
+    """Slurm's reason for ending a job early (``DUE TO TIME LIMIT``, ``DUE TO NODE FAILURE``), or None."""
+    m = _CANCELLED.search(stderr_text)
+    return m.group(1) if m else None
+
+
 def exit_status(stdout: str | Path) -> int:
     """The benchmark's exit status recorded by the job script (see :data:`EXIT_MARK`); SanityError if absent."""
     text = Path(stdout).read_text(errors='replace') if Path(stdout).exists() else ''

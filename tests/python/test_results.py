@@ -76,3 +76,13 @@ def test_exit_status_descriptions():
     assert results.describe_exit(3).startswith('validation failure')
     assert results.describe_exit(137) == 'killed by signal 9'
     assert results.describe_exit(255) == 'launcher or MPI runtime failure'
+
+
+def test_scheduler_cancellation_is_named():
+    err = ('srun: Job step aborted\n'
+           'slurmstepd-fast1: error: *** JOB 151 ON fast1 CANCELLED AT 2026-11-23T01:47:18 DUE TO TIME LIMIT ***\n')
+    assert results.scheduler_cancellation(err) == 'DUE TO TIME LIMIT'
+    assert results.scheduler_cancellation('*** STEP 7.0 ON gige2 CANCELLED AT 2026-11-23T01:00:00 DUE TO NODE '
+                                          'FAILURE ***') == 'DUE TO NODE FAILURE'
+    assert results.scheduler_cancellation('*** JOB 9 ON fast1 CANCELLED AT 2026-11-23T01:00:00 ***') is None
+    assert results.scheduler_cancellation('') is None

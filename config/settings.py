@@ -27,7 +27,8 @@ Environment extras read by the netregress library (reframe_tests/netregress):
                ranks than CPUs), reason: '...'}]
 Partition extras: interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
 task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
-CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml).
+CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml),
+pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus).
 Partition features ``ic-<name>`` say which interconnects a partition offers; checks select partitions by them.
 """
 import os
@@ -204,6 +205,7 @@ def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
         'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
         'extras': {
             'host_cpus': os.cpu_count(),     # namespace nodes share this host's CPUs (oversubscription, base.py)
+            'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (base.py: shm runs were bimodal)
             'interconnects': {name: {'iface': VC.get(iface_key, default_iface),
                                      'subnet': VC.get(subnet_key, '')}},
             # --overlap: helper steps (servers, counter snapshots) run beside other steps of the job (Slurm >=

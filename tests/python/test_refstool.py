@@ -67,7 +67,8 @@ def test_write_round_trips_and_shows_diff(tmp_path, table):
 
 def test_metric_kinds_choose_the_band(table):
     assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'tcp.stream.blocking') == 'throughput'
-    assert refstool.metric_kind('throughput_mbps@1048576', 'Mbit/s', 'tcp.sweep.stream') == 'throughput'
+    assert refstool.metric_kind('throughput_mbps@1048576', 'Mbit/s', 'tcp.stream.blocking') == 'throughput'
+    assert refstool.metric_kind('throughput_mbps@1048576', 'Mbit/s', 'tcp.sweep.stream') == 'cpu_bound'
     assert refstool.metric_kind('throughput_mbps@1024', 'Mbit/s', 'tcp.sweep.stream') == 'cpu_bound'
     assert refstool.metric_kind('max_throughput_mbps', 'Mbit/s', 'netpipe.tcp') == 'cpu_bound'
     assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'tcp.pingpong.blocking') == 'cpu_bound'

@@ -2,7 +2,7 @@
 
 Runs ReFrame (from the Python running pytest) on copies of the real checks, with stand-in kernels
 (tests/python/fake_kernels) and a scratch reference directory. Covers: a complete run passes; a missing reference
-fails after measuring; a kernel error fails with its message; an MPI forced onto another path than the interconnect
+fails after measuring; a kernel error or crash fails with its cause; an MPI forced onto another path than the interconnect
 under test fails on both witnesses (transport report and byte counters).
 """
 import json
@@ -104,6 +104,13 @@ def test_kernel_error_fails_with_its_message(sandbox):
                     references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
     assert rc != 0 and cases[0]['fail_phase'] == 'sanity'
     assert 'exited with 1 (runtime failure): connection refused by fake server' in cases[0]['fail_reason']
+
+
+def test_kernel_crash_is_named_not_lost_behind_the_missing_result(sandbox):
+    rc, cases = run(sandbox, 'tcp_rtt', env={'FAKE_TCPTEST_CRASH': '1'},
+                    references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
+    assert rc != 0 and cases[0]['fail_phase'] == 'sanity'
+    assert 'exited with 139 (killed by signal 11)' in cases[0]['fail_reason']
 
 
 def test_mpi_on_the_declared_path_passes(sandbox):

@@ -7,9 +7,8 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
-from netregress.base import MpiKernelCheck
+from netregress.base import MpiKernelCheck, SweepPlugin
 from netregress.peers import Iperf3YardstickPlugin
-from netregress.references import metric_name
 
 
 class MpitestBenchmark(MpiKernelCheck):
@@ -100,28 +99,8 @@ class mpi_latency(MpitestBenchmark):
 
 
 @rfm.simple_test
-class mpi_sweep(MpitestBenchmark):
+class mpi_sweep(SweepPlugin, MpitestBenchmark):
     """Exponential ping-pong sweep 1 B .. 2^max_exp B (``-i -e``): throughput at every size."""
-
-    #: Largest message is 2**max_exp bytes.
-    #:
-    #: :type: :class:`int`
-    #: :default: ``20``
-    max_exp = variable(int, value=20)
-
-    #: Seconds each size is calibrated to (``-t``); 21 sizes x 0.05 s keeps the sweep near 1.5 s.
-    #:
-    #: :type: :class:`float`
-    #: :default: ``0.05``
-    point_time_s = variable(float, value=0.05)
-
-    #: Sizes whose throughput is asserted against references: latency-bound (1 B, 64 B), one page, 64 KiB and
-    #: link-bound 1 MiB (every size stays in result.json; 21 bands on a shared 2-core machine failed somewhere
-    #: in most runs by chance alone).
-    #:
-    #: :type: :class:`List[int]`
-    #: :default: ``[1, 64, 4096, 65536, 1048576]``
-    asserted_sizes = variable(typ.List[int], value=[1, 64, 4096, 65536, 1048576])
 
     @run_after('init')
     def describe(self):
@@ -129,7 +108,4 @@ class mpi_sweep(MpitestBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        self.kernel_opts = ['-i', '-e', str(self.max_exp), '-t', str(self.point_time_s)] + list(self.extra_opts)
-        for size in (s for s in self.asserted_sizes if s <= 2 ** self.max_exp):
-            self.add_metric(metric_name('throughput_mbps', size), f'sweep[size_bytes={size}].throughput_mbps',
-                            'Mbit/s')
+        self.kernel_opts = ['-i'] + self.sweep_opts() + list(self.extra_opts)

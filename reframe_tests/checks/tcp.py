@@ -8,9 +8,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
 from netregress import interconnects
-from netregress.base import TcpKernelCheck
+from netregress.base import SweepPlugin, TcpKernelCheck
 from netregress.peers import Iperf3YardstickPlugin
-from netregress.references import metric_name
 
 
 def _ip_interconnects():
@@ -104,30 +103,10 @@ class tcp_rtt(TcpBenchmark):
 
 
 @rfm.simple_test
-class tcp_sweep(TcpBenchmark):
+class tcp_sweep(SweepPlugin, TcpBenchmark):
     """Exponential sweep 1 B .. 2^max_exp B (``-e``), stream or ping-pong: throughput at every size."""
 
     mode = parameter(['stream', 'pingpong'], fmt=lambda m: m, loggable=True)
-
-    #: Largest message is 2**max_exp bytes.
-    #:
-    #: :type: :class:`int`
-    #: :default: ``20``
-    max_exp = variable(int, value=20)
-
-    #: Seconds each size is calibrated to (``-t``); 21 sizes x 0.05 s keeps the sweep near 1.5 s.
-    #:
-    #: :type: :class:`float`
-    #: :default: ``0.05``
-    point_time_s = variable(float, value=0.05)
-
-    #: Sizes whose throughput is asserted against references: latency-bound (1 B, 64 B), one page, 64 KiB and
-    #: link-bound 1 MiB (every size stays in result.json; 21 bands on a shared 2-core machine failed somewhere
-    #: in most runs by chance alone).
-    #:
-    #: :type: :class:`List[int]`
-    #: :default: ``[1, 64, 4096, 65536, 1048576]``
-    asserted_sizes = variable(typ.List[int], value=[1, 64, 4096, 65536, 1048576])
 
     @run_after('init')
     def describe(self):
@@ -135,12 +114,4 @@ class tcp_sweep(TcpBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        self.client_opts = ['-e', str(self.max_exp), '-t', str(self.point_time_s)]
-        self.client_opts += ['-i'] if self.mode == 'pingpong' else []
-        self.client_opts += list(self.extra_opts)
-
-    @run_after('setup')
-    def set_metrics(self):
-        for size in (s for s in self.asserted_sizes if s <= 2 ** self.max_exp):
-            self.add_metric(metric_name('throughput_mbps', size), f'sweep[size_bytes={size}].throughput_mbps',
-                            'Mbit/s')
+        self.client_opts = self.sweep_opts() + (['-i'] if self.mode == 'pingpong' else []) + list(self.extra_opts)

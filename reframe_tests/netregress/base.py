@@ -225,7 +225,11 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         parts = [o.split('=', 1)[1] for o in self.current_partition.access if o.startswith('--partition=')]
         if not parts or not shutil.which('sinfo'):
             return 'node states unknown'
-        out = subprocess.run(['sinfo', '-h', '-p', parts[0], '-o', '%T:%N'], capture_output=True, text=True)
+        try:
+            out = subprocess.run(['sinfo', '-h', '-p', parts[0], '-o', '%T:%N'], capture_output=True, text=True,
+                                 timeout=30)
+        except subprocess.TimeoutExpired:
+            return f'partition {parts[0]}: sinfo did not answer in 30 s (slurmctld down?)'
         states = ', '.join(out.stdout.split()) or out.stderr.strip() or 'no nodes'
         return f'partition {parts[0]} nodes {states}'
 
@@ -284,6 +288,39 @@ class ExitStatusPlugin(rfm.RegressionTestPlugin):
         except SanityError as err:
             return [str(err)]
         return [] if code == 0 else [f'{self.executable} exited with {code} ({results.describe_exit(code)})']
+
+
+class SweepPlugin(rfm.RegressionTestPlugin):
+    """Exponential sweeps of our kernels (``-e max_exp -t point_time_s``): throughput asserted at a few sizes."""
+
+    #: Largest message is 2**max_exp bytes.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``20``
+    max_exp = variable(int, value=20)
+
+    #: Seconds each size is calibrated to (``-t``); 21 sizes x 0.05 s keeps the sweep near 1.5 s.
+    #:
+    #: :type: :class:`float`
+    #: :default: ``0.05``
+    point_time_s = variable(float, value=0.05)
+
+    #: Sizes whose throughput is asserted against references: latency-bound (1 B, 64 B), one page, 64 KiB and
+    #: 1 MiB (every size stays in result.json; 21 bands on a shared 2-core machine failed somewhere in most runs
+    #: by chance alone).
+    #:
+    #: :type: :class:`List[int]`
+    #: :default: ``[1, 64, 4096, 65536, 1048576]``
+    asserted_sizes = variable(typ.List[int], value=[1, 64, 4096, 65536, 1048576])
+
+    def sweep_opts(self) -> list[str]:
+        return ['-e', str(self.max_exp), '-t', str(self.point_time_s)]
+
+    @run_after('setup')
+    def add_sweep_metrics(self):
+        for size in (s for s in self.asserted_sizes if s <= 2 ** self.max_exp):
+            self.add_metric(references.metric_name('throughput_mbps', size),
+                            f'sweep[size_bytes={size}].throughput_mbps', 'Mbit/s')
 
 
 class KernelMixin(ExitStatusPlugin):

@@ -25,7 +25,10 @@ Environment extras read by the netregress library (reframe_tests/netregress):
   known_faults defects of this MPI build that checks skip, visibly, with the reason: [{checks: [check names],
                min_nodes: N (only runs spanning at least N nodes), oversubscribed: true (only runs with more
                ranks than CPUs), reason: '...'}]
-Partition extras: interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
+Partition extras: references ('host': the references are this host's baseline, recorded by its first run and kept
+under run/state or $NETREGRESS_STATE (netregress/baselines.py); absent: the committed reference_values/<system>.yaml,
+where a missing reference fails), time_limit / max_pending_time (per job; ReFrame's defaults where absent),
+interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
 task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
 CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml),
 pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus).
@@ -93,6 +96,10 @@ def _mpi(env):
 def _kernels(env):
     return str(DEPS / 'kernels' / env / 'bin')
 
+
+# The embedded systems compare with this host's baseline; NETREGRESS_REFERENCES (a directory of committed reference
+# files, e.g. a site's private ones or a drill's) makes them strict like a site system: a missing reference fails.
+EMBEDDED_REFERENCES = 'committed' if os.environ.get('NETREGRESS_REFERENCES') else 'host'
 
 OMPI_ROOT_VARS = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']]
 
@@ -187,6 +194,8 @@ local = {
             'on_node': [],
             'on_each_node': [],
             'private_netns': True,      # each job in its own network namespace: lo counters are its own
+            'references': EMBEDDED_REFERENCES,
+            'time_limit': '90s',
         },
     }],
 }
@@ -204,6 +213,11 @@ def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
         'max_jobs': 1,
         'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
         'extras': {
+            'references': EMBEDDED_REFERENCES,
+            # the slowest case takes 24 s here; a job that cannot start within a minute on an idle cluster of
+            # namespaces will not start: fail and name the node states instead of waiting for Slurm's timeouts
+            'time_limit': '90s',
+            'max_pending_time': '60s',
             'host_cpus': os.cpu_count(),     # namespace nodes share this host's CPUs (oversubscription, base.py)
             'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (base.py: shm runs were bimodal)
             'interconnects': {name: {'iface': VC.get(iface_key, default_iface),

@@ -21,3 +21,4 @@ class iperf3_stream(Iperf3Check):
     @run_after('init')
     def describe(self):
         self.ref_test = 'iperf3.stream'
+        self.link_bound_metric = 'throughput_mbps'

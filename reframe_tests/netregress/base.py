@@ -22,6 +22,7 @@ Site data lives in config/ (partition ``extras``), never here. Partition extras 
 """
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -35,7 +36,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    sanity_function, variable)
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import interconnects, launch, provenance, references, results
+from . import baselines, interconnects, launch, provenance, references, results
 from .build import KernelBuild, MpiKernelBuild, TcpKernelBuild
 
 COUNTERS_FILE = 'counters.txt'
@@ -109,21 +110,44 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     nr_wire = variable(str, value='', loggable=True)
 
+    #: Where the references came from: a host baseline, the committed file, or none yet (goes to the perflog).
+    #:
+    #: :type: :class:`str`
+    nr_reference_source = variable(str, value='', loggable=True)
+
+    #: Baseline-free bands fixed by the check: ``{variable: (value, lower, upper)}`` (fraction of a link's rate,
+    #: ratio to a peer measured in the same job); they win over baselines and committed references.
+    #:
+    #: :type: :class:`Dict[str, Tuple[float, float, float]]`
+    fixed_references = variable(typ.Dict[str, typ.Tuple[float, float, float]], value={})
+
+    #: Performance variable of a link-bound stream (asserted as a fraction of the fabric's ``rate_mbps`` where the
+    #: interconnect table gives one); None: not link-bound.
+    #:
+    #: :type: :class:`str` or ``None``
+    link_bound_metric = variable(str, type(None), value=None)
+
     #: Transports the MPI library reported (filled by sanity; goes to the perflog).
     #:
     #: :type: :class:`str`
     nr_transports = variable(str, value='', loggable=True)
 
-    # The slowest case measured here takes 24 s (nr-mpicoll, MPICH 5, shm): a hang (Debian MPICH + UCX sometimes
-    # never leaves MPI_Finalize) fails after 90 s instead of eating the suite's 20-minute budget.
-    time_limit = '90s'
-    max_pending_time = '3m'
 
     # -- setup ------------------------------------------------------------------------------------------------
 
     @run_after('init')
     def restrict_to_partitions_offering_interconnect(self):
         self.valid_systems = [f'+ic-{self.interconnect}']
+
+    @run_after('setup')
+    def apply_partition_limits(self):
+        """Job time limit and how long a job may wait in the queue are site data: partition extras
+        ``time_limit`` and ``max_pending_time`` (ReFrame's defaults where absent)."""
+        extras = self.current_partition.extras
+        if extras.get('time_limit'):
+            self.time_limit = extras['time_limit']
+        if extras.get('max_pending_time'):
+            self.max_pending_time = extras['max_pending_time']
 
     @run_after('setup')
     def resolve_interconnect(self):
@@ -153,8 +177,10 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         template = self.current_partition.extras.get(key) or []
         return ' '.join(shlex.quote(str(t).format(**ctx)) for t in template)
 
-    @run_before('run')
+    @run_before('run', always_last=True)
     def snapshot_counters(self):
+        """Counter snapshots enclose the benchmark step alone: after every other pre-run step (servers, an iperf3
+        yardstick on the same link) and after every post-run step."""
         if not self.record_counters:
             return
         prefix = self.node_prefix('on_each_node', nodes=self.ic.nodes)
@@ -163,7 +189,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
             cmd = f'sh -c {shlex.quote(provenance.snapshot_command(when))}'
             return f'{prefix} {cmd} >> {COUNTERS_FILE} 2>&1'.strip()
 
-        self.prerun_cmds = [f': > {COUNTERS_FILE}', snap('before')] + self.prerun_cmds
+        self.prerun_cmds = self.prerun_cmds + [f': > {COUNTERS_FILE}', snap('before')]
         self.postrun_cmds = self.postrun_cmds + [snap('after')]
         if self.current_partition.extras.get('private_netns'):
             self.prerun_cmds = [PRIVATE_NETNS_GUARD] + self.prerun_cmds
@@ -241,25 +267,48 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
 
     # -- performance ------------------------------------------------------------------------------------------
 
+    @run_after('setup')
+    def assert_link_rate(self):
+        """On a fabric with a configured line rate, a link-bound stream is also asserted as a fraction of it: a
+        band that needs no baseline and holds on any healthy machine."""
+        if not self.link_bound_metric or not self.ic.rate_mbps:
+            return
+        lower, upper = interconnects.load().fixed_band('link_fraction')
+        self.perf_variables['fraction_of_link'] = sn.make_performance_function(
+            fraction_of(self, self.link_bound_metric, self.ic.rate_mbps), 'ratio')
+        self.fixed_references = {**self.fixed_references, 'fraction_of_link': (1.0, lower, upper)}
+
     @run_before('performance')
     def apply_references(self):
-        """Look up a reference for every performance variable.
+        """A reference for every performance variable, from the first source that has one:
 
-        A missing reference fails the check (:meth:`fail_on_missing_references`), but only after the values were
-        measured and logged, so the run's report can seed ``tools/refs``.
+        1. a baseline-free band the check fixed itself (``fixed_references``);
+        2. on partitions with ``extras.references: host`` (the embedded systems), this host's baseline
+           (netregress/baselines.py): the median of its recent runs with a band from their spread. Without a
+           baseline, or for a variable it does not know yet, the figure is measured, logged and recorded
+           afterwards (tools/validate), not asserted;
+        3. otherwise the site's committed ``reference_values/<system>.yaml``: a missing reference fails the check
+           (:meth:`fail_on_missing_references`), after the values were measured and logged.
         """
         system, part = self.current_system.name, self.current_partition.name
         env = self.current_environ.name
         refs, self.missing_references = {}, []
         try:
-            refset = references.load(system)
-        except references.ReferenceError as err:
+            refset, self.nr_reference_source = reference_source(system, self.current_partition.extras)
+        except (references.ReferenceError, baselines.BaselineError) as err:
             raise PerformanceError(str(err)) from None
         for name, fn in self.perf_variables.items():
+            if name in self.fixed_references:
+                refs[name] = (*self.fixed_references[name], fn.unit)
+                continue
+            if refset is None:
+                refs[name] = (0, None, None, fn.unit)
+                continue
             try:
                 refs[name] = refset.lookup(part, env, self.interconnect, self.ref_test, name).as_reframe()
             except references.MissingReferenceError as err:
-                self.missing_references.append(str(err))
+                if self.current_partition.extras.get('references') != 'host':
+                    self.missing_references.append(str(err))
                 refs[name] = (0, None, None, fn.unit)
             except references.ReferenceError as err:
                 raise PerformanceError(str(err)) from None
@@ -269,10 +318,54 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
 
     @run_after('performance')
     def fail_on_missing_references(self):
+        """A performance variable ReFrame could not evaluate (it only warns and skips it) or without a reference
+        fails the check, naming it."""
+        measured = {key.split(':')[-1] for key in self.perfvalues}
+        lost = sorted(set(self.perf_variables) - measured)
+        if lost:
+            raise PerformanceError(f'performance variable(s) {", ".join(lost)} could not be evaluated (see the '
+                                   f'warning in the log): a figure that is not measured is not a pass')
         missing = getattr(self, 'missing_references', [])
         if missing:
             more = f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''
             raise PerformanceError(f'{missing[0]}{more}')
+
+
+@sn.deferrable
+def fraction_of(check, name: str, denominator: float) -> float:
+    """check.perf_variables[name] / denominator, looked up when evaluated (leaves define ``name`` later)."""
+    try:
+        own = check.perf_variables[name]
+    except KeyError:
+        raise SanityError(f'{check.unique_name} has no {name} to compare') from None
+    return float(own.evaluate()) / float(sn.evaluate(denominator))
+
+
+def reference_source(system: str, extras) -> tuple:
+    """(ReferenceSet or None, description) for a partition: its host baseline or the committed references."""
+    if extras.get('references') != 'host':
+        return references.load(system), f'committed {references.reference_file(system)}'
+    found = _host_baseline(system, str(baselines.baseline_path(system)))
+    if found is None:
+        return None, f'no baseline for host {baselines.host_id()} yet: recording'
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _host_baseline_cached(system: str, path: str, mtime: float):
+    base = baselines.Baseline.load(system)
+    if base is None:
+        return None
+    stale = base.stale_reason()
+    if stale:
+        return None
+    rules = baselines.BandRules.from_table(interconnects.load().baselines)
+    return base.reference_set(rules), f'host baseline {base.host_id} ({len(base.runs)} runs)'
+
+
+def _host_baseline(system: str, path: str):
+    mtime = os.stat(path).st_mtime if os.path.exists(path) else -1.0
+    return _host_baseline_cached(system, path, mtime)
 
 
 class ExitStatusPlugin(rfm.RegressionTestPlugin):

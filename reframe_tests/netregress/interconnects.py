@@ -34,6 +34,8 @@ class Interconnect:
     nodes: int
     counters: str
     tolerance: Mapping[str, object]
+    #: Configured line rate (Mbit/s) of a link-bound fabric: its streams are asserted as a fraction of it.
+    rate_mbps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,11 @@ class InterconnectTable:
                                         f'{COUNTER_KINDS}, not {counters!r}')
             self._ics[name] = Interconnect(name=name, description=spec.get('description', ''),
                                            nodes=int(spec.get('nodes', 1)), counters=counters,
-                                           tolerance=spec.get('tolerance') or {})
+                                           tolerance=spec.get('tolerance') or {},
+                                           rate_mbps=float(spec['rate_mbps']) if spec.get('rate_mbps') else None)
         self._paths: Mapping = data.get('paths') or {}
+        self.baselines: Mapping = data.get('baselines') or {}
+        self.fixed: Mapping = data.get('fixed_bands') or {}
         self._oversubscribed: Mapping = data.get('oversubscribed') or {}
         if self._oversubscribed and 'tolerance' not in self._oversubscribed:
             raise InterconnectError(f'{source}: oversubscribed.tolerance missing ([lower, upper])')
@@ -124,6 +129,14 @@ class InterconnectTable:
     def oversubscribed_env(self, family: str) -> dict[str, str]:
         """Variables that make an idle rank of ``family`` yield its CPU (empty: the family has none)."""
         return {k: str(v) for k, v in ((self._oversubscribed.get('env') or {}).get(family) or {}).items()}
+
+    def fixed_band(self, name: str) -> tuple[float, float]:
+        """A baseline-free band (``fixed_bands.<name>``: [lower, upper] as fractions of 1.0)."""
+        try:
+            lower, upper = self.fixed[name]
+            return float(lower), float(upper)
+        except (KeyError, TypeError, ValueError):
+            raise InterconnectError(f'{self.source}: fixed_bands.{name} must be [lower, upper]') from None
 
     def tolerance(self, interconnect: str, kind: str) -> tuple[float, float, str]:
         """Default (lower, upper, comment) tolerance for a metric ``kind``.

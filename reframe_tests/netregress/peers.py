@@ -18,8 +18,9 @@ from reframe.core.exceptions import SanityError
 
 import zlib
 
-from .base import (ExitStatusPlugin, MpiCheck, TcpPairCheck, background_server_cmds, server_address_cmds,
-                   stage_file)
+from . import interconnects
+from .base import (ExitStatusPlugin, MpiCheck, TcpPairCheck, fraction_of, background_server_cmds,
+                   server_address_cmds, stage_file)
 
 NETPIPE_OUT = 'np.out'
 _NP_LINE = re.compile(r'^\s*(\d+)\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)\s*$')
@@ -281,15 +282,17 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
     """Before the benchmark, measure the same node pair with iperf3 and report the benchmark's ratio to it.
 
     Used by the stream checks on fabrics where the link, not the CPU, bounds throughput (``gige``): there the goal
-    is a TCP stream and an MPI 1 MiB stream within 3% of iperf3. Adds ``iperf3_mbps`` and ``ratio_to_iperf3``
-    (the check's ``throughput_mbps`` / iperf3), both referenced like every other metric.
+    is a TCP stream and an MPI 1 MiB stream within 3% of iperf3. Adds ``iperf3_mbps`` (referenced like every
+    other metric) and ``ratio_to_iperf3`` (the check's ``throughput_mbps`` / iperf3), asserted with the
+    baseline-free band ``fixed_bands.peer_ratio`` of config/interconnects.yaml.
     """
 
-    #: Interconnects on which the yardstick runs.
+    #: Interconnects on which the yardstick runs; None: every interconnect with a configured ``rate_mbps`` (the
+    #: link, not the CPU, bounds a stream there).
     #:
-    #: :type: :class:`List[str]`
-    #: :default: ``['gige']``
-    yardstick_interconnects = variable(typ.List[str], value=['gige'])
+    #: :type: :class:`List[str]` or ``None``
+    #: :default: ``None``
+    yardstick_interconnects = variable(typ.List[str], type(None), value=None)
 
     #: Seconds of iperf3 measurement (after 0.5 s omitted for slow start).
     #:
@@ -298,7 +301,9 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
     yardstick_time_s = variable(float, value=2.0)
 
     def _yardstick_active(self) -> bool:
-        return self.interconnect in self.yardstick_interconnects and self.ic.counters == 'interface'
+        wanted = (self.interconnect in self.yardstick_interconnects if self.yardstick_interconnects is not None
+                  else bool(self.ic.rate_mbps))
+        return wanted and self.ic.counters == 'interface'
 
     @run_before('run')
     def run_yardstick_first(self):
@@ -322,14 +327,6 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
         iperf = iperf3_mbps(os.path.join(self.stagedir, YARDSTICK_OUT))
         self.perf_variables['iperf3_mbps'] = sn.make_performance_function(iperf, 'Mbit/s')
         self.perf_variables['ratio_to_iperf3'] = sn.make_performance_function(
-            _ratio(self, 'throughput_mbps', iperf), 'ratio')
-
-
-@sn.deferrable
-def _ratio(check, name: str, iperf) -> float:
-    """check.perf_variables[name] / iperf, looked up when evaluated (the leaf defines ``name`` later)."""
-    try:
-        own = check.perf_variables[name]
-    except KeyError:
-        raise SanityError(f'{check.unique_name} has no {name} to compare with iperf3') from None
-    return float(own.evaluate()) / float(iperf)
+            fraction_of(self, 'throughput_mbps', iperf), 'ratio')
+        lower, upper = interconnects.load().fixed_band('peer_ratio')
+        self.fixed_references = {**self.fixed_references, 'ratio_to_iperf3': (1.0, lower, upper)}

@@ -20,6 +20,8 @@ MARK = '### netregress-counters'
 #: Launchers and Slurm talk over the node's interfaces during a run (tens of KB); a shared-memory payload
 #: smaller than this cannot be told apart from that chatter by counters (the transport report still can).
 SHM_NOISE_FLOOR_BYTES = 1 << 20
+#: Share of the payload another (non-loopback) interface may carry beside the one under test (control traffic).
+OTHER_IFACE_SHARE = 0.05
 _SNAP_HEAD = re.compile(rf'^{MARK} host=(\S+) when=(\S+)\s*$')
 _IB_LINE = re.compile(r'^ib:(\S+) xmit_words=(\d+) rcv_words=(\d+)\s*$')
 
@@ -120,7 +122,10 @@ def check_counters(delta: Mapping[str, Mapping[str, Counters]], *, kind: str, if
     """Failure messages (empty = fine) for one run.
 
     kind 'interface' / 'infiniband': on every host in ``hosts``, the interface under test must have carried at
-      least ``fraction * payload_bytes`` (rx + tx), i.e. what the kernel says went over the wire between nodes.
+      least ``fraction * payload_bytes`` (rx + tx), i.e. what the kernel says went over the wire between nodes,
+      and no other interface but loopback may have carried a share of it (more than
+      :data:`OTHER_IFACE_SHARE` of the payload and above :data:`SHM_NOISE_FLOOR_BYTES`): a payload split over
+      two NICs is a wrong path too.
     kind 'none' (shared memory): no interface on any host may have carried ``payload_bytes`` or more (and at
       least :data:`SHM_NOISE_FLOOR_BYTES`, above the launcher's own traffic).
     """
@@ -152,6 +157,13 @@ def check_counters(delta: Mapping[str, Mapping[str, Counters]], *, kind: str, if
             problems.append(f'{host}: {name} carried {d.total} B (rx {d.rx_bytes}, tx {d.tx_bytes}), less than the '
                             f'{need:.0f} B the kernel moved; busiest interface was {busiest[0]} '
                             f'({busiest[1].total} B): the payload did not cross {name}')
+            continue
+        for other, od in sorted(delta[host].items()):
+            if other in (name, 'lo') or other.startswith('ib:') != name.startswith('ib:'):
+                continue
+            if od.total > max(OTHER_IFACE_SHARE * payload_bytes, SHM_NOISE_FLOOR_BYTES):
+                problems.append(f'{host}: {other} carried {od.total} B beside {name} under test (payload '
+                                f'{payload_bytes:.0f} B): part of the payload took another interface')
     return problems
 
 

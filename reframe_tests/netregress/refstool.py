@@ -24,7 +24,7 @@ from typing import Iterable, Mapping
 
 import yaml
 
-from . import interconnects, references
+from . import baselines, interconnects, references
 
 HEADER = ('# netregress reference performance for system {system!r} (schema {schema}).\n'
           '# Written by tools/refs from ReFrame run reports; values come from real runs on that system.\n'
@@ -44,32 +44,44 @@ class Measurement:
     unit: str
     oversubscribed: bool = False
 
+    @property
+    def kind(self) -> str:
+        """Band kind: 'oversubscribed' or :func:`metric_kind`."""
+        return 'oversubscribed' if self.oversubscribed else metric_kind(self.metric, self.unit, self.test)
+
 
 def _usable(tc: Mapping) -> bool:
-    """A test case whose numbers may become references: passed, or failed only at performance."""
+    """A test case whose numbers may become references: it passed, or its only failure was a missing reference
+    (a site's first baseline). A figure that failed its band, or a run whose sanity failed, never becomes one."""
     if tc.get('fixture'):
         return False
     if tc.get('result') == 'pass':
         return True
-    return tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance'
+    reason = tc.get('fail_reason') or ''
+    return (tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance'
+            and 'no reference for' in reason and 'failed to meet reference' not in reason)
 
 
 def measurements(report: Mapping) -> list[Measurement]:
-    """All usable netregress performance values of one ReFrame run report."""
+    """All usable netregress performance values of one ReFrame run report (the last attempt of each case)."""
     out = []
+    final = {}
     for run in report.get('runs') or []:
         for tc in run.get('testcases') or []:
-            if not _usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+            final[(tc.get('unique_name') or tc.get('display_name'), tc.get('system'), tc.get('partition'),
+                   tc.get('environ'))] = tc
+    for tc in final.values():
+        if not _usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+            continue
+        for key, entry in (tc.get('perfvalues') or {}).items():
+            system, partition, metric = key.split(':', 2)
+            value, unit = entry[0], entry[4]
+            if value is None:
                 continue
-            for key, entry in (tc.get('perfvalues') or {}).items():
-                system, partition, metric = key.split(':', 2)
-                value, unit = entry[0], entry[4]
-                if value is None:
-                    continue
-                out.append(Measurement(system=system, partition=partition, environ=tc['environ'],
-                                       interconnect=tc['interconnect'], test=tc['ref_test'], metric=metric,
-                                       value=float(value), unit=str(unit),
-                                       oversubscribed=bool(tc.get('oversubscribed'))))
+            out.append(Measurement(system=system, partition=partition, environ=tc['environ'],
+                                   interconnect=tc['interconnect'], test=tc['ref_test'], metric=metric,
+                                   value=float(value), unit=str(unit),
+                                   oversubscribed=bool(tc.get('oversubscribed'))))
     return out
 
 
@@ -202,6 +214,87 @@ def latest_report(run_dir: Path) -> Path | None:
     return reports[-1] if reports else None
 
 
+def band_table(bands: Iterable[tuple[float, float]]) -> str:
+    """How wide bands are: count per bucket of the wider side's factor (1.5 = 0.67x..1.5x)."""
+    edges = [1.1, 1.25, 1.5, 2.0, 4.0, 10.0, float('inf')]
+    counts = [0] * len(edges)
+    for lower, upper in bands:
+        width = max(1 + upper if upper is not None else float('inf'),
+                    1 / (1 + lower) if lower is not None and lower > -1 else float('inf'))
+        counts[next(i for i, e in enumerate(edges) if width <= e + 1e-9)] += 1
+    total = sum(counts) or 1
+    rows = [f'{"widest side":>14} {"bands":>7} {"share":>7}']
+    labels = ['<= 1.10x', '<= 1.25x', '<= 1.50x', '<= 2x', '<= 4x', '<= 10x', '> 10x / open']
+    rows += [f'{label:>14} {n:7d} {100 * n / total:6.1f}%' for label, n in zip(labels, counts)]
+    return '\n'.join(rows)
+
+
+def _reference_bands(refset: references.ReferenceSet) -> list[tuple[float, float]]:
+    out = []
+    for part, envs in refset.tree.items():
+        for env, ics in envs.items():
+            for ic, tests in ics.items():
+                for test, metrics in tests.items():
+                    for metric, spec in metrics.items():
+                        sizes = spec.get('sizes') if isinstance(spec, Mapping) else None
+                        for name in ([references.metric_name(metric, s) for s in sizes] if sizes else [metric]):
+                            ref = refset.lookup(part, env, ic, test, name)
+                            out.append((ref.lower, ref.upper))
+    return out
+
+
+def record(reports: list[Path], system: str, table: interconnects.InterconnectTable) -> str:
+    """Add the passing figures of ``reports`` to this host's baseline of ``system``; return what was done."""
+    rules = baselines.BandRules.from_table(table.baselines)
+    base = baselines.Baseline.load(system)
+    note = ''
+    kernels = baselines.kernels_version()
+    if base is not None and base.stale_reason(kernels):
+        note = f'{base.stale_reason(kernels)}: starting a new baseline\n'
+        base = None
+    if base is None:
+        base = baselines.Baseline(system, baselines.baseline_path(system))
+    base.kernels = kernels
+    added = 0
+    for path in reports:
+        with open(path) as fp:
+            added += base.add(measurements(json.load(fp)), rules, str(path))
+    if added:
+        base.save()
+    return (f'{note}host baseline {base.path}: {added} figures added; {len(base.entries)} variables, '
+            f'{len(base.runs)} runs')
+
+
+def show(system: str, table: interconnects.InterconnectTable, report: Path | None = None) -> str:
+    """This host's baseline: facts, runs, band widths; with a report, each of its figures against the bands."""
+    base = baselines.Baseline.load(system)
+    if base is None:
+        return (f'no baseline of {system!r} for this host ({baselines.host_id()}: '
+                f'{json.dumps(baselines.host_facts())}) under {baselines.state_dir()}')
+    rules = baselines.BandRules.from_table(table.baselines)
+    refset = base.reference_set(rules)
+    lines = [f'host baseline {base.path}', f'  host {base.host_id}: {json.dumps(base.host)}',
+             f'  kernels {base.kernels}{" (STALE: " + base.stale_reason() + ")" if base.stale_reason() else ""}',
+             f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables', '',
+             band_table(_reference_bands(refset))]
+    if report:
+        with open(report) as fp:
+            found = [m for m in measurements(json.load(fp)) if m.system == system]
+        out = 0
+        for m in found:
+            try:
+                ref = refset.lookup(m.partition, m.environ, m.interconnect, m.test, m.metric)
+            except references.MissingReferenceError:
+                continue
+            lo, hi = ref.value * (1 + ref.lower), ref.value * (1 + ref.upper)
+            if not lo <= m.value <= hi:
+                out += 1
+                lines.append(f'  OUT {m.partition}/{m.environ}/{m.interconnect}/{m.test}/{m.metric}: {m.value:.4g} '
+                             f'{m.unit}, band {lo:.4g}..{hi:.4g} (median {ref.value:.4g})')
+        lines.append(f'{report}: {out} of {len(found)} figures outside this baseline\'s bands')
+    return '\n'.join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line of tools/refs."""
     import argparse
@@ -209,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog='tools/refs', description=__doc__.split('\n\n')[0])
     sub = ap.add_subparsers(dest='cmd', required=True)
-    for name, helptext in (('write', 'write/refresh reference files from run reports and show the diff'),
-                           ('diff', 'show what write would change, write nothing')):
+    for name, helptext in (('write', 'committed references: write/refresh reference files from run reports'),
+                           ('diff', 'committed references: show what write would change, write nothing')):
         p = sub.add_parser(name, help=helptext)
         p.add_argument('reports', nargs='*', type=Path,
                        help='ReFrame JSON run reports (default: the newest in run/reports/)')
@@ -220,7 +313,47 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument('--dir', type=Path, default=None, help='reference directory (default reference_values/)')
     chk = sub.add_parser('check', help='parse every reference file (schema, units, tolerances, comments)')
     chk.add_argument('--dir', type=Path, default=None)
+    rec = sub.add_parser('record', help="host baseline: add a run's passing figures (tools/validate does it)")
+    rec.add_argument('reports', nargs='+', type=Path)
+    rec.add_argument('--system', required=True)
+    shw = sub.add_parser('show', help="host baseline: host, runs, band widths; --report: a run against it")
+    shw.add_argument('--system', required=True)
+    shw.add_argument('--report', type=Path)
+    rst = sub.add_parser('reset', help="host baseline: delete this host's baseline of a system")
+    rst.add_argument('--system', required=True)
+    bds = sub.add_parser('bands', help='band widths of committed reference files')
+    bds.add_argument('files', nargs='+', type=Path)
     args = ap.parse_args(argv)
+    table = interconnects.load()
+    try:
+        if args.cmd == 'record':
+            print(record(args.reports, args.system, table))
+            return 0
+        if args.cmd == 'show':
+            print(show(args.system, table, args.report))
+            return 0
+        if args.cmd == 'reset':
+            path = baselines.baseline_path(args.system)
+            if path.exists():
+                path.unlink()
+                print(f'removed {path}')
+            else:
+                print(f'no baseline at {path}')
+            return 0
+    except (baselines.BaselineError, OSError, json.JSONDecodeError) as err:
+        print(f'tools/refs: {err}')
+        return 1
+    if args.cmd == 'bands':
+        for path in args.files:
+            try:
+                data = yaml.safe_load(path.read_text())
+                refset = references.ReferenceSet(data, (data or {}).get('system', path.stem), source=str(path))
+                print(f'{path}:')
+                print(band_table(_reference_bands(refset)))
+            except (OSError, yaml.YAMLError, references.ReferenceError) as err:
+                print(f'tools/refs: {path}: {err}')
+                return 1
+        return 0
     directory = args.dir or paths.reference_dir()
     if args.cmd == 'check':
         bad = 0
@@ -237,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     if not reports:
         print('tools/refs: no report given and none in run/reports/', flush=True)
         return 2
-    diff, used = write(reports, directory, interconnects.load(), system=args.system,
+    diff, used = write(reports, directory, table, system=args.system,
                        dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance)
     print(diff or 'no change')
     verb = 'would use' if args.cmd == 'diff' else 'used'

@@ -10,17 +10,30 @@ def report(*cases):
     return {'runs': [{'testcases': list(cases)}]}
 
 
+_names = iter(range(10 ** 6))
+
+
 def case(value, metric='bw_mbps', unit='Mbit/s', result='pass', fail_phase=None, ic='gige', test='tcp.stream',
-         part='gige', env='gnu', fixture=False):
-    return {'result': result, 'fail_phase': fail_phase, 'fixture': fixture, 'environ': env, 'interconnect': ic,
-            'ref_test': test, 'perfvalues': {f'vc:{part}:{metric}': [value, 0, None, None, unit, 'pass']}}
+         part='gige', env='gnu', fixture=False, reason=None, name=None):
+    return {'result': result, 'fail_phase': fail_phase, 'fail_reason': reason, 'fixture': fixture, 'environ': env,
+            'interconnect': ic, 'ref_test': test, 'unique_name': name or f'case_{next(_names)}',
+            'system': 'vc', 'partition': part,
+            'perfvalues': {f'vc:{part}:{metric}': [value, 0, None, None, unit, 'pass']}}
 
 
-def test_measurements_skip_failed_sanity_and_fixtures():
-    got = refstool.measurements(report(case(940.0), case(1.0, result='fail', fail_phase='sanity'),
-                                       case(2.0, fixture=True), case(930.0, fail_phase='performance', result='fail')))
+def test_measurements_skip_failed_sanity_failed_bands_and_fixtures():
+    got = refstool.measurements(report(
+        case(940.0), case(1.0, result='fail', fail_phase='sanity'), case(2.0, fixture=True),
+        case(930.0, fail_phase='performance', result='fail', reason='no reference for vc:gige gnu ...'),
+        case(300.0, fail_phase='performance', result='fail', reason='failed to meet reference(s): bw_mbps=300')))
     assert [m.value for m in got] == [940.0, 930.0]
     assert got[0].system == 'vc' and got[0].partition == 'gige' and got[0].metric == 'bw_mbps'
+
+
+def test_measurements_take_the_last_attempt_of_a_retried_case():
+    first, retry = case(300.0, name='t'), case(940.0, name='t')
+    got = refstool.measurements({'runs': [{'testcases': [first]}, {'testcases': [retry]}]})
+    assert [m.value for m in got] == [940.0]
 
 
 def test_merge_new_entry_takes_interconnect_tolerance(table):

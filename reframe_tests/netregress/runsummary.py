@@ -1,0 +1,152 @@
+"""What a validation run means, read from ReFrame's JSON run report (tools/validate prints it after every run).
+
+* The last attempt of every test case decides its result, but a retry may only repeat a performance measurement:
+  an attempt that failed anywhere else (sanity: wrong path, traffic missing, crash, kernel error; the job never
+  started; setup) fails the run even when a later attempt passed, because an intermittent fault of that kind is
+  the fault.
+* Every failure is printed with its whole reason on one line (ReFrame's multi-line reasons start with a newline).
+* Skipped test cases are listed, grouped by reason.
+* ``baseline-status`` says, before a run, whether this host has a baseline for a system with host references.
+
+    python -m netregress.runsummary report REPORT.json
+    python -m netregress.runsummary baseline-status --system vcluster
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+from typing import Mapping
+
+from . import baselines
+
+
+def one_line(reason: str | None) -> str:
+    """A failure reason on one line; never empty."""
+    text = ' '.join((reason or '').split())
+    return text or 'no reason recorded by ReFrame'
+
+
+def case_key(tc: Mapping) -> tuple:
+    return (tc.get('unique_name') or tc.get('display_name'), tc.get('system'), tc.get('partition'),
+            tc.get('environ'))
+
+
+def case_name(tc: Mapping) -> str:
+    return f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
+
+
+def analyse(report: Mapping) -> dict:
+    """final: last attempt per case; hidden: cases that passed on a retry after a non-performance failure;
+    retried: cases that passed on a retry after a performance failure (first failure kept)."""
+    final: dict[tuple, Mapping] = {}
+    first_failure: dict[tuple, Mapping] = {}
+    bad_attempt: dict[tuple, Mapping] = {}
+    for run in report.get('runs') or []:
+        for tc in run.get('testcases') or []:
+            key = case_key(tc)
+            final[key] = tc
+            if tc.get('result') == 'fail':
+                first_failure.setdefault(key, tc)
+                if tc.get('fail_phase') != 'performance':
+                    bad_attempt.setdefault(key, tc)
+    hidden = {k: bad_attempt[k] for k, tc in final.items() if k in bad_attempt and tc.get('result') == 'pass'}
+    retried = {k: first_failure[k] for k, tc in final.items()
+               if k in first_failure and k not in hidden and tc.get('result') == 'pass'}
+    return {'final': final, 'hidden': hidden, 'retried': retried}
+
+
+def summarise(report: Mapping, name: str = 'report') -> tuple[str, bool]:
+    """(text, ok) for one report."""
+    res = analyse(report)
+    cases = list(res['final'].values())
+    count = collections.Counter(tc.get('result') for tc in cases)
+    total = sum(tc.get('time_total') or 0 for tc in cases)
+    lines = [f'== {name}: {dict(count)}, {total:.0f} s in test cases; slowest:']
+    for tc in sorted(cases, key=lambda t: -(t.get('time_total') or 0))[:5]:
+        lines.append(f'   {tc.get("time_total") or 0:6.1f} s  {case_name(tc)}  {tc.get("result")}')
+    failed = [tc for tc in cases if tc.get('result') == 'fail']
+    if failed:
+        lines.append(f'   failed ({len(failed)}):')
+        lines += [f'     {case_name(tc)}: {tc.get("fail_phase")} error: {one_line(tc.get("fail_reason"))}'
+                  for tc in failed]
+    if res['hidden']:
+        lines.append(f'   FAILED, then passed on a retry ({len(res["hidden"])}): a retry repeats a measurement, '
+                     f'it never excuses a failure outside the performance stage:')
+        lines += [f'     {case_name(tc)}: {tc.get("fail_phase")} error: {one_line(tc.get("fail_reason"))}'
+                  for tc in res['hidden'].values()]
+    if res['retried']:
+        lines.append(f'   passed on a retry of the performance measurement ({len(res["retried"])}; every attempt '
+                     f'is in the report):')
+        lines += [f'     {case_name(tc)}: {one_line(tc.get("fail_reason"))}' for tc in res['retried'].values()]
+    skipped = collections.defaultdict(list)
+    for tc in cases:
+        if tc.get('result') == 'skip':
+            skipped[one_line(tc.get('fail_reason'))].append(tc)
+    if skipped:
+        lines.append(f'   skipped ({sum(map(len, skipped.values()))}), by reason:')
+        for reason, tcs in sorted(skipped.items(), key=lambda kv: -len(kv[1])):
+            lines.append(f'     {len(tcs):4d} x {reason}')
+    ok = not failed and not res['hidden']
+    return '\n'.join(lines), ok
+
+
+def uses_host_references(system: str) -> bool:
+    """True when every partition of ``system`` in config/settings.py takes its references from a host baseline."""
+    import importlib.util
+    from . import paths
+    spec = importlib.util.spec_from_file_location('netregress_settings', paths.config_dir() / 'settings.py')
+    settings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(settings)
+    for sysconf in settings.site_configuration['systems']:
+        if sysconf['name'] == system:
+            return all((p.get('extras') or {}).get('references') == 'host' for p in sysconf['partitions'])
+    return False
+
+
+def baseline_status(system: str) -> str:
+    """One line for the start of a run on a system with host references."""
+    if not uses_host_references(system):
+        return f'{system} uses committed references (reference_values/{system}.yaml): a missing one fails'
+    base = baselines.Baseline.load(system)
+    host = baselines.host_id()
+    if base is None:
+        return (f'no baseline of {system} for this host ({host}) under {baselines.state_dir()}: this run MEASURES '
+                f'one; it asserts only what needs no baseline (provenance, link rates, ratios to peers) and '
+                f'records its figures when it passes')
+    stale = base.stale_reason()
+    if stale:
+        return f'{stale}: this run measures a new baseline and asserts only what needs none'
+    return (f'comparing with this host\'s baseline of {system} ({host}, {len(base.runs)} runs recorded, '
+            f'{base.path}); a passing run adds its figures to it')
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog='python -m netregress.runsummary', description=__doc__.split('\n\n')[0])
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    rep = sub.add_parser('report')
+    rep.add_argument('reports', nargs='+', type=Path)
+    st = sub.add_parser('baseline-status')
+    st.add_argument('--system', required=True)
+    args = ap.parse_args(argv)
+    if args.cmd == 'baseline-status':
+        print(baseline_status(args.system))
+        return 0
+    all_ok = True
+    for path in args.reports:
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            print(f'== {path}: unreadable report ({err})')
+            all_ok = False
+            continue
+        text, ok = summarise(report, path.name)
+        print(text)
+        all_ok &= ok
+    return 0 if all_ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

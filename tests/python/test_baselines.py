@@ -1,0 +1,79 @@
+"""Host baselines (netregress.baselines), their bands, and what a run report means (netregress.runsummary)."""
+import pytest
+
+from netregress import baselines, references, refstool, runsummary
+
+RULES = baselines.BandRules(window=3, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
+                            cap=(-0.33, 0.5))
+
+
+def m(value, metric='throughput_mbps', unit='Mbit/s', test='tcp.stream.blocking', system='vc'):
+    return refstool.Measurement(system=system, partition='gige', environ='gnu', interconnect='gige', test=test,
+                                metric=metric, value=value, unit=unit)
+
+
+def test_one_run_gets_the_cap_band():
+    value, lower, upper, comment = RULES.band([950.0], 'throughput')
+    assert (value, lower, upper) == (950.0, -0.33, 0.5) and '1 run' in comment
+
+
+def test_band_is_the_spread_times_the_factor_above_the_floor():
+    value, lower, upper, _ = RULES.band([100.0, 104.0, 98.0], 'throughput')
+    assert value == 100.0 and lower == pytest.approx(-0.12) and upper == pytest.approx(0.12)
+    assert RULES.band([100.0, 100.5], 'throughput')[1:3] == (-0.05, 0.05)        # floor
+    assert RULES.band([100.0, 300.0], 'latency')[1:3] == (-0.33, 0.5)            # never wider than the cap
+
+
+def test_baseline_round_trip_window_and_lookup(tmp_path, monkeypatch):
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
+    base = baselines.Baseline('vc', baselines.baseline_path('vc'))
+    base.kernels = 'k1'
+    for v in (900.0, 940.0, 950.0, 960.0):
+        base.add([m(v), m(12.0 + v / 1000, metric='rtt_us', unit='us', test='tcp.rtt'), m(1.0, system='other')],
+                 RULES, 'r.json')
+    base.save()
+    again = baselines.Baseline.load('vc')
+    assert again.entries[('gige', 'gnu', 'gige', 'tcp.stream.blocking', 'throughput_mbps')]['samples'] == \
+        [940.0, 950.0, 960.0]
+    assert len(again.runs) == 4 and again.host_id == baselines.host_id()
+    ref = again.reference_set(RULES).lookup('gige', 'gnu', 'gige', 'tcp.stream.blocking', 'throughput_mbps')
+    assert ref.value == 950.0 and ref.lower == -0.05 and 'host baseline' in ref.comment
+    with pytest.raises(references.MissingReferenceError):
+        again.reference_set(RULES).lookup('gige', 'gnu', 'gige', 'tcp.stream.blocking', 'other_metric')
+    assert again.stale_reason('k1') is None and 'other kernel sources' in again.stale_reason('k2')
+
+
+def test_fingerprint_is_stable_and_names_no_host():
+    facts = baselines.host_facts()
+    assert baselines.host_id(facts) == baselines.host_id() and 'hostname' not in facts
+    assert {'cpu_model', 'cores', 'mem_gib', 'kernel', 'virtualisation'} <= set(facts)
+
+
+def tc(name, result, phase=None, reason=None):
+    return {'display_name': name, 'unique_name': name, 'system': 'vc', 'partition': 'gige', 'environ': 'gnu',
+            'result': result, 'fail_phase': phase, 'fail_reason': reason, 'time_total': 1.0}
+
+
+def test_a_retry_never_hides_a_sanity_failure():
+    report = {'runs': [{'testcases': [tc('a', 'fail', 'sanity', 'MPI took another path'), tc('b', 'pass')]},
+                       {'testcases': [tc('a', 'pass')]}]}
+    text, ok = runsummary.summarise(report)
+    assert not ok and 'MPI took another path' in text and 'never excuses' in text
+
+
+def test_a_retried_performance_measurement_may_pass():
+    report = {'runs': [{'testcases': [tc('a', 'fail', 'performance', 'x')]}, {'testcases': [tc('a', 'pass')]}]}
+    text, ok = runsummary.summarise(report)
+    assert ok and 'passed on a retry of the performance measurement (1' in text
+
+
+def test_multi_line_reasons_are_never_empty_and_skips_are_grouped():
+    report = {'runs': [{'testcases': [
+        tc('a', 'fail', 'performance', '\n      failed to meet reference(s): \n        rtt_us=9 us'),
+        tc('b', 'fail', 'performance', None),
+        tc('c', 'skip', 'setup', 'no Spack'), tc('d', 'skip', 'setup', 'no Spack')]}]}
+    text, ok = runsummary.summarise(report)
+    assert not ok
+    assert 'performance error: failed to meet reference(s): rtt_us=9 us' in text
+    assert 'performance error: no reason recorded by ReFrame' in text
+    assert '2 x no Spack' in text

@@ -8,7 +8,9 @@
 const struct nr_coll_test nr_coll_tests[NR_COLL_NTESTS] = {
     {"1", 1, "p2p", "mpi_send/mpi_recv", NR_OP_P2P, 2, NR_VOL_ONE, NR_NORM_NONE, 0, "2*8n/t"},
     {"2a", 2, "bcast", "mpi_bcast (fixed root)", NR_OP_BCAST, 1, NR_VOL_PM1, NR_NORM_PM1, 0, "8n(p-1)/t/(p-1)"},
-    {"2b", 2, "bcast_cycled", "mpi_bcast (root cycled)", NR_OP_BCAST_CYCLED, 1, NR_VOL_PM1, NR_NORM_LOG2P, 0,
+    {"2b", 2, "bcast_cycled", "mpi_bcast (root cycled)", NR_OP_BCAST_CYCLED, 1, NR_VOL_PM1, NR_NORM_PM1, 0,
+     "8n(p-1)/t/(p-1)"},
+    {"2c", 2, "bcast_cycled_log", "mpi_bcast (root cycled)", NR_OP_BCAST_CYCLED, 1, NR_VOL_PM1, NR_NORM_LOG2P, 0,
      "8n(p-1)/t/log2(p)"},
     {"3", 3, "reduce", "mpi_reduce (sum)", NR_OP_REDUCE, 1, NR_VOL_PM1, NR_NORM_LOG2P, 0, "8n(p-1)/t/log2(p)"},
     {"4", 4, "allreduce", "mpi_allreduce (sum)", NR_OP_ALLREDUCE, 2, NR_VOL_PM1, NR_NORM_LOG2P, 0,
@@ -29,7 +31,7 @@ const struct nr_coll_test nr_coll_tests[NR_COLL_NTESTS] = {
      NR_NORM_P, 0, "2*8np/t/p"},
 };
 
-double nr_coll_total_rate_kbps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s)
+double nr_coll_total_rate_kBps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s)
 {
     if (op_time_s <= 0 || p < 1)
         return 0;
@@ -43,9 +45,9 @@ double nr_coll_total_rate_kbps(const struct nr_coll_test *t, uint64_t msg_bytes,
     return t->directions * volume / op_time_s / 1000.0;
 }
 
-double nr_coll_rate_kbps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s)
+double nr_coll_rate_kBps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s)
 {
-    double total = nr_coll_total_rate_kbps(t, msg_bytes, p, op_time_s);
+    double total = nr_coll_total_rate_kBps(t, msg_bytes, p, op_time_s);
     switch (t->norm) {
     case NR_NORM_NONE: return total;
     case NR_NORM_PM1: return p > 1 ? total / (p - 1) : 0;

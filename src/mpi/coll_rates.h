@@ -1,9 +1,10 @@
 /* Luecke & Coyle's communication tests (seed 003): the table of tests and their data-rate formulas.
  *
  * Every rate is bytes moved per operation over the wall-clock time of one operation, in KBytes/s (KB = 1000
- * bytes, as in the paper), then normalised the way the paper's table for that test is: not at all
- * (point-to-point), by p-1 or by p (normalized rate), or by log2(p) (log-normalized rate). Pure functions, so the
- * formulas are unit-tested on known byte counts and times.
+ * bytes, as in the paper; hence kBps in the names), then normalised the way the paper's table for that test is:
+ * not at all (point-to-point), by p-1 or by p (normalized rate), or by log2(p) (log-normalized rate). Test 2 has
+ * three tables: 2-a fixed root / (p-1), 2-b cycled root / (p-1), 2-c the same cycled-root runs / log2 p (its
+ * p = 2 row equals 2-b's). Pure functions, so the formulas are unit-tested with the paper's own numbers.
  */
 #ifndef NR_COLL_RATES_H
 #define NR_COLL_RATES_H
@@ -26,7 +27,7 @@ enum nr_coll_op {
 };
 
 struct nr_coll_test {
-    const char *id;        /* the paper's test number ("2a" and "2b" are the two broadcasts of test 2) */
+    const char *id;        /* the paper's table ("2a", "2b", "2c" are the broadcast tables of test 2) */
     int number;            /* the paper's test number */
     const char *name;      /* option and JSON name */
     const char *routines;  /* MPI routines timed */
@@ -38,13 +39,13 @@ struct nr_coll_test {
     const char *formula;   /* for the table heading */
 };
 
-#define NR_COLL_NTESTS 14
+#define NR_COLL_NTESTS 15
 extern const struct nr_coll_test nr_coll_tests[NR_COLL_NTESTS];
 
 /* Total data rate in KB/s: directions * volume(m, p) / t / 1000. */
-double nr_coll_total_rate_kbps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s);
+double nr_coll_total_rate_kBps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s);
 /* The paper's (normalised) rate in KB/s for the test. */
-double nr_coll_rate_kbps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s);
+double nr_coll_rate_kBps(const struct nr_coll_test *t, uint64_t msg_bytes, int p, double op_time_s);
 /* "normalized (p-1)", "log-normalized (log2 p)", ... */
 const char *nr_coll_norm_name(enum nr_coll_norm n);
 /* Find tests by name, id or number ("bcast", "2b", "2"): marks selected[i]; returns matches (0 = unknown). */

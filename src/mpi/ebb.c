@@ -1,12 +1,18 @@
 /* nr-ebb: effective bisection bandwidth (Netgauge's ebb pattern, seed 001) on an even number of ranks.
  *
  * Each round rank 0 draws a random bisection pairing of all ranks (a random permutation read as consecutive
- * pairs; xorshift64* seeded by --seed, printed so a run can be repeated) and broadcasts it. After a barrier every
- * pair exchanges SIZE bytes at the same time (MPI_Sendrecv) and every rank times its own exchange: one connection
- * sample per rank, P per round. Per-round lines give the average time and bandwidth; the bucket statistics (-b)
- * count the P x ROUNDS connection times in equal-width buckets; the last line is the effective bisection
- * bandwidth (SIZE over the average connection time). --relative also times a lone pair (ranks 0 and P/2, the
- * other ranks idle) and prints the ratio.
+ * pairs; xorshift64* seeded by --seed, printed so a run can be repeated) and broadcasts it. Every pair first
+ * exchanges one untimed message (the warm-up: connection set-up between ranks that have not met yet), then after a
+ * barrier every rank times a block of -n back-to-back exchanges (MPI_Sendrecv of SIZE bytes each way) with its
+ * partner, all pairs at once: one connection sample per rank, P per round. Timing a block rather than one
+ * exchange is what Netgauge does: a single small exchange is dominated by barrier-exit skew and the timer's
+ * resolution. The figures are the seed's: bandwidth = SIZE x exchanges / block time, printed in bytes per
+ * microsecond under the seed's label "MiB/s" (seed 001: 1048576 x 20 / 65525.545 us = 320.05); the JSON gives the
+ * same figure as bandwidth_mb_per_s and in true MiB/s as bandwidth_mibps. Per-round lines give the average block
+ * time over the P ranks; the bucket statistics (-b) count the P x ROUNDS block times in equal-width buckets; the
+ * last line is the effective bisection bandwidth (over the average block time). The JSON records every round's
+ * pairs with both ranks' times and every rank's host, so a slow link can be located. --relative also times a
+ * lone pair (ranks 0 and P/2, the other ranks idle) and prints the ratio.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +22,13 @@
 
 #define NR__PROG "nr-ebb"
 #define NR__MIB (1024.0 * 1024.0)
+#define NR__TAG 7
+#define NR__REPS_DEFAULT 20 /* exchanges per round: the seed's figures are size x 20 / time */
 
 struct nr__opts {
     struct nr_size_list sizes; /* -s MIN-MAX */
     int rounds;                /* -r */
+    int reps;                  /* -n: exchanges per round and connection */
     int buckets;               /* -b */
     uint64_t seed;             /* --seed */
     int relative;              /* --relative */
@@ -28,9 +37,10 @@ struct nr__opts {
 
 struct nr__size_result {
     uint64_t size_bytes;
-    double *conn_us;    /* P x rounds connection times (rank 0) */
+    double *conn_us;      /* rounds x P block times, rank order within a round (rank 0) */
+    int *perm;            /* rounds x P: the round's permutation, pairs (perm[2k], perm[2k+1]) (rank 0) */
     double *round_avg_us;
-    double lone_us;     /* --relative: average lone-pair time */
+    double lone_us;       /* --relative: average lone-pair block time */
 };
 
 static uint64_t nr__rand(uint64_t *s)
@@ -39,21 +49,50 @@ static uint64_t nr__rand(uint64_t *s)
     return *s * 0x2545F4914F6CDD1DULL;
 }
 
-static double nr__mibps(uint64_t bytes, double us)
+/* Bytes per microsecond: the number Netgauge prints (with the label MiB/s); equal to MB/s with MB = 10^6. */
+static double nr__seed_bw(uint64_t bytes, int reps, double us)
 {
-    return us > 0 ? (double)bytes / (us * 1e-6) / NR__MIB : 0;
+    return us > 0 ? (double)bytes * reps / us : 0;
 }
 
-/* Time one exchange of `bytes` with `partner` (or nothing when partner < 0); barrier first. */
-static int nr__exchange(char *sbuf, char *rbuf, uint64_t bytes, int partner, double *us, struct nr_error *err)
+/* MiB/s (2^20 bytes per second). */
+static double nr__mibps(uint64_t bytes, int reps, double us)
 {
-    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    return nr__seed_bw(bytes, reps, us) * 1e6 / NR__MIB;
+}
+
+/* Time `reps` exchanges of `bytes` with `partner` (nothing when partner < 0): one untimed exchange first, then a
+ * barrier so every pair starts together. The outcome is agreed on by all ranks. A barrier that reports an error
+ * still synchronised: the block runs anyway, so no partner is left waiting, and the error is agreed on after. */
+static int nr__exchange(const struct nr__opts *o, char *sbuf, char *rbuf, uint64_t bytes, int partner, double *us,
+                        struct nr_error *err)
+{
+    const int n = (int)bytes;
+    int rc = MPI_SUCCESS;
+    if (partner >= 0)
+        rc = MPI_Sendrecv(sbuf, n, MPI_BYTE, partner, NR__TAG, rbuf, n, MPI_BYTE, partner, NR__TAG, MPI_COMM_WORLD,
+                          MPI_STATUS_IGNORE);
+    if ((rc = nr_mpi_agree(nr_mpi_check(rc, "MPI_Sendrecv (warm-up)", err), err)) < 0)
+        return rc;
+    int brc = MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    if (rc == MPI_SUCCESS && partner >= 0)
-        rc = MPI_Sendrecv(sbuf, (int)bytes, MPI_BYTE, partner, 7, rbuf, (int)bytes, MPI_BYTE, partner, 7,
-                          MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int k = 0; k < o->reps && partner >= 0 && rc == MPI_SUCCESS; k++)
+        rc = MPI_Sendrecv(sbuf, n, MPI_BYTE, partner, NR__TAG, rbuf, n, MPI_BYTE, partner, NR__TAG, MPI_COMM_WORLD,
+                          MPI_STATUS_IGNORE);
     *us = (MPI_Wtime() - t0) * 1e6;
-    return nr_mpi_agree(nr_mpi_check(rc, "MPI_Sendrecv", err), err);
+    rc = rc != MPI_SUCCESS ? nr_mpi_check(rc, "MPI_Sendrecv", err) : nr_mpi_check(brc, "MPI_Barrier", err);
+    return nr_mpi_agree(rc, err);
+}
+
+/* Rank 0: the round's random bisection (Fisher-Yates on the identity). */
+static void nr__draw(uint64_t *rng, int *perm, int p)
+{
+    for (int i = 0; i < p; i++)
+        perm[i] = i;
+    for (int i = p - 1; i > 0; i--) {
+        int j = (int)(nr__rand(rng) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
 }
 
 static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64_t *rng, char *sbuf, char *rbuf,
@@ -66,15 +105,11 @@ static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         goto out;
     for (int r = 0; r < o->rounds; r++) {
-        if (m->rank == 0) {
-            for (int i = 0; i < p; i++)
-                perm[i] = i;
-            for (int i = p - 1; i > 0; i--) { /* Fisher-Yates */
-                int j = (int)(nr__rand(rng) % (uint64_t)(i + 1)), t = perm[i];
-                perm[i] = perm[j], perm[j] = t;
-            }
-        }
-        MPI_Bcast(perm, p, MPI_INT, 0, MPI_COMM_WORLD);
+        if (m->rank == 0)
+            nr__draw(rng, perm, p);
+        rc = nr_mpi_check(MPI_Bcast(perm, p, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (pairing)", err);
+        if ((rc = nr_mpi_agree(rc, err)) < 0)
+            goto out;
         int partner = -1;
         for (int i = 0; i < p; i += 2) {
             if (perm[i] == m->rank)
@@ -83,16 +118,22 @@ static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64
                 partner = perm[i];
         }
         double us;
-        if ((rc = nr__exchange(sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
+        if ((rc = nr__exchange(o, sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
             goto out;
-        MPI_Gather(&us, 1, MPI_DOUBLE, mine_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        rc = nr_mpi_check(MPI_Gather(&us, 1, MPI_DOUBLE, mine_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD),
+                          "MPI_Gather (times)", err);
+        if ((rc = nr_mpi_agree(rc, err)) < 0)
+            goto out;
         if (m->rank == 0) {
             double sum = 0;
-            for (int i = 0; i < p; i++)
-                sum += mine_all[i], res->conn_us[(size_t)r * (size_t)p + (size_t)i] = mine_all[i];
+            for (int i = 0; i < p; i++) {
+                sum += mine_all[i];
+                res->conn_us[(size_t)r * (size_t)p + (size_t)i] = mine_all[i];
+                res->perm[(size_t)r * (size_t)p + (size_t)i] = perm[i];
+            }
             res->round_avg_us[r] = sum / p;
             printf("size: %llu, round %d: num: %d average: %f us (%f MiB/s)\n", (unsigned long long)res->size_bytes,
-                   r, p, res->round_avg_us[r], nr__mibps(res->size_bytes, res->round_avg_us[r]));
+                   r, p, res->round_avg_us[r], nr__seed_bw(res->size_bytes, o->reps, res->round_avg_us[r]));
             fflush(stdout);
         }
     }
@@ -101,7 +142,7 @@ static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64
         double sum = 0, us;
         int partner = m->rank == 0 ? p / 2 : m->rank == p / 2 ? 0 : -1;
         for (int r = 0; r < o->rounds; r++) {
-            if ((rc = nr__exchange(sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
+            if ((rc = nr__exchange(o, sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
                 goto out;
             sum += us;
         }
@@ -122,57 +163,101 @@ static void nr__report(const struct nr__opts *o, int p, const struct nr__size_re
     if (nr_buckets_compute(res->conn_us, n, (size_t)o->buckets, lower, count) == 0)
         for (int b = 0; b < o->buckets; b++)
             printf("size: %llu %f (%f MiB/s): %llu\n", (unsigned long long)res->size_bytes, lower[b],
-                   nr__mibps(res->size_bytes, lower[b]), (unsigned long long)count[b]);
+                   nr__seed_bw(res->size_bytes, o->reps, lower[b]), (unsigned long long)count[b]);
     struct nr_stats s;
     nr_stats_compute(res->conn_us, n, &s);
     printf("size: %llu num: %zu average: %f (%f MiB/s)\n", (unsigned long long)res->size_bytes, n, s.avg,
-           nr__mibps(res->size_bytes, s.avg));
+           nr__seed_bw(res->size_bytes, o->reps, s.avg));
     if (o->relative)
         printf("size: %llu lone pair: %f us (%f MiB/s) relative effective bisection bandwidth: %.4f\n",
-               (unsigned long long)res->size_bytes, res->lone_us, nr__mibps(res->size_bytes, res->lone_us),
+               (unsigned long long)res->size_bytes, res->lone_us, nr__seed_bw(res->size_bytes, o->reps, res->lone_us),
                res->lone_us > 0 ? res->lone_us / s.avg : 0);
     fflush(stdout);
 }
 
-static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, const struct nr__size_result *res,
-                          size_t nres, time_t started, int status, const struct nr_error *failure)
+/* Both seed units of a block time: bandwidth_mb_per_s (bytes/us, the figure the seed prints) and MiB/s. */
+static void nr__json_bw(struct nr_json *j, const struct nr__opts *o, uint64_t bytes, double us)
+{
+    nr_json_kv_double(j, "bandwidth_mb_per_s", nr__seed_bw(bytes, o->reps, us));
+    nr_json_kv_double(j, "bandwidth_mibps", nr__mibps(bytes, o->reps, us));
+}
+
+/* rounds: [{round, average_us, bandwidth..., pairs: [{ranks: [a, b], time_us: [ta, tb]}, ...]}, ...] */
+static void nr__json_rounds(struct nr_json *j, const struct nr__opts *o, int p, const struct nr__size_result *r)
+{
+    nr_json_key(j, "rounds");
+    nr_json_begin_array(j);
+    for (int i = 0; i < o->rounds; i++) {
+        const int *perm = r->perm + (size_t)i * (size_t)p;
+        const double *us = r->conn_us + (size_t)i * (size_t)p;
+        nr_json_begin_object(j);
+        nr_json_kv_int(j, "round", i);
+        nr_json_kv_double(j, "average_us", r->round_avg_us[i]);
+        nr__json_bw(j, o, r->size_bytes, r->round_avg_us[i]);
+        nr_json_key(j, "pairs");
+        nr_json_begin_array(j);
+        for (int k = 0; k + 1 < p; k += 2) {
+            nr_json_begin_object(j);
+            nr_json_key(j, "ranks");
+            nr_json_begin_array(j);
+            nr_json_int(j, perm[k]);
+            nr_json_int(j, perm[k + 1]);
+            nr_json_end_array(j);
+            nr_json_key(j, "time_us");
+            nr_json_begin_array(j);
+            nr_json_double(j, us[perm[k]]);
+            nr_json_double(j, us[perm[k + 1]]);
+            nr_json_end_array(j);
+            nr_json_end_object(j);
+        }
+        nr_json_end_array(j);
+        nr_json_end_object(j);
+    }
+    nr_json_end_array(j);
+}
+
+static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, char (*hosts)[NR_HOST_MAX],
+                          const struct nr__size_result *res, size_t nres, time_t started, int status,
+                          const struct nr_error *failure)
 {
     struct nr_json j;
     FILE *f = nr_mpi_json_begin(&j, o->json, NR__PROG, "ebb", started, status, failure);
     if (!f)
         return -1;
+    if (hosts) {
+        nr_json_key(&j, "hosts"); /* every rank's host, in rank order: where the ranks of a pair ran */
+        nr_json_begin_array(&j);
+        for (int i = 0; i < m->size; i++)
+            nr_json_string(&j, hosts[i]);
+        nr_json_end_array(&j);
+    }
     nr_json_key(&j, "options");
     nr_json_begin_object(&j);
     nr_json_kv_int(&j, "processes", m->size);
     nr_json_kv_int(&j, "rounds", o->rounds);
+    nr_json_kv_int(&j, "exchanges_per_round", o->reps);
     nr_json_kv_int(&j, "buckets", o->buckets);
     nr_json_kv_uint(&j, "seed", o->seed);
     nr_json_kv_bool(&j, "relative", o->relative);
     nr_json_end_object(&j);
     size_t n = (size_t)m->size * (size_t)o->rounds;
     double *mbps = malloc(sizeof(double) * (n ? n : 1));
+    uint64_t payload = 0;
     nr_json_key(&j, "sizes");
     nr_json_begin_array(&j);
     for (size_t k = 0; k < nres && mbps; k++) {
         const struct nr__size_result *r = &res[k];
         struct nr_stats s;
         nr_stats_compute(r->conn_us, n, &s);
+        payload += r->size_bytes * (uint64_t)o->reps * n;
         nr_json_begin_object(&j);
         nr_json_kv_uint(&j, "size_bytes", r->size_bytes);
         nr_json_kv_uint(&j, "connections", n);
+        nr_json_kv_int(&j, "exchanges_per_round", o->reps);
         double avg_us = s.avg; /* s is reused for the bandwidth statistics below */
         nr_json_kv_double(&j, "average_us", avg_us);
-        nr_json_kv_double(&j, "bandwidth_mibps", nr__mibps(r->size_bytes, s.avg));
-        nr_json_key(&j, "rounds");
-        nr_json_begin_array(&j);
-        for (int i = 0; i < o->rounds; i++) {
-            nr_json_begin_object(&j);
-            nr_json_kv_int(&j, "round", i);
-            nr_json_kv_double(&j, "average_us", r->round_avg_us[i]);
-            nr_json_kv_double(&j, "bandwidth_mibps", nr__mibps(r->size_bytes, r->round_avg_us[i]));
-            nr_json_end_object(&j);
-        }
-        nr_json_end_array(&j);
+        nr__json_bw(&j, o, r->size_bytes, avg_us);
+        nr__json_rounds(&j, o, m->size, r);
         double lower[1024];
         uint64_t count[1024];
         nr_json_key(&j, "buckets");
@@ -181,13 +266,13 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
             for (int b = 0; b < o->buckets; b++) {
                 nr_json_begin_object(&j);
                 nr_json_kv_double(&j, "lower_us", lower[b]);
-                nr_json_kv_double(&j, "bandwidth_mibps", nr__mibps(r->size_bytes, lower[b]));
+                nr__json_bw(&j, o, r->size_bytes, lower[b]);
                 nr_json_kv_uint(&j, "count", count[b]);
                 nr_json_end_object(&j);
             }
         nr_json_end_array(&j);
         for (size_t i = 0; i < n; i++)
-            mbps[i] = r->conn_us[i] > 0 ? (double)r->size_bytes * 8 / r->conn_us[i] : 0;
+            mbps[i] = nr__seed_bw(r->size_bytes, o->reps, r->conn_us[i]) * 8;
         nr_stats_compute(mbps, n, &s);
         nr_json_kv_stats(&j, "connection_bandwidth_mbps", &s);
         if (o->relative) {
@@ -203,13 +288,15 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
         const struct nr__size_result *r = &res[nres - 1];
         struct nr_stats s;
         for (size_t i = 0; i < n; i++)
-            mbps[i] = r->conn_us[i] > 0 ? (double)r->size_bytes * 8 / r->conn_us[i] : 0;
+            mbps[i] = nr__seed_bw(r->size_bytes, o->reps, r->conn_us[i]) * 8;
         nr_stats_compute(mbps, n, &s);
         nr_json_key(&j, "summary");
         nr_json_begin_object(&j);
         nr_json_kv_stats(&j, "bandwidth_mbps", &s);
         nr_json_end_object(&j);
     }
+    /* Bytes every rank sent in the timed blocks (each direction once; warm-up and lone pair not counted). */
+    nr_json_kv_uint(&j, "payload_bytes", payload);
     free(mbps);
     return nr_mpi_json_end(&j, f);
 }
@@ -222,11 +309,12 @@ int main(int argc, char **argv)
     int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
     if (rc < 0)
         return nr_mpi_finish(NR__PROG, rc, &err);
-    struct nr__opts o = {.rounds = 10, .buckets = 1, .seed = 0};
+    struct nr__opts o = {.rounds = 10, .reps = NR__REPS_DEFAULT, .buckets = 1, .seed = 0};
     o.sizes.n = 1, o.sizes.bytes[0] = 1048576;
     const struct nr_opt opts[] = {
         {NR_OPT_SIZE_LIST, 's', "sizes", &o.sizes, "MIN-MAX", "message sizes (a range doubles from MIN to MAX)", 1, (double)INT32_MAX, NULL, "1048576"},
         {NR_OPT_INT, 'r', "rounds", &o.rounds, "N", "random bisection patterns per size", 1, 1000000, NULL, NULL},
+        {NR_OPT_INT, 'n', "exchanges", &o.reps, "N", "timed back-to-back exchanges per round and pair", 1, 1000000, NULL, NULL},
         {NR_OPT_INT, 'b', "buckets", &o.buckets, "N", "bucket statistics of the connection times", 1, 1024, NULL, NULL},
         {NR_OPT_SIZE, 0, "seed", &o.seed, "N", "random seed (0: from the clock; printed either way)", 0, 0, NULL, "0"},
         {NR_OPT_FLAG, 0, "relative", &o.relative, NULL, "also time a lone pair: relative effective bisection bandwidth", 0, 0, NULL, NULL},
@@ -236,10 +324,11 @@ int main(int argc, char **argv)
     const struct nr_opt_set set = {NR__PROG, "[OPTIONS]",
                                    "Effective bisection bandwidth: random bisection pairings exchange messages at "
                                    "once (Netgauge's ebb pattern). Needs an even number of ranks.",
-                                   opts, "Example:\n  mpirun -np 8 nr-ebb -s 1048576-1048576 -r 10 -b 5\n"};
+                                   opts, "Example:\n  mpirun -np 8 nr-ebb -s 1048576-1048576 -r 10 -b 5    (20 exchanges per round)\n"};
     struct nr__size_result res[NR_SIZE_LIST_MAX];
     size_t nres = 0;
     char *sbuf = NULL, *rbuf = NULL;
+    char (*hosts)[NR_HOST_MAX] = NULL;
     rc = nr_mpi_parse(&set, argc, argv, &err);
     if (rc == NR_OK) {
         uint64_t largest = 0;
@@ -250,17 +339,28 @@ int main(int argc, char **argv)
         else if (2 * largest > nr_mpi_memory_budget(&mpi))
             rc = nr_error_set(&err, NR_E_RANGE, "size %llu needs more memory than this node allows a rank",
                               (unsigned long long)largest);
-        else if (!(sbuf = calloc(1, largest)) || !(rbuf = calloc(1, largest)))
+        else if (!(sbuf = malloc(largest)) || !(rbuf = malloc(largest)) ||
+                 !(hosts = calloc((size_t)mpi.size, sizeof *hosts)))
             rc = nr_error_set(&err, NR_E_NOMEM, "cannot allocate 2 x %llu bytes", (unsigned long long)largest);
+        if (rc == NR_OK) { /* written before anything runs: no shared zero page in any transfer */
+            nr_buffer_fill(sbuf, largest, (uint32_t)mpi.rank);
+            nr_buffer_fill(rbuf, largest, (uint32_t)mpi.rank + 1000u);
+        }
+        rc = nr_mpi_agree(rc, &err);
+    }
+    if (rc == NR_OK) {
+        rc = nr_mpi_check(MPI_Allgather(mpi.host, NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD),
+                          "MPI_Allgather (host names)", &err);
         rc = nr_mpi_agree(rc, &err);
     }
     if (rc == NR_OK) {
         if (o.seed == 0)
             o.seed = nr_now_ns() | 1;
-        MPI_Bcast(&o.seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-        if (mpi.rank == 0) {
-            printf("# Info: (0): nr-ebb %s (P=%d) seed %llu, %d rounds, %d buckets\n", nr_version(), mpi.size,
-                   (unsigned long long)o.seed, o.rounds, o.buckets);
+        rc = nr_mpi_check(MPI_Bcast(&o.seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast (seed)", &err);
+        rc = nr_mpi_agree(rc, &err);
+        if (rc == NR_OK && mpi.rank == 0) {
+            printf("# Info: (0): nr-ebb %s (P=%d) seed %llu, %d rounds of %d exchanges, %d buckets\n", nr_version(),
+                   mpi.size, (unsigned long long)o.seed, o.rounds, o.reps, o.buckets);
             fflush(stdout);
         }
     }
@@ -271,10 +371,12 @@ int main(int argc, char **argv)
         r->size_bytes = o.sizes.bytes[i];
         if (mpi.rank == 0) {
             r->conn_us = calloc((size_t)mpi.size * (size_t)o.rounds, sizeof(double));
+            r->perm = calloc((size_t)mpi.size * (size_t)o.rounds, sizeof(int));
             r->round_avg_us = calloc((size_t)o.rounds, sizeof(double));
         }
-        rc = mpi.rank == 0 && (!r->conn_us || !r->round_avg_us) ? nr_error_set(&err, NR_E_NOMEM, "out of memory")
-                                                                : NR_OK;
+        rc = mpi.rank == 0 && (!r->conn_us || !r->perm || !r->round_avg_us)
+                 ? nr_error_set(&err, NR_E_NOMEM, "out of memory")
+                 : NR_OK;
         nres++;
         if ((rc = nr_mpi_agree(rc, &err)) == NR_OK)
             rc = nr__run_size(&o, &mpi, &rng, sbuf, rbuf, r, &err);
@@ -282,10 +384,10 @@ int main(int argc, char **argv)
             nr__report(&o, mpi.size, r);
     }
     if (rc <= 0 && mpi.rank == 0 && o.json &&
-        nr__write_json(&o, &mpi, res, rc == NR_OK ? nres : 0, started, rc, &err) != 0 && rc == NR_OK)
+        nr__write_json(&o, &mpi, hosts, res, rc == NR_OK ? nres : 0, started, rc, &err) != 0 && rc == NR_OK)
         rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
     for (size_t i = 0; i < nres; i++)
-        free(res[i].conn_us), free(res[i].round_avg_us);
-    free(sbuf), free(rbuf);
+        free(res[i].conn_us), free(res[i].perm), free(res[i].round_avg_us);
+    free(sbuf), free(rbuf), free(hosts);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

@@ -4,10 +4,14 @@
  * paper). Default sizes 8 B, 1 KB, 100 KB and 10 MB; the tests the paper capped (gather, allgather, scatter,
  * alltoall, broadcast-gather, scatter-gather) use at most --cap bytes (1 MB).
  *
- * Methodology. For each test and size the operation is repeated k times between two barriers and the clock is
- * read right after each barrier; k is doubled (the probes are the warm-up) until the loop lasts at least the
- * minimum time (-t, 1 s). Then -r runs of k operations are timed and the best (smallest) time per operation is
- * kept, as the paper does. Rates come from the per-test formula table in coll_rates.c.
+ * Methodology. Every buffer is written (ordinary non-zero doubles) before anything runs, so no operation reads
+ * the kernel's shared zero page. For each test and size one untimed operation is the warm-up; then the operation
+ * is repeated k times between two barriers and the clock is read right after each barrier; k grows (the probes
+ * are not results) until the loop lasts at least the minimum time (-t, 1 s). Then -r runs of k operations are
+ * timed and the best (smallest) time per operation is the result, as the paper does ("five runs were made and
+ * the best performance results are reported"); every run's time and their median go to the JSON too, so jitter
+ * is visible. Tables 2-b and 2-c are the same cycled-root runs normalised two ways: measured once. Rates come
+ * from the per-test formula table in coll_rates.c. Every MPI call is checked and agreed on by all ranks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,8 +36,11 @@ struct nr__opts {
 
 struct nr__point {
     uint64_t size_bytes;
-    double op_time_s;
-    uint64_t iterations;
+    double op_time_s;     /* best run: the paper's result */
+    double median_op_s;   /* median of the runs */
+    double *run_op_s;     /* every run's time per operation (runs entries, rank 0's clock) */
+    int runs;
+    uint64_t iterations;  /* operations per timed run */
 };
 
 struct nr__ctx {
@@ -99,17 +106,22 @@ static int nr__op(const struct nr__ctx *x, const struct nr_coll_test *t, int n, 
 static int nr__timed(const struct nr__ctx *x, const struct nr_coll_test *t, int n, uint64_t k, double *elapsed,
                      struct nr_error *err)
 {
-    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    /* A barrier that reports an error still synchronised: the loop runs anyway (no rank is left inside a
+     * collective the others skipped) and the error is agreed on after the second barrier. */
+    int brc = MPI_Barrier(MPI_COMM_WORLD), rc = MPI_SUCCESS;
     double t0 = MPI_Wtime();
     for (uint64_t it = 0; it < k && rc == MPI_SUCCESS; it++)
         rc = nr__op(x, t, n, it);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Barrier(MPI_COMM_WORLD);
+    int erc2 = MPI_Barrier(MPI_COMM_WORLD);
     double e = MPI_Wtime() - t0;
+    if (rc == MPI_SUCCESS)
+        rc = brc != MPI_SUCCESS ? brc : erc2;
     int erc = nr_mpi_agree(nr_mpi_check(rc, t->routines, err), err);
     if (erc < 0)
         return erc;
-    MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    erc = nr_mpi_check(MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast (loop time)", err);
+    if ((erc = nr_mpi_agree(erc, err)) < 0)
+        return erc;
     *elapsed = e;
     return NR_OK;
 }
@@ -120,23 +132,34 @@ static int nr__measure(const struct nr__ctx *x, const struct nr__opts *o, const 
     int n = (int)(bytes / 8);
     uint64_t k = 1;
     double e = 0;
-    int rc;
+    int rc = nr_mpi_agree(nr_mpi_check(nr__op(x, t, n, 0), t->routines, err), err); /* warm-up, untimed */
+    if (rc < 0)
+        return rc;
+    double *runs = malloc(sizeof *runs * (size_t)o->runs);
+    if ((rc = nr_mpi_agree(runs ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory"), err)) < 0) {
+        free(runs);
+        return rc;
+    }
     for (;;) {
-        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0)
+        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0) {
+            free(runs);
             return rc;
+        }
         if (e >= o->min_time_s || k >= NR__MAX_ITERS)
             break;
         double grow = e > 0 ? o->min_time_s / e * 1.1 : 16;
         k = (uint64_t)ceil((double)k * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
     }
-    double best = e / (double)k;
     for (int r = 0; r < o->runs; r++) {
-        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0)
+        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0) {
+            free(runs);
             return rc;
-        if (e / (double)k < best)
-            best = e / (double)k;
+        }
+        runs[r] = e / (double)k;
     }
-    *pt = (struct nr__point){bytes, best, k};
+    struct nr_stats st;
+    nr_stats_compute(runs, (size_t)o->runs, &st);
+    *pt = (struct nr__point){bytes, st.min, st.median, runs, o->runs, k};
     return NR_OK;
 }
 
@@ -178,7 +201,7 @@ static int nr__validate(const struct nr__opts *o, const struct nr_mpi *m, int se
             if (!nr_coll_select(w, selected))
                 return nr_error_set(err, NR_E_USAGE, "-T/--tests: unknown test '%s' (names: p2p bcast bcast_cycled "
                                     "reduce allreduce gather allgather scatter alltoall bcast_gather scatter_gather "
-                                    "reduce_scatter right_shift left_right_shift, or numbers 1-13)", w);
+                                    "reduce_scatter right_shift left_right_shift bcast_cycled_log, or 1-13, 2a 2b 2c)", w);
     } else {
         for (int i = 0; i < NR_COLL_NTESTS; i++)
             selected[i] = 1;
@@ -205,7 +228,7 @@ static void nr__print_table(const struct nr_coll_test *t, const struct nr__point
            "Iterations");
     for (size_t i = 0; i < n; i++)
         printf("  %14llu %10d %16.1f %16.3f %12llu\n", (unsigned long long)pts[i].size_bytes, p,
-               nr_coll_rate_kbps(t, pts[i].size_bytes, p, pts[i].op_time_s), pts[i].op_time_s * 1e6,
+               nr_coll_rate_kBps(t, pts[i].size_bytes, p, pts[i].op_time_s), pts[i].op_time_s * 1e6,
                (unsigned long long)pts[i].iterations);
     fflush(stdout);
 }
@@ -254,10 +277,20 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
             nr_json_begin_object(&j);
             nr_json_kv_uint(&j, "size_bytes", p->size_bytes);
             nr_json_kv_int(&j, "processes", m->size);
-            nr_json_kv_double(&j, "rate_kbps", nr_coll_rate_kbps(t, p->size_bytes, m->size, p->op_time_s));
-            nr_json_kv_double(&j, "total_rate_kbps",
-                              nr_coll_total_rate_kbps(t, p->size_bytes, m->size, p->op_time_s));
+            double rate = nr_coll_rate_kBps(t, p->size_bytes, m->size, p->op_time_s);
+            double total = nr_coll_total_rate_kBps(t, p->size_bytes, m->size, p->op_time_s);
+            nr_json_kv_double(&j, "rate_kBps", rate);
+            nr_json_kv_double(&j, "total_rate_kBps", total);
+            nr_json_kv_double(&j, "rate_kbps", rate);       /* old names of the same KB/s values */
+            nr_json_kv_double(&j, "total_rate_kbps", total);
             nr_json_kv_double(&j, "time_per_op_us", p->op_time_s * 1e6);
+            nr_json_kv_double(&j, "median_time_per_op_us", p->median_op_s * 1e6);
+            nr_json_kv_double(&j, "median_rate_kBps", nr_coll_rate_kBps(t, p->size_bytes, m->size, p->median_op_s));
+            nr_json_key(&j, "runs_time_per_op_us");
+            nr_json_begin_array(&j);
+            for (int r = 0; r < p->runs; r++)
+                nr_json_double(&j, p->run_op_s[r] * 1e6);
+            nr_json_end_array(&j);
             nr_json_kv_uint(&j, "iterations", p->iterations);
             nr_json_end_object(&j);
         }
@@ -269,6 +302,18 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
 }
 
 static struct nr__point g_pts[NR_COLL_NTESTS][NR_SIZE_LIST_MAX];
+
+/* An earlier selected test that runs the same operation and already measured `bytes` (2-b for 2-c), or NULL. */
+static const struct nr__point *nr__measured(const int selected[NR_COLL_NTESTS], const size_t npts[NR_COLL_NTESTS],
+                                            int i, uint64_t bytes)
+{
+    for (int k = 0; k < i; k++)
+        if (selected[k] && nr_coll_tests[k].op == nr_coll_tests[i].op)
+            for (size_t s = 0; s < npts[k]; s++)
+                if (g_pts[k][s].size_bytes == bytes)
+                    return &g_pts[k][s];
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -312,7 +357,12 @@ int main(int argc, char **argv)
                 amax = len[0] > amax ? len[0] : amax, bmax = len[1] > bmax ? len[1] : bmax;
                 cmax = len[2] > cmax ? len[2] : cmax;
             }
-        x.a = calloc(amax / 8, 8), x.b = calloc(bmax / 8, 8), x.c = calloc(cmax / 8, 8);
+        x.a = malloc(amax), x.b = malloc(bmax), x.c = malloc(cmax);
+        if (x.a && x.b && x.c) { /* written before anything runs: no shared zero page in any operation */
+            nr_buffer_fill_doubles(x.a, amax / 8, (uint32_t)mpi.rank);
+            nr_buffer_fill_doubles(x.b, bmax / 8, (uint32_t)mpi.rank + 7u);
+            nr_buffer_fill_doubles(x.c, cmax / 8, (uint32_t)mpi.rank + 13u);
+        }
         int dims[1] = {mpi.size}, periods[1] = {1};
         rc = !x.a || !x.b || !x.c ? nr_error_set(&err, NR_E_NOMEM, "cannot allocate the message buffers")
                                   : nr_mpi_check(MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 1, &x.ring),
@@ -334,7 +384,17 @@ int main(int argc, char **argv)
             uint64_t eff = nr__effective_size(&o, t, o.sizes.bytes[s]);
             if (npts[i] && g_pts[i][npts[i] - 1].size_bytes == eff)
                 continue; /* a capped size already measured */
-            rc = nr__measure(&x, &o, t, eff, &g_pts[i][npts[i]], &err);
+            const struct nr__point *same = nr__measured(selected, npts, i, eff);
+            if (same) { /* 2-c: 2-b's runs, normalised by log2 p */
+                g_pts[i][npts[i]] = *same;
+                g_pts[i][npts[i]].run_op_s = malloc(sizeof(double) * (size_t)same->runs);
+                rc = nr_mpi_agree(g_pts[i][npts[i]].run_op_s ? NR_OK
+                                                             : nr_error_set(&err, NR_E_NOMEM, "out of memory"), &err);
+                if (rc == NR_OK)
+                    memcpy(g_pts[i][npts[i]].run_op_s, same->run_op_s, sizeof(double) * (size_t)same->runs);
+            } else {
+                rc = nr__measure(&x, &o, t, eff, &g_pts[i][npts[i]], &err);
+            }
             if (rc == NR_OK)
                 npts[i]++;
         }
@@ -347,5 +407,8 @@ int main(int argc, char **argv)
     if (x.ring != MPI_COMM_NULL)
         MPI_Comm_free(&x.ring);
     free(x.a), free(x.b), free(x.c);
+    for (int i = 0; i < NR_COLL_NTESTS; i++)
+        for (size_t k = 0; k < npts[i]; k++)
+            free(g_pts[i][k].run_op_s);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

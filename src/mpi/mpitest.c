@@ -1,17 +1,22 @@
 /* nr-mpitest: MPI point-to-point throughput and latency between two ranks (Hpcbench mpitest parity, seed 000).
  *
  * Rank 0 is the master, rank 1 the secondary. Experiments: stream (default) or ping-pong (-i); blocking
- * MPI_Send/MPI_Recv (default) or non-blocking MPI_Isend/MPI_Irecv completed with MPI_Wait (-n; in ping-pong both
- * sides send and receive at once); fixed-size repetitions (-r, -m) or an exponential sweep (-e N, 1 .. 2^N bytes
- * in one buffer of the largest size); round-trip latency (-a: 64 bytes, -A SIZE).
+ * MPI_Send/MPI_Recv (default) or non-blocking MPI_Isend/MPI_Irecv completed with MPI_Wait (-n; in the -i -n
+ * throughput test both sides send and receive at once, as Hpcbench; the latency test stays a strict round trip
+ * with -n: the secondary returns each message only after it arrived); fixed-size repetitions (-r, -m) or an
+ * exponential sweep (-e N, 1 .. 2^N bytes in one buffer of the largest size); round-trip latency (-a: 64 bytes,
+ * -A SIZE).
  *
- * Methodology. Each measured run is: barrier (the handshake), process times and clock read, the timed loop that
- * does nothing but move messages, clock and process times again. A stream run ends when the secondary's
- * zero-byte acknowledgement of the last message arrives, so the master's time covers delivery. Before the
- * measured repetitions the master calibrates the iteration count: probe runs with a growing count (they are also
- * the warm-up) until one lasts a tenth of the test time, then the count is scaled to the test time (-t) and
- * broadcast. Throughput counts payload in both directions for ping-pong (as Hpcbench does). The secondary ships
- * its times (and its system log, -c) to the master after each run, outside the timed part.
+ * Methodology. Both buffers are written (a non-zero pattern) before anything runs, so no transfer reads the
+ * kernel's shared zero page. One untimed message (per size in a sweep) is the warm-up: it pays connection
+ * set-up and first-touch costs whether the count is calibrated or fixed (--iterations). Each measured run is:
+ * barrier (the handshake), process times and clock read, the timed loop that does nothing but move messages,
+ * clock and process times again. A stream run ends when the secondary's zero-byte acknowledgement of the last
+ * message arrives, so the master's time covers delivery. Before the measured repetitions the master calibrates
+ * the iteration count: probe runs with a growing count until one lasts a tenth of the test time, then the count
+ * is scaled to the test time (-t) and broadcast. Throughput counts payload in both directions for ping-pong (as
+ * Hpcbench does). The secondary ships its times (and its system log, -c) to the master after each run, outside
+ * the timed part. Every MPI call is checked and its outcome agreed on by both ranks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -86,68 +91,84 @@ static int nr__check(const unsigned char *b, uint64_t n, uint64_t iter, struct n
     return NR_OK;
 }
 
+/* How the two ranks move messages in one run. */
+enum nr__pattern_kind {
+    NR__STREAM,    /* master sends, secondary receives; the secondary's zero-byte ack ends the run */
+    NR__EXCHANGE,  /* -i -n: both ranks send and receive at once (Hpcbench's non-blocking ping-pong) */
+    NR__ROUNDTRIP  /* -i, and every latency test: the secondary returns each message after it arrived */
+};
+
 /* Move `iters` messages of `size` bytes; only MPI calls inside. Verification (when on) checks the last message
- * after the clock stopped, so it never perturbs the measurement. */
-static int nr__transfer(const struct nr__opts *o, int pingpong, unsigned char *sbuf, unsigned char *rbuf,
-                        uint64_t size, uint64_t iters, struct nr_error *err)
+ * after the clock stopped, so it never perturbs the measurement. A round trip stays one even with -n: the master
+ * may pre-post its receive, but the secondary sends only after its receive completed, so the master's wait ends
+ * one full round trip after its send. */
+static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
+                        unsigned char *rbuf, uint64_t size, uint64_t iters, struct nr_error *err)
 {
     const int me = g_mpi->rank, peer = 1 - me;
     const int n = (int)size;
+    const MPI_Comm w = MPI_COMM_WORLD;
     int rc = MPI_SUCCESS;
     MPI_Request rq[2];
     for (uint64_t k = 0; k < iters && rc == MPI_SUCCESS; k++) {
-        if (!pingpong) {
+        if (how == NR__STREAM) {
             if (me == 0)
-                rc = o->nonblocking ? MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, rq)
-                                    : MPI_Send(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD);
+                rc = o->nonblocking ? MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, rq)
+                                    : MPI_Send(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w);
             else
-                rc = o->nonblocking ? MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, rq)
-                                    : MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD,
-                                               MPI_STATUS_IGNORE);
+                rc = o->nonblocking ? MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, rq)
+                                    : MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS && o->nonblocking)
                 rc = MPI_Wait(rq, MPI_STATUS_IGNORE);
-        } else if (o->nonblocking) {
-            /* Both sides send and receive at once. */
-            rc = MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, &rq[0]);
+        } else if (how == NR__EXCHANGE || (o->nonblocking && me == 0)) {
+            /* -i -n: both ranks; a non-blocking round trip: the master, with its receive pre-posted. */
+            rc = MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[0]);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, &rq[1]);
+                rc = MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[1]);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+        } else if (o->nonblocking) {
+            /* Non-blocking round trip, secondary: return the message only once it has arrived. */
+            rc = MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[0]);
             if (rc == MPI_SUCCESS)
                 rc = MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS)
+                rc = MPI_Isend(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[1]);
+            if (rc == MPI_SUCCESS)
                 rc = MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
         } else if (me == 0) {
-            rc = MPI_Send(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD);
+            rc = MPI_Send(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                rc = MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, MPI_STATUS_IGNORE);
         } else {
-            rc = MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            rc = MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Send(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, MPI_COMM_WORLD);
+                rc = MPI_Send(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w);
         }
     }
     /* Stream: the master's clock stops when the secondary confirms the last message arrived. */
-    if (rc == MPI_SUCCESS && !pingpong)
-        rc = me == 0 ? MPI_Recv(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
-                     : MPI_Send(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS && how == NR__STREAM)
+        rc = me == 0 ? MPI_Recv(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, w, MPI_STATUS_IGNORE)
+                     : MPI_Send(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, w);
     return nr_mpi_check(rc, "message transfer", err);
 }
 
 /* One timed run on both ranks; the master gets the secondary's times in rep->peer. */
-static int nr__run_once(const struct nr__opts *o, int pingpong, unsigned char *sbuf, unsigned char *rbuf,
-                        uint64_t size, uint64_t iters, struct nr_rep *rep, struct nr_error *err)
+static int nr__run_once(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
+                        unsigned char *rbuf, uint64_t size, uint64_t iters, struct nr_rep *rep, struct nr_error *err)
 {
-    int rc = NR_OK;
+    const int pingpong = how != NR__STREAM;
     if (o->verify) {
         nr__fill(sbuf, size, iters);
         memset(rbuf, 0, size);
-        if (getenv("NR_TEST_CORRUPT") && g_mpi->rank == 0 && size > 0)
-            sbuf[size / 2] ^= 0x01; /* test hook: --verify must catch this */
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    int rc = nr_mpi_agree(nr_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", err), err);
+    if (rc < 0)
+        return rc;
     struct nr_cpu_times c0, c1;
     nr_cpu_times_now(&c0);
     double t0 = MPI_Wtime();
-    rc = nr__transfer(o, pingpong, sbuf, rbuf, size, iters, err);
+    rc = nr__transfer(o, how, sbuf, rbuf, size, iters, err);
     double t1 = MPI_Wtime();
     nr_cpu_times_now(&c1);
     /* Who received data: the secondary in stream tests, both in ping-pong (the master gets it back). */
@@ -176,22 +197,24 @@ static int nr__run_once(const struct nr__opts *o, int pingpong, unsigned char *s
 }
 
 /* Master: grow the count until a run lasts a tenth of `target_s`, then scale to target_s; broadcast it. */
-static int nr__calibrate(const struct nr__opts *o, int pingpong, unsigned char *sbuf, unsigned char *rbuf,
-                         uint64_t size, double target_s, uint64_t *iters, struct nr_error *err)
+static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
+                         unsigned char *rbuf, uint64_t size, double target_s, uint64_t *iters, struct nr_error *err)
 {
     uint64_t n = 1;
     struct nr_rep probe;
     for (int round = 0; round < 64; round++) {
-        int rc = nr__run_once(o, pingpong, sbuf, rbuf, size, n, &probe, err);
+        int rc = nr__run_once(o, how, sbuf, rbuf, size, n, &probe, err);
         if (rc < 0)
             return rc;
         double e = probe.local.elapsed_s;
-        MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        rc = nr_mpi_check(MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast (calibration)", err);
+        if ((rc = nr_mpi_agree(rc, err)) < 0)
+            return rc;
         if (e >= target_s / 10 || n >= ((uint64_t)1 << 40)) {
             double scaled = e > 0 ? (double)n * target_s / e : (double)n;
             *iters = scaled < 1 ? 1 : (uint64_t)scaled;
-            MPI_Bcast(iters, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-            return NR_OK;
+            rc = nr_mpi_check(MPI_Bcast(iters, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast (calibration)", err);
+            return nr_mpi_agree(rc, err);
         }
         double grow = e > 0 ? target_s / 10 / e * 1.2 : 16;
         n = (uint64_t)ceil((double)n * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
@@ -450,17 +473,27 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         return rc;
     /* Exchange host names (for the banner, -o and JSON). */
     char hosts[2][NR_HOST_MAX];
-    MPI_Allgather(g_mpi->host, NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD);
+    rc = nr_mpi_check(MPI_Allgather(g_mpi->host, NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD),
+                      "MPI_Allgather (host names)", err);
+    if ((rc = nr_mpi_agree(rc, err)) < 0)
+        return rc;
     snprintf(r->peer_host, sizeof r->peer_host, "%s", hosts[1 - g_mpi->rank]);
     if (g_mpi->rank == 0) {
         printf("%s(Master-node) <--> %s(Secondary-node)\n%s\n", hosts[0], hosts[1], nr__mode_line(o, r));
         fflush(stdout);
     }
-    int pingpong = o->pingpong || r->kind == NR__LATENCY;
+    enum nr__pattern_kind how = r->kind == NR__LATENCY ? NR__ROUNDTRIP
+                                : !o->pingpong        ? NR__STREAM
+                                : o->nonblocking      ? NR__EXCHANGE
+                                                      : NR__ROUNDTRIP;
     uint64_t largest = r->kind == NR__SWEEP ? (uint64_t)1 << o->exponent : r->size;
     unsigned char *sbuf = malloc(largest ? largest : 1), *rbuf = malloc(largest ? largest : 1);
     rc = sbuf && rbuf ? NR_OK : nr_error_set(err, NR_E_NOMEM, "cannot allocate 2 x %llu bytes",
                                             (unsigned long long)largest);
+    if (rc == NR_OK) { /* written before anything runs: no shared zero page, no first-touch faults when timed */
+        nr_buffer_fill(sbuf, largest ? largest : 1, 1);
+        nr_buffer_fill(rbuf, largest ? largest : 1, 2);
+    }
     r->nreps = 0;
     size_t nruns = r->kind == NR__SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
     if (rc == NR_OK && !(r->reps = calloc(nruns, sizeof *r->reps)))
@@ -478,20 +511,26 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             goto out;
     }
     uint64_t iters = (uint64_t)o->iterations;
+    struct nr_rep warm;
+    /* Warm-up: one untimed message before anything timed (connection set-up, registration, first faults). */
+    if (r->kind != NR__SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, r->size, 1, &warm, err)) < 0)
+        goto out;
     if (r->kind != NR__SWEEP && iters == 0) {
         double target = r->kind == NR__LATENCY ? o->test_time_s / o->reps : o->test_time_s;
-        if ((rc = nr__calibrate(o, pingpong, sbuf, rbuf, r->size, target, &iters, err)) < 0)
+        if ((rc = nr__calibrate(o, how, sbuf, rbuf, r->size, target, &iters, err)) < 0)
             goto out;
     }
     r->iterations = iters;
     for (size_t i = 0; i < nruns; i++) {
         uint64_t size = r->kind == NR__SWEEP ? (uint64_t)1 << i : r->size, n = iters;
+        if (r->kind == NR__SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, size, 1, &warm, err)) < 0)
+            goto out;
         if (r->kind == NR__SWEEP && n == 0 &&
-            (rc = nr__calibrate(o, pingpong, sbuf, rbuf, size, o->test_time_s, &n, err)) < 0)
+            (rc = nr__calibrate(o, how, sbuf, rbuf, size, o->test_time_s, &n, err)) < 0)
             goto out;
         if (r->mon && (rc = nr_mpi_agree(nr_sysmon_mark(r->mon, err), err)) < 0)
             goto out;
-        if ((rc = nr__run_once(o, pingpong, sbuf, rbuf, size, n, &r->reps[i], err)) < 0)
+        if ((rc = nr__run_once(o, how, sbuf, rbuf, size, n, &r->reps[i], err)) < 0)
             goto out;
         if (r->mon && (rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
             goto out;

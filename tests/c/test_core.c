@@ -466,13 +466,36 @@ static void test_table(void)
     free(out);
 }
 
+/* Buffers are written in full, never with zero bytes (a zero page is what an untouched buffer reads), and the
+ * doubles of the collective tests are ordinary numbers. */
+static void test_buffer(void)
+{
+    enum { N = 3 * 4096 + 17 };
+    unsigned char *b = calloc(1, N), *c = calloc(1, N);
+    nr_buffer_fill(b, N, 0);
+    nr_buffer_fill(c, N, 1);
+    size_t zeros = 0, differ = 0;
+    for (size_t i = 0; i < N; i++)
+        zeros += b[i] == 0, differ += b[i] != c[i];
+    CHECK(zeros == 0);
+    CHECK(differ > N / 2);                       /* the seed matters (send and receive buffers differ) */
+    CHECK(memcmp(b, b + 4096, 4096) != 0);       /* pages are not copies of each other */
+    double x[2048];
+    nr_buffer_fill_doubles(x, 2048, 3);
+    for (size_t i = 0; i < 2048; i++)
+        CHECK(isnormal(x[i]) && x[i] >= 1.0 && x[i] < 2.0);
+    free(b);
+    free(c);
+}
+
 int main(int argc, char **argv)
 {
     static const struct nr_test_case cases[] = {
         {"size_parse", test_size_parse}, {"size_list", test_size_list}, {"stats", test_stats},
         {"buckets", test_buckets},       {"opt_parse", test_opt_parse}, {"json", test_json},
         {"result_json", test_result_json}, {"errors", test_errors},   {"sha256", test_sha256},
-        {"sysmon", test_sysmon},         {"table", test_table},         {NULL, NULL},
+        {"sysmon", test_sysmon},         {"table", test_table},         {"buffer", test_buffer},
+        {NULL, NULL},
     };
     return nr_test_main(cases, argc, argv);
 }

@@ -16,7 +16,9 @@ ARGS = None
 
 
 def run(kernel, np, *opts, expect=0, env=None, timeout=180):
-    cmd = [ARGS.mpiexec, ARGS.np_flag, str(np)] + shlex.split(ARGS.preflags) + [os.path.join(ARGS.bin, kernel)]
+    """Run a kernel; nr-*-faulty are the test builds with the PMPI fault layer (tests/mpi/fault_shim.c)."""
+    where = ARGS.test_bin if kernel.endswith('-faulty') else ARGS.bin
+    cmd = [ARGS.mpiexec, ARGS.np_flag, str(np)] + shlex.split(ARGS.preflags) + [os.path.join(where, kernel)]
     cmd += [str(o) for o in opts]
     e = dict(os.environ, **(env or {}))
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
@@ -111,9 +113,44 @@ def case_mpitest_syslog(d):
 
 
 def case_mpitest_verify(d):
-    p = run('nr-mpitest', 2, '--verify', '-r', 1, '-t', 0.02, '-m', '1k', expect=3, env={'NR_TEST_CORRUPT': '1'})
-    check('--verify' in p.stderr and 'expected' in p.stderr, 'the mismatch is named')
+    for flags in ([], ['-n'], ['-i'], ['-i', '-n']):
+        p = run('nr-mpitest-faulty', 2, '--verify', *flags, '-r', 1, '-t', 0.02, '-m', '1k', expect=3,
+                env={'NR_FAULT_CORRUPT': '1'})
+        check('--verify' in p.stderr and 'expected' in p.stderr, f'{flags}: the mismatch is named')
     run('nr-mpitest', 2, '--verify', '-r', 1, '-t', 0.02, '-m', '1k')   # and without the corruption it passes
+
+
+def case_mpitest_latency_nonblocking(d):
+    """-a -n times a round trip: the secondary returns each message after it arrived (never sends first)."""
+    js = os.path.join(d, 'lat.json')
+    for flags in (['-a', '-n'], ['-A', '4k', '-n'], ['-a']):
+        p = run('nr-mpitest-faulty', 2, *flags, '-r', 2, '-t', 0.02, '--json', js, env={'NR_FAULT_ORDER': '1'})
+        check('NR_FAULT_ORDER' not in p.stderr, f'{flags}: the secondary sent before it received: {p.stderr}')
+        check(load(js)['mode'] == 'latency', f'{flags}: latency mode')
+    # The layer itself sees an exchange: -i -n throughput is Hpcbench's simultaneous send and receive.
+    p = run('nr-mpitest-faulty', 2, '-i', '-n', '-r', 1, '-t', 0.02, '-m', '1k', env={'NR_FAULT_ORDER': '1'})
+    check('NR_FAULT_ORDER' in p.stderr, 'the order check sees an exchange')
+
+
+def _fault(d, kernel, np, fault, *opts):
+    """An MPI call that fails on rank 0 while the others succeed: every rank exits 1, the JSON says error."""
+    js = os.path.join(d, 'fault.json')
+    p = run(kernel, np, *opts, '--json', js, expect=1, env={'NR_FAULT': fault})
+    check(p.stderr.count('MPI') >= 1, f'{kernel} {fault}: the MPI failure is reported: {p.stderr}')
+    r = load(js)
+    check(r['status'] != 'ok' and r.get('error'), f'{kernel} {fault}: status {r["status"]}, error {r.get("error")}')
+
+
+def case_mpi_return_codes(d):
+    # Calls whose failure leaves no peer waiting inside a timed loop (collectives, warm-up exchanges). A point-to-
+    # point call failing on one side only in the middle of a timed loop cannot be agreed on without a check per
+    # message; real transport failures reach both sides.
+    for fault in ('Bcast:1', 'Bcast:2', 'Barrier:1', 'Barrier:3', 'Allgather:1'):
+        _fault(d, 'nr-mpitest-faulty', 2, fault, '-r', 2, '-t', 0.02, '-m', '1k')
+    for fault in ('Bcast:1', 'Barrier:1', 'Barrier:2', 'Sendrecv:1'):
+        _fault(d, 'nr-mpicoll-faulty', 2, fault, '-t', 0.005, '-r', 2, '-s', '8', '-T', 'bcast,right_shift')
+    for fault in ('Bcast:1', 'Bcast:2', 'Gather:1', 'Allgather:1', 'Sendrecv:1', 'Barrier:1'):
+        _fault(d, 'nr-ebb-faulty', 4, fault, '-s', '1024-1024', '-r', 2)
 
 
 def case_mpitest_bad_ranks(d):
@@ -135,9 +172,11 @@ def _coll(d, np):
     p = run('nr-mpicoll', np, '-t', 0.005, '-r', 2, '-s', '8,1000,100000', '--cap', 1000, '--json', js)
     r = load(js)
     names = [t['name'] for t in r['tests']]
-    check(len(names) == 14 and len({t['number'] for t in r['tests']}) == 13, 'all 13 tests (test 2 twice)')
+    check(len(names) == 15 and len({t['number'] for t in r['tests']}) == 13, 'all 13 tests (tables 2-a, 2-b, 2-c)')
     norm = {'rate': lambda p: 1, 'normalized rate (p-1)': lambda p: p - 1, 'normalized rate (p)': lambda p: p,
             'log-normalized rate (log2 p)': lambda p: math.log2(p)}
+    by_name = {t['name']: t for t in r['tests']}
+    check(by_name['bcast_cycled']['normalization'] == 'normalized rate (p-1)', 'table 2-b: normalised by p-1')
     for t in r['tests']:
         sizes = [pt['size_bytes'] for pt in t['points']]
         capped = t['name'] in ('gather', 'allgather', 'scatter', 'alltoall', 'bcast_gather', 'scatter_gather')
@@ -145,9 +184,21 @@ def _coll(d, np):
         check(f'# Test {t["id"]}: {t["name"]}' in p.stdout, f'table of test {t["id"]} printed')
         for pt in t['points']:
             check(pt['processes'] == np and pt['time_per_op_us'] > 0, 'processes and time per op')
-            # The reported rate is the total rate normalised the way the paper's table is.
-            expect = pt['total_rate_kbps'] / norm[t['normalization']](np)
-            check(math.isclose(pt['rate_kbps'], expect, rel_tol=1e-9), f'{t["name"]}: normalisation')
+            # The reported rate is the total rate normalised the way the paper's table is (KB/s, two spellings).
+            expect = pt['total_rate_kBps'] / norm[t['normalization']](np)
+            check(math.isclose(pt['rate_kBps'], expect, rel_tol=1e-9), f'{t["name"]}: normalisation')
+            check(pt['rate_kbps'] == pt['rate_kBps'] and pt['total_rate_kbps'] == pt['total_rate_kBps'],
+                  'old key names carry the same values')
+            # Best of the runs (the paper's rule), every run and the median beside it.
+            runs = pt['runs_time_per_op_us']
+            check(len(runs) == 2, f'{t["name"]}: one time per run')
+            check(math.isclose(pt['time_per_op_us'], min(runs), rel_tol=1e-12), 'result = best run')
+            check(math.isclose(pt['median_time_per_op_us'], sum(runs) / 2, rel_tol=1e-12), 'median of 2 runs')
+    # Table 2-c is table 2-b's runs normalised by log2 p: one measurement, two rates.
+    for b, c in zip(by_name['bcast_cycled']['points'], by_name['bcast_cycled_log']['points']):
+        check(b['runs_time_per_op_us'] == c['runs_time_per_op_us'], '2-b and 2-c share their runs')
+        check(math.isclose(c['rate_kBps'] * math.log2(np), b['rate_kBps'] * (np - 1), rel_tol=1e-9),
+              '2-c = 2-b x (p-1) / log2 p')
 
 
 def case_mpicoll_2(d):
@@ -175,19 +226,41 @@ def case_mpicoll_too_large(d):
 def _ebb(d, np):
     js = os.path.join(d, 'ebb.json')
     p = run('nr-ebb', np, '-s', '4096-16384', '-r', 3, '-b', 4, '--seed', 42, '--relative', '--json', js)
-    check('seed 42' in p.stdout, 'seed printed')
-    rounds = re.findall(r'size: (\d+), round (\d+): num: (\d+) average: ([\d.]+) us', p.stdout)
-    check(len(rounds) == 9 and all(int(n) == np for _, _, n, _ in rounds), '3 sizes x 3 rounds, num = P')
+    check('seed 42' in p.stdout and '3 rounds of 20 exchanges' in p.stdout, 'seed and block size printed')
+    rounds = re.findall(r'size: (\d+), round (\d+): num: (\d+) average: ([\d.]+) us \(([\d.]+) MiB/s\)', p.stdout)
+    check(len(rounds) == 9 and all(int(n) == np for _, _, n, _, _ in rounds), '3 sizes x 3 rounds, num = P')
+    # The seed's arithmetic: size x exchanges per round / average block time in us (1048576 x 20 / 65525.545
+    # = 320.05 in seed 001), printed with the seed's label.
+    for size, _, _, avg, bw in rounds:
+        check(math.isclose(float(bw), int(size) * 20 / float(avg), rel_tol=1e-5), f'seed arithmetic: {size} {avg} {bw}')
     r = load(js)
+    check(r['options']['exchanges_per_round'] == 20, 'default: 20 exchanges per round, as in seed 001')
     check([s['size_bytes'] for s in r['sizes']] == [4096, 8192, 16384], 'sizes double from MIN to MAX')
+    check(isinstance(r['hosts'], list) and len(r['hosts']) == np, 'every rank\'s host')
+    check(r['payload_bytes'] == sum(s['size_bytes'] * 20 * np * 3 for s in r['sizes']), 'payload bytes')
     for s in r['sizes']:
         check(sum(b['count'] for b in s['buckets']) == np * 3 == s['connections'], 'buckets sum to P x rounds')
         check(len(s['buckets']) == 4, '-b 4 buckets')
         check(s['relative_ebb'] > 0, 'relative ebb measured')
+        check(math.isclose(s['bandwidth_mb_per_s'], s['size_bytes'] * 20 / s['average_us'], rel_tol=1e-9) and
+              math.isclose(s['bandwidth_mibps'], s['bandwidth_mb_per_s'] * 1e6 / 2 ** 20, rel_tol=1e-9),
+              'bandwidth in the seed unit and in MiB/s')
+        for rd in s['rounds']:
+            ranks = sorted(x for pair in rd['pairs'] for x in pair['ranks'])
+            check(ranks == list(range(np)), f'round {rd["round"]}: the pairs are a bisection of all ranks')
+            times = [t for pair in rd['pairs'] for t in pair['time_us']]
+            check(math.isclose(sum(times) / np, rd['average_us'], rel_tol=1e-9), 'round average from pair times')
     finals = re.findall(r'size: (\d+) num: (\d+) average', p.stdout)
     check(len(finals) == 3 and all(int(n) == np * 3 for _, n in finals), 'final lines num = P x rounds')
-    # Same seed, same pairings: the run is reproducible (the pattern, not the timings).
     check(r['options']['seed'] == 42, 'seed in JSON')
+    # Same seed, same pairings: the run is reproducible (the pattern, not the timings).
+    js2 = os.path.join(d, 'ebb2.json')
+    run('nr-ebb', np, '-s', '4096-16384', '-r', 3, '-n', 2, '--seed', 42, '--json', js2)
+    r2 = load(js2)
+    pairs = [[p['ranks'] for p in rd['pairs']] for s in r['sizes'] for rd in s['rounds']]
+    pairs2 = [[p['ranks'] for p in rd['pairs']] for s in r2['sizes'] for rd in s['rounds']]
+    check(pairs == pairs2, 'the same seed gives the same pairings')
+    check(r2['options']['exchanges_per_round'] == 2, '-n sets the exchanges per round')
 
 
 def case_ebb_2(d):
@@ -211,6 +284,7 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument('--bin', required=True)
+    ap.add_argument('--test-bin', required=True)
     ap.add_argument('--mpiexec', required=True)
     ap.add_argument('--np-flag', default='-n')
     ap.add_argument('--preflags', default='')

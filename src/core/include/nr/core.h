@@ -1,5 +1,6 @@
 /* netregress measurement core: include this one header to get the whole public API of nr_core.
  *
+ *   nr/buffer.h  message buffers written before timing (no shared zero page)
  *   nr/error.h   error codes, struct nr_error, the message table, exit statuses
  *   nr/timer.h   monotonic clock, sleeping, getrusage process times
  *   nr/host.h    host names, time stamps for headers
@@ -15,6 +16,7 @@
 #ifndef NR_CORE_H
 #define NR_CORE_H
 
+#include "nr/buffer.h"
 #include "nr/error.h"
 #include "nr/host.h"
 #include "nr/json.h"

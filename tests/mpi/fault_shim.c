@@ -1,0 +1,176 @@
+/* A PMPI interposition layer linked only into the test builds of the MPI kernels (nr-*-faulty, never installed):
+ * it lets the integration tests make an MPI call fail, corrupt a message, or watch the order of a ping-pong,
+ * without any hook in the production kernels.
+ *
+ *   NR_FAULT=NAME:N      the N-th call (1-based, counted per process) of MPI_NAME on the ranks named by
+ *                        NR_FAULT_RANK (default 0; -1 = every rank) returns MPI_ERR_OTHER. The call itself is
+ *                        made first, so a collective still completes on every rank and nothing hangs: the
+ *                        kernel must notice the code, agree on it across ranks and report it.
+ *   NR_FAULT_CORRUPT=1   rank 0 flips one bit in the middle of every data message (tag 1) it sends: --verify
+ *                        must catch it.
+ *   NR_FAULT_ORDER=1     rank 1 checks that it never sends a data message (tag 1) before it has received one more
+ *                        than it has sent, i.e. that it only returns messages; a violation is printed on stderr as
+ *                        "NR_FAULT_ORDER: ..." (a round trip must not be a simultaneous exchange).
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NR__DATA_TAG 1
+#define NR__MAX_PENDING 64
+
+static int nr__rank(void)
+{
+    int r = -1, init = 0;
+    MPI_Initialized(&init);
+    if (init)
+        PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+/* MPI_ERR_OTHER when this call of `name` is the one NR_FAULT names, else rc. */
+static int nr__fault(const char *name, int rc)
+{
+    static long counts[32];
+    static const char *names[32];
+    const char *spec = getenv("NR_FAULT");
+    if (!spec || rc != MPI_SUCCESS)
+        return rc;
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (len != strlen(name) || strncmp(spec, name, len) != 0)
+        return rc;
+    const char *who = getenv("NR_FAULT_RANK");
+    int rank = who ? atoi(who) : 0;
+    if (rank >= 0 && rank != nr__rank())
+        return rc;
+    int slot = 0;
+    while (slot < 31 && names[slot] && strcmp(names[slot], name) != 0)
+        slot++;
+    names[slot] = name;
+    long want = colon ? atol(colon + 1) : 1;
+    return ++counts[slot] == want ? MPI_ERR_OTHER : rc;
+}
+
+/* NR_FAULT_ORDER bookkeeping on rank 1: data receives completed and data sends started. */
+static long g_received, g_sent;
+static MPI_Request g_pending[NR__MAX_PENDING];
+static int g_npending;
+
+static void nr__sending(int tag)
+{
+    if (tag != NR__DATA_TAG || !getenv("NR_FAULT_ORDER") || nr__rank() != 1)
+        return;
+    if (g_sent >= g_received)
+        fprintf(stderr, "NR_FAULT_ORDER: rank 1 sends data message %ld having received only %ld\n", g_sent + 1,
+                g_received);
+    g_sent++;
+}
+
+static void nr__completed(MPI_Request before)
+{
+    for (int i = 0; i < g_npending; i++)
+        if (g_pending[i] == before) {
+            g_received++;
+            g_pending[i] = g_pending[--g_npending];
+            return;
+        }
+}
+
+/* NR_FAULT_CORRUPT: the buffer to send instead of buf, a copy with one bit flipped (the kernels complete each
+ * send before they start the next, so one scratch copy is enough). */
+static const void *nr__corrupt(const void *buf, int count, MPI_Datatype type, int tag)
+{
+    static unsigned char *copy;
+    static size_t cap;
+    int size = 0;
+    if (tag != NR__DATA_TAG || !getenv("NR_FAULT_CORRUPT") || nr__rank() != 0 || count <= 0)
+        return buf;
+    PMPI_Type_size(type, &size);
+    size_t bytes = (size_t)count * (size_t)(size > 0 ? size : 0);
+    if (bytes == 0)
+        return buf;
+    if (bytes > cap) {
+        unsigned char *grown = realloc(copy, bytes);
+        if (!grown)
+            return buf;
+        copy = grown, cap = bytes;
+    }
+    memcpy(copy, buf, bytes);
+    copy[bytes / 2] ^= 0x01;
+    return copy;
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    nr__sending(tag);
+    return nr__fault("Send", PMPI_Send(nr__corrupt(buf, count, type, tag), count, type, dest, tag, comm));
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *rq)
+{
+    nr__sending(tag);
+    return nr__fault("Isend", PMPI_Isend(nr__corrupt(buf, count, type, tag), count, type, dest, tag, comm, rq));
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st)
+{
+    int rc = PMPI_Recv(buf, count, type, src, tag, comm, st);
+    if (tag == NR__DATA_TAG)
+        g_received++;
+    return nr__fault("Recv", rc);
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Request *rq)
+{
+    int rc = PMPI_Irecv(buf, count, type, src, tag, comm, rq);
+    if (rc == MPI_SUCCESS && tag == NR__DATA_TAG && g_npending < NR__MAX_PENDING)
+        g_pending[g_npending++] = *rq;
+    return nr__fault("Irecv", rc);
+}
+
+int MPI_Wait(MPI_Request *rq, MPI_Status *st)
+{
+    MPI_Request before = *rq;
+    int rc = PMPI_Wait(rq, st);
+    nr__completed(before);
+    return nr__fault("Wait", rc);
+}
+
+int MPI_Waitall(int n, MPI_Request rq[], MPI_Status st[])
+{
+    MPI_Request before[NR__MAX_PENDING];
+    for (int i = 0; i < n && i < NR__MAX_PENDING; i++)
+        before[i] = rq[i];
+    int rc = PMPI_Waitall(n, rq, st);
+    for (int i = 0; i < n && i < NR__MAX_PENDING; i++)
+        nr__completed(before[i]);
+    return nr__fault("Waitall", rc);
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    return nr__fault("Barrier", PMPI_Barrier(comm));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    return nr__fault("Bcast", PMPI_Bcast(buf, count, type, root, comm));
+}
+
+int MPI_Gather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+    return nr__fault("Gather", PMPI_Gather(sb, sc, st, rb, rc, rt, root, comm));
+}
+
+int MPI_Allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_Datatype rt, MPI_Comm comm)
+{
+    return nr__fault("Allgather", PMPI_Allgather(sb, sc, st, rb, rc, rt, comm));
+}
+
+int MPI_Sendrecv(const void *sb, int sc, MPI_Datatype st, int dest, int stag, void *rb, int rc, MPI_Datatype rt,
+                 int src, int rtag, MPI_Comm comm, MPI_Status *status)
+{
+    return nr__fault("Sendrecv", PMPI_Sendrecv(sb, sc, st, dest, stag, rb, rc, rt, src, rtag, comm, status));
+}

@@ -1,0 +1,209 @@
+"""Node coverage: sinfo node states, the nodes no passing check used, and the command line (fake Slurm, no cluster)."""
+import json
+import subprocess
+
+import pytest
+
+from netregress import coverage
+
+
+class FakeSlurm:
+    """A runner answering sinfo/scontrol from canned outputs; a list of sinfo outputs is served one per call."""
+
+    def __init__(self, sinfo=None, hostnames=None, sinfo_exc=None, returncode=0, stderr=''):
+        self.sinfo = sinfo if isinstance(sinfo, list) else [sinfo or '']
+        self.hostnames = hostnames or {}
+        self.sinfo_exc = sinfo_exc
+        self.returncode = returncode
+        self.stderr = stderr
+        self.calls = []
+
+    def __call__(self, argv, timeout_s):
+        self.calls.append((list(argv), timeout_s))
+        if argv[0] == 'scontrol':
+            return subprocess.CompletedProcess(argv, 0, '\n'.join(self.hostnames[argv[-1]]) + '\n', '')
+        if self.sinfo_exc is not None:
+            raise self.sinfo_exc
+        if '%N' in argv:                          # partition node list (sinfo -o %N)
+            part = argv[argv.index('-p') + 1]
+            return subprocess.CompletedProcess(argv, 0, {'fast': 'fast[1-4]\n', 'gige': 'gige[1-4]\n'}
+                                               .get(part, ''), '')
+        out = self.sinfo[0] if len(self.sinfo) == 1 else self.sinfo.pop(0)
+        return subprocess.CompletedProcess(argv, self.returncode, out, self.stderr)
+
+
+class Clock:
+    """Fake monotonic clock advanced by the fake sleep."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.slept.append(s)
+        self.now += s
+
+
+def rows(*entries):
+    return ''.join(f'{p}|{n}|{s}|{r}\n' for p, n, s, r in entries)
+
+
+HEALTHY = rows(('fast*', 'fast1', 'idle', 'none'), ('fast*', 'fast2', 'mixed', 'none'),
+               ('gige', 'gige1', 'allocated', 'none'), ('gige', 'gige2', 'idle~', 'none'))
+
+
+def problems(sinfo, parts=('fast', 'gige'), wait_s=0.0, **kw):
+    clock = Clock()
+    fake = sinfo if isinstance(sinfo, FakeSlurm) else FakeSlurm(sinfo)
+    out = coverage.node_problems(list(parts), wait_s, runner=fake, clock=clock, sleep=clock.sleep, **kw)
+    return out, clock, fake
+
+
+def test_healthy_nodes_give_no_problem():
+    out, clock, fake = problems(HEALTHY)
+    assert out == []
+    assert clock.slept == []
+    argv = fake.calls[0][0]
+    assert argv[:5] == ['sinfo', '-h', '-N', '-p', 'fast,gige']
+
+
+@pytest.mark.parametrize('state, reason, expected', [
+    ('down*', 'Not responding', 'fast2: not responding (down*)'),
+    ('idle*', 'none', 'fast2: not responding (idle*)'),
+    ('drained', 'bad DIMM', 'fast2: drained (drained; reason: bad DIMM)'),
+    ('draining', 'reboot after job', 'fast2: draining (draining; reason: reboot after job)'),
+    ('mixed+drain', 'x', 'fast2: drained (mixed+drain; reason: x)'),
+    ('down', 'admin', 'fast2: down (down; reason: admin)'),
+    ('fail', 'none', 'fast2: failed (fail)'),
+    ('unknown', 'none', 'fast2: state unknown (unknown)'),
+    ('drained*', 'hw', 'fast2: not responding, drained (drained*; reason: hw)'),
+])
+def test_unusable_nodes_are_named_with_state_and_reason(state, reason, expected):
+    out, _, _ = problems(rows(('fast', 'fast1', 'idle', 'none'), ('fast', 'fast2', state, reason)), parts=['fast'])
+    assert out == [expected]
+
+
+def test_persistent_problem_returns_at_once_transient_one_is_polled_until_it_clears():
+    drained = rows(('fast', 'fast1', 'idle', 'none'), ('fast', 'fast2', 'drained', 'x'))
+    out, clock, _ = problems(drained, parts=['fast'], wait_s=30)
+    assert out == ['fast2: drained (drained; reason: x)'] and clock.slept == []
+
+    recovering = FakeSlurm([rows(('fast', 'fast2', 'unknown', 'none')), rows(('fast', 'fast2', 'idle*', 'none')),
+                            rows(('fast', 'fast2', 'idle', 'none'))])
+    out, clock, fake = problems(recovering, parts=['fast'], wait_s=30, poll_s=2)
+    assert out == [] and clock.slept == [2, 2] and len(fake.calls) == 3
+
+
+def test_waits_at_most_wait_s_then_reports():
+    stuck = rows(('fast', 'fast2', 'down*', 'Not responding'))
+    out, clock, fake = problems(stuck, parts=['fast'], wait_s=5, poll_s=2)
+    assert out == ['fast2: not responding (down*)']
+    assert sum(clock.slept) == pytest.approx(5)           # 2 + 2 + 1: never beyond wait_s
+    assert clock.now - 100.0 <= 5
+    assert all(t <= coverage.QUERY_TIMEOUT_S for _, t in fake.calls)
+    assert fake.calls[-1][1] >= 1.0
+
+
+def test_transient_and_persistent_together_do_not_wait():
+    mixed = rows(('fast', 'fast1', 'idle*', 'none'), ('fast', 'fast2', 'drained', 'x'))
+    out, clock, _ = problems(mixed, parts=['fast'], wait_s=30)
+    assert len(out) == 2 and clock.slept == []
+
+
+@pytest.mark.parametrize('exc, expected', [
+    (subprocess.TimeoutExpired(['sinfo'], 10), 'sinfo did not answer within 10 s (slurmctld down or unreachable?)'),
+    (FileNotFoundError('sinfo'), 'sinfo not found'),
+])
+def test_sinfo_failure_is_one_clear_message(exc, expected):
+    out, clock, _ = problems(FakeSlurm(sinfo_exc=exc), wait_s=30)
+    assert len(out) == 1 and expected in out[0]
+    assert out[0].startswith('partitions fast, gige: node states unknown')
+    assert clock.slept == []
+
+
+def test_sinfo_error_exit_and_unknown_partition():
+    out, _, _ = problems(FakeSlurm('', returncode=1, stderr='sinfo: error: Unable to contact slurm controller\n'))
+    assert out == ['partitions fast, gige: node states unknown: sinfo failed (exit 1): '
+                   'sinfo: error: Unable to contact slurm controller']
+    out, _, _ = problems(HEALTHY, parts=['fast', 'nosuch'])
+    assert out == ['partition nosuch: sinfo lists no nodes (no such partition, or it is empty)']
+
+
+def test_describe_state():
+    assert coverage.describe_state('idle') == (None, False)
+    assert coverage.describe_state('idle~') == (None, False)          # powered off, resumes on demand
+    assert coverage.describe_state('completing') == (None, False)
+    assert coverage.describe_state('down*') == ('not responding', True)
+    assert coverage.describe_state('drained*') == ('not responding, drained', False)
+    assert coverage.describe_state('reboot^') == ('rebooting', True)
+    assert coverage.split_state('MIXED-') == ('mixed', '-')
+
+
+def test_expand_hostlist():
+    assert coverage.expand_hostlist('fast[1-3,5],gige1') == ['fast1', 'fast2', 'fast3', 'fast5', 'gige1']
+    assert coverage.expand_hostlist('n[008-010]') == ['n008', 'n009', 'n010']
+    assert coverage.expand_hostlist('r[1-2]n[1-2]') == ['r1n1', 'r1n2', 'r2n1', 'r2n2']
+    assert coverage.expand_hostlist('') == []
+
+
+def test_partition_nodes_asks_scontrol_to_expand():
+    fake = FakeSlurm(hostnames={'fast[1-4]': ['fast1', 'fast2', 'fast3', 'fast4']})
+    assert coverage.partition_nodes('fast', runner=fake) == ['fast1', 'fast2', 'fast3', 'fast4']
+    assert fake.calls[0][0] == ['sinfo', '-h', '-p', 'fast', '-o', '%N']
+    with pytest.raises(coverage.SlurmQueryError, match='no nodes in partition nosuch'):
+        coverage.partition_nodes('nosuch', runner=fake)
+
+
+# --- coverage of a report -------------------------------------------------------------------------------------------
+
+def case(partition, nodes, result='pass', system='vcluster', **kw):
+    return {'name': 'x', 'system': system, 'partition': partition, 'environ': 'gnu', 'result': result,
+            'job_nodelist': nodes, **kw}
+
+
+REPORT = {'runs': [
+    {'testcases': [case('fast', ['fast1', 'fast2']), case('fast', ['fast3', 'fast4'], result='fail'),
+                   case('gige', ['gige1', 'gige2', 'gige3']), case('gige', [], result='pass', fixture=True),
+                   case('gige', ['gige4'], system='other')]},
+    {'testcases': [case('fast', 'fast[3-4]', result='pass')]},           # a retry that passed
+]}
+NODES = {'fast': ['fast1', 'fast2', 'fast3', 'fast4'], 'gige': ['gige1', 'gige2', 'gige3', 'gige4']}
+
+
+def test_uncovered_nodes_counts_passing_cases_of_every_run():
+    assert coverage.uncovered_nodes(REPORT, NODES, system='vcluster') == ['gige4: used by no passing check']
+    # without the retry, fast3 and fast4 were only used by a failing case
+    first_run = {'runs': REPORT['runs'][:1]}
+    assert coverage.uncovered_nodes(first_run, NODES, system='vcluster') == [
+        'fast3: used by no passing check', 'fast4: used by no passing check', 'gige4: used by no passing check']
+    # another system's case counts only when no system is asked for
+    assert coverage.uncovered_nodes(REPORT, NODES) == []
+
+
+def test_uncovered_nodes_of_an_empty_report():
+    assert coverage.uncovered_nodes({}, {'fast': ['fast1']}) == ['fast1: used by no passing check']
+
+
+def test_main_prints_problems_and_exits_1(tmp_path, capsys):
+    report = tmp_path / 'report.json'
+    report.write_text(json.dumps(REPORT))
+    fake = FakeSlurm(rows(('fast', 'fast1', 'idle', 'none'), ('fast', 'fast2', 'drained', 'x'),
+                          ('gige', 'gige1', 'idle', 'none')),
+                     hostnames={'fast[1-4]': NODES['fast'], 'gige[1-4]': NODES['gige']})
+    assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0'], runner=fake) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == ['fast2: drained (drained; reason: x)', 'gige4: used by no passing check']
+
+
+def test_main_all_good_and_bad_report(tmp_path, capsys):
+    fake = FakeSlurm(HEALTHY)
+    assert coverage.main(['--system', 'vcluster', '--wait', '0'], runner=fake) == 0
+    assert 'usable' in capsys.readouterr().out
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{not json')
+    assert coverage.main(['--system', 'vcluster', '--report', str(bad), '--wait', '0'], runner=fake) == 2
+    with pytest.raises(SystemExit):
+        coverage.main(['--system', 'vcluster', '--partition', 'nosuch'], runner=fake)

@@ -1,8 +1,9 @@
 # netregress: the two entry points. Both install what they need themselves.
 #   make validate   the validation suite on this machine's embedded default (vcluster as root, else local)
 #   make test       the project's own tests (C unit/integration, sanitizers, fuzz, pytest, ReFrame CI subset)
+#   make drill      inject known faults into the virtual cluster and check each is caught and named (root)
 SHELL := /bin/bash
-.PHONY: validate test bootstrap clean
+.PHONY: validate test drill bootstrap clean
 
 validate:
 	tools/bootstrap --for validate
@@ -11,6 +12,10 @@ validate:
 test:
 	tools/bootstrap --for test
 	tools/run-tests
+
+drill:
+	tools/bootstrap --for validate
+	tools/drill
 
 bootstrap:
 	tools/bootstrap --for validate

@@ -196,6 +196,7 @@ local = {
             'private_netns': True,      # each job in its own network namespace: lo counters are its own
             'references': EMBEDDED_REFERENCES,
             'time_limit': '90s',
+            'host_cpus': os.cpu_count(),    # no more MPI ranks than CPUs (base.py: oversubscribed runs measure the scheduler)
         },
     }],
 }

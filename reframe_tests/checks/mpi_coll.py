@@ -1,5 +1,6 @@
 """Luecke & Coyle's 13 MPI communication tests (nr-mpicoll, seed 003) and Netgauge's effective bisection bandwidth
-(nr-ebb, seed 001), at 4 ranks per MPI build and interconnect (one node for shm, two nodes x 2 ranks otherwise).
+(nr-ebb, seed 001), at 4 ranks per MPI build and interconnect (one node for shm, two nodes x 2 ranks otherwise;
+no more ranks than the host's CPUs where the nodes share one host: 2 on a 2-core machine).
 """
 import reframe as rfm
 import reframe.utility.typecheck as typ

@@ -94,6 +94,7 @@ class nas(ExitStatusPlugin, MpiCheck):
     @run_after('init')
     def describe(self):
         self.bench, self.num_ranks = self.case
+        self.fit_host_cpus = False      # NPB fixes its process count (BT/SP: a square)
         self.descr = f'NPB {self.bench.upper()} on {self.num_ranks} processes'
 
     @run_after('setup')

@@ -57,6 +57,8 @@ class tcp_throughput(Iperf3YardstickPlugin, TcpBenchmark):
     @run_after('init')
     def describe(self):
         self.ref_test = f'tcp.{self.mode}.{self.io}'
+        if self.mode == 'stream':
+            self.link_bound_metric = 'throughput_mbps'
         self.descr = f'TCP {self.mode} throughput, {self.io} sockets'
         if self.mode == 'stream' and self.io == 'blocking':
             self.tags |= {'ci'}
@@ -76,8 +78,7 @@ class tcp_throughput(Iperf3YardstickPlugin, TcpBenchmark):
     def set_metrics(self):
         # the median repetition: one repetition that lost its CPU must not move the figure
         self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s')
-        if self.mode == 'stream':
-            self.link_bound_metric = 'throughput_mbps'
+
 
 
 @rfm.simple_test

@@ -34,6 +34,12 @@ def case_key(tc: Mapping) -> tuple:
             tc.get('environ'))
 
 
+def failure(tc: Mapping) -> str:
+    """'<phase> error: <reason>' on one line (ReFrame's own reasons often start with '<phase> error:')."""
+    reason, phase = one_line(tc.get('fail_reason')), tc.get('fail_phase') or 'unknown stage'
+    return reason if reason.startswith(f'{phase} error') else f'{phase} error: {reason}'
+
+
 def case_name(tc: Mapping) -> str:
     return f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
 
@@ -70,12 +76,12 @@ def summarise(report: Mapping, name: str = 'report') -> tuple[str, bool]:
     failed = [tc for tc in cases if tc.get('result') == 'fail']
     if failed:
         lines.append(f'   failed ({len(failed)}):')
-        lines += [f'     {case_name(tc)}: {tc.get("fail_phase")} error: {one_line(tc.get("fail_reason"))}'
+        lines += [f'     {case_name(tc)}: {failure(tc)}'
                   for tc in failed]
     if res['hidden']:
         lines.append(f'   FAILED, then passed on a retry ({len(res["hidden"])}): a retry repeats a measurement, '
                      f'it never excuses a failure outside the performance stage:')
-        lines += [f'     {case_name(tc)}: {tc.get("fail_phase")} error: {one_line(tc.get("fail_reason"))}'
+        lines += [f'     {case_name(tc)}: {failure(tc)}'
                   for tc in res['hidden'].values()]
     if res['retried']:
         lines.append(f'   passed on a retry of the performance measurement ({len(res["retried"])}; every attempt '

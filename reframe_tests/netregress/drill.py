@@ -1,0 +1,302 @@
+"""The validator validated: inject one known fault at a time into the vcluster and check the suite catches it.
+
+``make drill`` (``tools/drill``) brings the virtual cluster up if needed, runs a short selection of checks clean,
+then for each fault: inject it, run the checks that should catch it, restore, and judge. A fault counts as caught
+when at least one test case failed (or, for a crashed node, the node check failed) and the failure names the right
+node, link, path or reference. It prints a table and exits non-zero unless the clean run passed and every fault was
+caught and named.
+
+Faults (shared/notes/fault-injection.md):
+  a. one gige link throttled to 70%        tbf on the host side of gige2's veth (traffic towards gige2)
+  b. one fast node's CPU capped at half    cgroup v1 cpu quota over fast3's slurmd (job steps inherit it)
+  c. a node crashed mid-run                kill -9 of every process in fast2's namespace while checks run
+  d. an MPI forced onto another transport  MPICH/UCX with UCX_TLS=all on fast (shared memory between namespaces)
+  e. a reference deleted (site system)     committed references (NETREGRESS_REFERENCES) with one entry removed
+  f. a corrupted payload                   a test build of nr-mpitest with the PMPI fault layer flipping a bit
+
+The drill keeps its own baseline (run/drill/state): it never adds to or reads this host's real baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from . import coverage, paths, runsummary
+
+ROOT = paths.repo_root()
+DRILL = paths.run_dir() / 'drill'
+CGROUP = Path('/sys/fs/cgroup/cpu/netregress-drill')
+
+
+def _vc_env() -> dict[str, str]:
+    env = {}
+    for line in (ROOT / 'config' / 'vcluster.env').read_text().splitlines():
+        line = line.split('#', 1)[0].strip()
+        if '=' in line:
+            key, _, value = line.partition('=')
+            env[key.strip()] = value.strip().strip('"')
+    return env
+
+
+VC = _vc_env()
+
+
+def sh(*argv: str, check: bool = True, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), check=check, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+@dataclass
+class Fault:
+    """One drill step: what to run, how to break and mend the cluster, and what the failure must name."""
+    key: str
+    title: str
+    select: list[str]                       # reframe selection options
+    expect: list[str]                       # every string must appear in one failure reason
+    inject: Callable[[], None] = lambda: None
+    restore: Callable[[], None] = lambda: None
+    options: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    during: Callable[[], None] | None = None   # run in parallel with reframe (a crash mid-run)
+    node_check: list[str] = field(default_factory=list)   # partitions whose nodes must be checked afterwards
+
+
+class Drill:
+    def __init__(self, out: Path):
+        self.out = out
+        self.reframe = str(ROOT / '.deps' / 'venv' / 'bin' / 'reframe')
+        self.rows: list[tuple[str, str, str, str]] = []
+        self.ok = True
+
+    # -- running checks -------------------------------------------------------------------------------------
+    def run_checks(self, name: str, fault: Fault) -> tuple[dict, str]:
+        report = self.out / f'report-{name}.json'
+        env = {**os.environ, 'NETREGRESS_STATE': str(DRILL / 'state'), 'TMPDIR': str(paths.run_dir() / 'tmp'),
+               'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1', **fault.env}
+        argv = [self.reframe, '-C', str(ROOT / 'config' / 'settings.py'), '-c', str(ROOT / 'reframe_tests'),
+                '--system', 'vcluster', '--exec-policy', 'serial', '--max-retries', '0',
+                '--report-file', str(report), *fault.select, *fault.options, '-r']
+        with open(self.out / f'reframe-{name}.log', 'w') as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            if fault.during:
+                fault.during()
+            proc.wait(timeout=900)
+        try:
+            return json.loads(report.read_text()), str(report)
+        except (OSError, json.JSONDecodeError) as err:
+            return {}, f'no report ({err})'
+
+    def step(self, fault: Fault) -> None:
+        print(f'== {fault.key}: {fault.title}', flush=True)
+        t0 = time.monotonic()
+        try:
+            fault.inject()
+            report, _ = self.run_checks(fault.key, fault)
+        finally:
+            fault.restore()
+        res = runsummary.analyse(report)
+        failed = [tc for tc in res['final'].values() if tc.get('result') == 'fail']
+        reasons = [f'{runsummary.case_name(tc)}: {runsummary.failure(tc)}' for tc in failed]
+        for part in fault.node_check:
+            reasons += [f'node check: {p}' for p in coverage.node_problems([part], wait_s=45)]
+        if fault.key == 'clean':
+            caught = bool(res['final']) and not reasons
+            verdict = 'passed' if caught else 'FAILED'
+            named = f'{len(res["final"])} test cases'
+        else:
+            naming = [r for r in reasons if all(e in r for e in fault.expect)]
+            caught = bool(naming)
+            verdict = 'caught' if caught else ('caught, NOT named' if reasons else 'MISSED')
+            named = (naming or reasons or ['nothing'])[0]
+        self.ok &= caught
+        failed_names = sorted({runsummary.case_name(tc).split(' @')[0] for tc in failed}) or ['-']
+        self.rows.append((f'{fault.key}. {fault.title}', f'{len(failed)}: {", ".join(failed_names)}',
+                          named, f'{verdict} ({time.monotonic() - t0:.0f} s)'))
+        print(f'   {verdict}: {named[:300]}', flush=True)
+
+    def table(self) -> str:
+        lines = ['| fault | failed test cases | first failure naming it | verdict |', '|---|---|---|---|']
+        for fault, failed, named, verdict in self.rows:
+            named = named.replace('|', '/')
+            lines.append(f'| {fault} | {failed} | {named[:400]} | {verdict} |')
+        return '\n'.join(lines)
+
+
+# -- faults ---------------------------------------------------------------------------------------------------
+
+def _shape(dev: str, spec: str) -> None:
+    sh('tc', 'qdisc', 'replace', 'dev', dev, 'root', *spec.split())
+
+
+def _slurmd_pid(node: str) -> int:
+    return int((ROOT / VC['VC_STATE_DIR'] / 'pids' / f'slurmd-{node}.pid').read_text().split()[0])
+
+
+def _cap_node_cpu(node: str, quota_us: int) -> None:
+    CGROUP.mkdir(exist_ok=True)
+    (CGROUP / 'cpu.cfs_period_us').write_text('100000')
+    (CGROUP / 'cpu.cfs_quota_us').write_text(str(quota_us))
+    (CGROUP / 'tasks').write_text(str(_slurmd_pid(node)))
+
+
+def _uncap() -> None:
+    if not CGROUP.exists():
+        return
+    for pid in (CGROUP / 'tasks').read_text().split():
+        try:
+            (CGROUP.parent / 'tasks').write_text(pid)
+        except OSError:
+            pass            # the process ended meanwhile
+    for _ in range(20):
+        try:
+            CGROUP.rmdir()
+            return
+        except OSError:
+            time.sleep(0.5)
+
+
+def _crash_later(node: str, delay_s: float) -> Callable[[], None]:
+    def crash():
+        time.sleep(delay_s)
+        pids = sh('ip', 'netns', 'pids', f'{VC["VC_NS_PREFIX"]}{node}', check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        print(f'   killed {len(pids)} processes of {node}', flush=True)
+    return crash
+
+
+def _restart_cluster() -> None:
+    sh(str(ROOT / 'tools' / 'vcluster'), 'down', check=False, timeout=120)
+    sh(str(ROOT / 'tools' / 'vcluster'), 'up', timeout=300)
+
+
+def _site_references(clean_report: Path, missing: tuple[str, ...]) -> Path:
+    """Committed-style references from the clean run (tools/refs write), one entry removed."""
+    refs = DRILL / 'references'
+    shutil.rmtree(refs, ignore_errors=True)
+    refs.mkdir(parents=True)
+    env = {**os.environ, 'PYTHONPATH': str(ROOT / 'reframe_tests')}
+    sh(sys.executable, '-c', 'import sys; from netregress.refstool import main; sys.exit(main(sys.argv[1:]))',
+       'write', '--dir', str(refs), '--system', 'vcluster', str(clean_report), env=env)
+    path = refs / 'vcluster.yaml'
+    doc = yaml.safe_load(path.read_text())
+    node = doc['references']
+    for key in missing[:-1]:
+        node = node[key]
+    del node[missing[-1]]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return refs
+
+
+def _faulty_kernels(env: str, mpicc: str) -> Path:
+    """Our kernels for ``env`` with nr-mpitest replaced by its test build carrying the PMPI fault layer."""
+    build = paths.repo_root() / 'build' / f'drill-{env}'
+    sh('cmake', '-S', str(ROOT), '-B', str(build), '-DCMAKE_BUILD_TYPE=Release', f'-DMPI_C_COMPILER={mpicc}')
+    sh('cmake', '--build', str(build), '--target', 'nr-mpitest-faulty', timeout=600)
+    real = paths.kernels_bin(env)
+    fake = DRILL / 'kernels' / env / 'bin'
+    shutil.rmtree(fake.parent, ignore_errors=True)
+    fake.mkdir(parents=True)
+    for exe in real.iterdir():
+        (fake / exe.name).symlink_to(exe)
+    (fake / 'nr-mpitest').unlink()
+    shutil.copy(next(build.rglob('nr-mpitest-faulty')), fake / 'nr-mpitest')
+    return DRILL / 'kernels'
+
+
+def faults(clean_report: Path) -> list[Fault]:
+    gige_shaping = VC.get('VC_GIGE_SHAPING', 'tbf rate 1gbit burst 128kb latency 20ms')
+    prefix = VC['VC_NS_PREFIX']
+    links_gige = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'"]
+    links_fast = ['-n', '^link_allpairs', '-E', "interconnect == 'fast'"]
+    refs_holder: dict[str, Path] = {}
+    kern_holder: dict[str, Path] = {}
+    return [
+        Fault('a', 'gige link to gige2 throttled to 70% (tbf 700mbit)', links_gige, ['gige2'],
+              inject=lambda: _shape(f'{prefix}gige2', gige_shaping.replace('1gbit', '700mbit')),
+              restore=lambda: _shape(f'{prefix}gige2', gige_shaping)),
+        Fault('b', "fast3's CPU capped at half (cgroup cpu quota 50%)", links_fast, ['fast3'],
+              inject=lambda: _cap_node_cpu('fast3', 50000), restore=_uncap),
+        Fault('c', 'fast2 crashed mid-run (kill -9 of its namespace)',
+              ['-n', '^link_allpairs|^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^(gnu|openmpi4)$'],
+              ['fast2'], during=_crash_later('fast2', 8), restore=_restart_cluster, node_check=['fast']),
+        Fault('d', 'MPICH over UCX forced onto another transport (UCX_TLS=all) on fast',
+              ['-n', '^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^mpich4$'], ['another path'],
+              options=['-S', 'extra_env_vars=UCX_TLS:all']),
+        Fault('e', 'a reference deleted (committed references, as on a site system)',
+              ['-n', '^tcp_throughput', '-E', "interconnect == 'gige' and mode == 'stream' and io == 'blocking'"],
+              ['no reference for vcluster:gige gnu gige tcp.stream.blocking throughput_mbps'],
+              inject=lambda: refs_holder.setdefault('dir', _site_references(
+                  clean_report, ('gige', 'gnu', 'gige', 'tcp.stream.blocking', 'throughput_mbps'))),
+              env={'NETREGRESS_REFERENCES': str(DRILL / 'references')}),
+        Fault('f', 'a corrupted payload (one bit flipped per message by a PMPI layer)',
+              ['-n', '^mpi_throughput', '-E', "interconnect == 'gige' and mode == 'stream' and io == 'blocking'",
+               '-p', '^openmpi4$'], ['payload mismatch'],
+              inject=lambda: kern_holder.setdefault('dir', _faulty_kernels('openmpi4', 'mpicc.openmpi')),
+              options=['-S', 'extra_env_vars=NR_FAULT_CORRUPT:1'],
+              env={'NETREGRESS_KERNELS': str(DRILL / 'kernels' / '{env}' / 'bin')}),
+    ]
+
+
+CLEAN = Fault('clean', 'no fault: the drill selection on a healthy cluster',
+              ['-n', r'^link_allpairs|^mpi_latency|^(tcp|mpi)_throughput.*%mode=stream %io=blocking',
+               '-E', "interconnect in ('fast', 'gige')", '-p', '^(gnu|openmpi4|mpich4)$'], [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog='tools/drill', description=__doc__.split('\n\n')[0])
+    ap.add_argument('--only', default='abcdef', help='fault letters to inject (default: abcdef)')
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print('tools/drill: needs root (tc, cgroups, namespaces)')
+        return 2
+    out = DRILL / time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
+    out.mkdir(parents=True)
+    shutil.rmtree(DRILL / 'state', ignore_errors=True)
+    (paths.run_dir() / 'tmp').mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    vcluster = str(ROOT / 'tools' / 'vcluster')
+    started = sh(vcluster, 'status', check=False).returncode != 0
+    if started:
+        print('== bringing the virtual cluster up', flush=True)
+        sh(vcluster, 'up', timeout=300)
+    drill = Drill(out)
+    try:
+        return _run(drill, out, args.only, t0)
+    finally:
+        _uncap()
+        if started:
+            sh(vcluster, 'down', check=False, timeout=120)
+
+
+def _run(drill: Drill, out: Path, only: str, t0: float) -> int:
+    # the clean run records the drill's own baseline, which the fault runs compare with
+    drill.step(CLEAN)
+    rep = out / 'report-clean.json'
+    sh(str(ROOT / 'tools' / 'refs'), 'record', '--system', 'vcluster', str(rep), check=False,
+       env={**os.environ, 'NETREGRESS_STATE': str(DRILL / 'state')})
+    for fault in faults(rep):
+        if fault.key in only:
+            drill.step(fault)
+    print()
+    print(drill.table())
+    (out / 'drill.md').write_text(drill.table() + '\n')
+    print(f'\n== drill {"PASSED" if drill.ok else "FAILED"} in {time.monotonic() - t0:.0f} s (logs: {out})')
+    return 0 if drill.ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -8,8 +8,9 @@
  * READY (the handshake before timing), then the timed loop on the data connection, which does nothing but send and
  * receive. The client's elapsed time ends when completion is proven: for stream tests when the server's DONE
  * arrives (it sends DONE after its last byte was received), for ping-pong and latency when the last returned byte
- * has arrived. Before the measured repetitions the iteration count is calibrated: probe runs with a doubling count
- * (they are also the warm-up) until one lasts a tenth of the test time, then the count is scaled to the test time
+ * has arrived. One untimed message (per size in a sweep) is the warm-up, whether the count is calibrated or fixed
+ * (--iterations). Before the measured repetitions the iteration count is calibrated: probe runs with a growing count
+ * until one lasts a tenth of the test time, then the count is scaled to the test time
  * (-t). Process times (getrusage) of both sides are taken around each repetition; system-monitor samples (-c) are
  * taken only outside timed loops. Both sides count the payload bytes they moved; a disagreement is a validation
  * failure (exit 3).
@@ -142,8 +143,9 @@ static int nr__setup_data(struct nr__client *c, const struct nr_tcp_sockopts *op
     s->nodelay = in.sockinfo.nodelay;
     s->cork = in.sockinfo.cork;
     s->tos = in.sockinfo.tos;
+    /* No SO_RCVTIMEO/SO_SNDTIMEO on the data socket: the transfer watchdog (xfer.h) bounds every wait instead,
+     * without arming a kernel timer per message. */
     if ((rc = nr_tcp_set_blocking(c->data_fd, opts->blocking, err)) < 0 ||
-        (rc = nr_tcp_set_timeouts(c->data_fd, o->timeout_s, err)) < 0 ||
         (rc = nr_tcp_sockinfo_get(c->data_fd, c->family, &c->r->sock_client, err)) < 0)
         return rc;
     c->r->have_sock = true;
@@ -181,8 +183,9 @@ static int nr__run_once(struct nr__client *c, uint64_t iterations, uint64_t size
     int rc = nr_proto_send(&c->ctl, NR_MSG_START, &m, err);
     if (rc < 0 || (rc = nr_proto_expect(&c->ctl, NR_MSG_READY, 0, &done, "server", err)) < 0)
         return rc;
-    struct nr_xfer x = {c->data_fd, c->blocking, (size_t)c->io_bytes, c->buf, (int)(c->o->timeout_s * 1000), 0, 0,
-                        c->r->sock_client.nodelay, c->r->sock_client.cork};
+    struct nr_xfer x = {.fd = c->data_fd, .blocking = c->blocking, .io_bytes = (size_t)c->io_bytes, .buf = c->buf,
+                        .idle_ms = (int)(c->o->timeout_s * 1000), .nodelay = c->r->sock_client.nodelay,
+                        .cork = c->r->sock_client.cork};
     struct nr_error xerr; /* a data-connection failure may only be the echo of a failure the server reports */
     nr_error_clear(&xerr);
     struct nr_cpu_times c0, c1;
@@ -282,6 +285,10 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
     if (r->kind == NR_KIND_LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
         return nr_error_set(err, NR_E_NOMEM, "out of memory");
     uint64_t iterations = (uint64_t)o->iterations;
+    struct nr_rep warm;
+    /* Warm-up: one untimed message before anything timed, also with --iterations (no calibration). */
+    if (r->kind != NR_KIND_SWEEP && (rc = nr__run_once(c, 1, r->size_bytes, false, &warm, err)) < 0)
+        return rc;
     if (r->kind != NR_KIND_SWEEP && iterations == 0) {
         double target = r->kind == NR_KIND_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
         if ((rc = nr__calibrate(c, r->size_bytes, target, &iterations, err)) < 0)
@@ -291,6 +298,8 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
     for (size_t i = 0; i < nruns; i++) {
         uint64_t size = r->kind == NR_KIND_SWEEP ? (uint64_t)1 << i : r->size_bytes;
         uint64_t n = iterations;
+        if (r->kind == NR_KIND_SWEEP && (rc = nr__run_once(c, 1, size, false, &warm, err)) < 0)
+            return rc;
         if (r->kind == NR_KIND_SWEEP && n == 0 && (rc = nr__calibrate(c, size, o->test_time_s, &n, err)) < 0)
             return rc;
         /* The client's monitor row starts here; the server's starts when it receives the measured START. */

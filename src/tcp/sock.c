@@ -84,19 +84,6 @@ int nr_tcp_set_blocking(int fd, bool blocking, struct nr_error *err)
     return NR_OK;
 }
 
-int nr_tcp_set_timeouts(int fd, double seconds, struct nr_error *err)
-{
-    struct timeval tv = {0, 0};
-    if (seconds > 0) {
-        tv.tv_sec = (time_t)seconds;
-        tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
-    }
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-        return nr_error_sys(err, NR_E_NET, "setsockopt(SO_RCVTIMEO/SO_SNDTIMEO)");
-    return NR_OK;
-}
-
 /* Wait for events on fd until the monotonic deadline (0 = forever). Returns 1 ready, 0 timeout, -1 error. */
 static int nr__wait(int fd, short events, double deadline_s)
 {

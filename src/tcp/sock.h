@@ -42,9 +42,6 @@ int nr_tcp_sockinfo_get(int fd, int family, struct nr_tcp_sockinfo *out, struct 
 
 int nr_tcp_set_blocking(int fd, bool blocking, struct nr_error *err);
 
-/* SO_RCVTIMEO and SO_SNDTIMEO, so blocking reads/writes give up after seconds (0 = never). */
-int nr_tcp_set_timeouts(int fd, double seconds, struct nr_error *err);
-
 /* Connect to host:port (all addresses getaddrinfo returns, in order), each attempt limited to timeout_s.
  * opts (may be NULL) are applied before connecting. Returns the fd (blocking) or a negative NR_E_*.
  * *family receives the address family used. */

@@ -4,9 +4,11 @@
  * shared-secret authentication, the test request checked against the server's limits, the data connection
  * (separate ephemeral listener with the requested socket options applied before listen(), accepting only the
  * connection that presents this test's cookie, while the control connection is watched for a client that gives
- * up), then the repetitions and system-monitor samples the client drives. Every wait has a timeout; every failure
- * is sent to the client as an ERROR message (unless the client is gone or reported it), logged as one line, and
- * returned; nothing in here exits the process.
+ * up), then the repetitions and system-monitor samples the client drives. Every wait has a timeout: each set-up
+ * step the short handshake timeout (an idle connection cannot hold the server for the idle timeout), everything
+ * later the idle timeout, and all of it the session cap (--max-session-time), which also bounds every
+ * repetition's deadline. Every failure is sent to the client as an ERROR message (unless the client is gone or
+ * reported it), logged as one line, and returned; nothing in here exits the process.
  */
 #include "srv.h"
 
@@ -26,6 +28,7 @@
 
 /* One test: everything that is released when the session ends. */
 struct nr__session {
+    uint64_t deadline_ns; /* end of the session cap (nr_now_ns), 0 = none */
     struct nr_proto_conn ctl;
     int data_fd;
     int data_listen_fd;
@@ -45,6 +48,28 @@ static void nr__session_close(struct nr__session *ss)
     nr_proto_conn_free(&ss->ctl);
 }
 
+/* The longest wait allowed now: `want` seconds, cut to what is left of the session cap (at least 1 ms). */
+static double nr__wait_s(const struct nr__session *ss, double want)
+{
+    if (!ss->deadline_ns)
+        return want;
+    uint64_t now = nr_now_ns();
+    double left = now >= ss->deadline_ns ? 0.001 : (double)(ss->deadline_ns - now) * 1e-9;
+    return left < want ? (left > 0.001 ? left : 0.001) : want;
+}
+
+/* A timeout that is really the session cap gets the cap's own message. */
+static int nr__session_timeout(const struct nr_tcpsrv_cfg *cfg, const struct nr__session *ss, int rc,
+                               struct nr_error *err)
+{
+    if (rc == NR_E_TIMEOUT && ss->deadline_ns && nr_now_ns() >= ss->deadline_ns) {
+        nr_error_clear(err);
+        return nr_error_set(err, NR_E_TIMEOUT, "the session reached the server's cap of %.0f s (--max-session-time)",
+                            cfg->max_session_s);
+    }
+    return rc;
+}
+
 static int nr__handshake(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, struct nr_error *err)
 {
     union nr_msg m, in;
@@ -58,8 +83,9 @@ static int nr__handshake(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss
     snprintf(m.hello.host, sizeof m.hello.host, "%s", cfg->host);
     if ((rc = nr_proto_send(&ss->ctl, NR_MSG_HELLO, &m, err)) < 0)
         return rc;
-    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_CLIENT_HELLO, 0, &in, "client", err)) < 0)
-        return rc;
+    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_CLIENT_HELLO, nr__wait_s(ss, cfg->handshake_s), &in, "client",
+                              err)) < 0)
+        return nr__session_timeout(cfg, ss, rc, err);
     memset(&m, 0, sizeof m);
     if (cfg->key_len) {
         uint8_t want[NR_SHA256_BYTES];
@@ -120,12 +146,12 @@ static int nr__open_data(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss
         rc = nr_proto_send(&ss->ctl, NR_MSG_TEST_ACK, &m, err);
     if (rc < 0)
         return rc;
-    double deadline = nr_now_s() + cfg->idle_timeout_s;
+    double wait_s = nr__wait_s(ss, cfg->handshake_s), deadline = nr_now_s() + wait_s;
     for (;;) {
         double left = deadline - nr_now_s();
         if (left <= 0)
-            return nr_error_set(err, NR_E_TIMEOUT, "the client did not open the data connection within %.0f s",
-                                cfg->idle_timeout_s);
+            return nr__session_timeout(cfg, ss, nr_error_set(err, NR_E_TIMEOUT, "the client did not open the data "
+                                                             "connection within %.1f s", wait_s), err);
         /* Watch the control connection too: a client that gives up here is noticed at once. */
         struct pollfd p[2] = {{ss->data_listen_fd, POLLIN, 0}, {ss->ctl.fd, POLLIN, 0}};
         int n = poll(p, 2, (int)(left * 1000) + 1);
@@ -179,15 +205,17 @@ static int nr__serve_rep(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss
     int rc;
     if (measured_row && (rc = nr_sysmon_mark(ss->mon, err)) < 0)
         return rc;
-    struct nr_xfer x = {ss->data_fd, (r->flags & NR_REQ_BLOCKING) != 0, r->io_bytes, ss->buf,
-                        (int)(cfg->idle_timeout_s * 1000), 0, 0, (r->flags & NR_REQ_NODELAY) != 0,
-                        (r->flags & NR_REQ_CORK) != 0};
+    struct nr_xfer x = {.fd = ss->data_fd, .blocking = (r->flags & NR_REQ_BLOCKING) != 0, .io_bytes = r->io_bytes,
+                        .buf = ss->buf, .idle_ms = (int)(cfg->idle_timeout_s * 1000),
+                        .nodelay = (r->flags & NR_REQ_NODELAY) != 0, .cork = (r->flags & NR_REQ_CORK) != 0};
     struct nr_cpu_times c0, c1;
     nr_cpu_times_now(&c0);
     if ((rc = nr_proto_send(&ss->ctl, NR_MSG_READY, NULL, err)) < 0)
         return rc;
     uint64_t t0 = nr_now_ns();
     x.deadline_ns = t0 + (uint64_t)(cfg->max_rep_s * 1e9);
+    if (ss->deadline_ns && ss->deadline_ns < x.deadline_ns)
+        x.deadline_ns = ss->deadline_ns;
     uint64_t total = st->iterations * st->size_bytes;
     if (r->mode == NR_MODE_STREAM)
         rc = nr_xfer_recv(&x, total, err);
@@ -198,7 +226,7 @@ static int nr__serve_rep(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss
     uint64_t t1 = nr_now_ns();
     nr_cpu_times_now(&c1);
     if (rc < 0)
-        return rc;
+        return nr__session_timeout(cfg, ss, rc, err);
     struct nr_cpu_times d = nr_cpu_times_diff(c1, c0);
     union nr_msg m;
     memset(&m, 0, sizeof m);
@@ -239,8 +267,9 @@ static int nr__serve(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, st
     if (rc < 0)
         return rc;
     union nr_msg in;
-    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_TEST_REQ, 0, &in, "client", err)) < 0)
-        return rc;
+    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_TEST_REQ, nr__wait_s(ss, cfg->handshake_s), &in, "client",
+                              err)) < 0)
+        return nr__session_timeout(cfg, ss, rc, err);
     struct nr_msg_test_req req = in.test_req;
     if ((rc = nr__check_request(&req, err)) < 0)
         return rc;
@@ -256,7 +285,6 @@ static int nr__serve(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, st
     struct nr_tcp_sockinfo si;
     if ((rc = nr_tcp_apply_opts(ss->data_fd, family, &again, err)) < 0 ||
         (rc = nr_tcp_set_blocking(ss->data_fd, opts.blocking, err)) < 0 ||
-        (rc = nr_tcp_set_timeouts(ss->data_fd, cfg->idle_timeout_s, err)) < 0 ||
         (rc = nr_tcp_sockinfo_get(ss->data_fd, family, &si, err)) < 0)
         return rc;
     union nr_msg m;
@@ -277,8 +305,8 @@ static int nr__serve(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, st
         return rc;
     for (;;) {
         struct nr_proto_hdr h;
-        if ((rc = nr_proto_recv(&ss->ctl, 0, &h, &in, err)) < 0)
-            return rc;
+        if ((rc = nr_proto_recv(&ss->ctl, nr__wait_s(ss, cfg->idle_timeout_s), &h, &in, err)) < 0)
+            return nr__session_timeout(cfg, ss, rc, err);
         switch (h.type) {
         case NR_MSG_START:
             if ((rc = nr__serve_rep(cfg, ss, &req, &in.start, err)) < 0)
@@ -308,6 +336,8 @@ int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sock
     struct nr_error err;
     memset(&ss, 0, sizeof ss);
     ss.data_fd = ss.data_listen_fd = -1;
+    if (cfg->max_session_s > 0)
+        ss.deadline_ns = nr_now_ns() + (uint64_t)(cfg->max_session_s * 1e9);
     nr_proto_conn_init(&ss.ctl, fd, cfg->idle_timeout_s);
     ss.ctl.max_payload = NR_PROTO_SMALL_MAX;
     nr_tcp_addr_str(peer, ss.peer, sizeof ss.peer);

@@ -8,8 +8,10 @@
 /* What a session needs from the server. */
 struct nr_tcpsrv_cfg {
     int verbose;               /* log connects and completed tests too, not only failures */
-    double idle_timeout_s;     /* longest wait for any message, connection or data */
+    double idle_timeout_s;     /* longest wait for a message or data once the test is set up */
+    double handshake_s;        /* longest wait for each set-up step: CLIENT_HELLO, TEST_REQ, the data connection */
     double max_rep_s;          /* longest repetition served */
+    double max_session_s;      /* longest session, from accept to the end (0 = no cap) */
     const unsigned char *key;  /* shared secret, NULL = no authentication */
     int key_len;
     const char *host;          /* our name, sent in HELLO */

@@ -37,7 +37,13 @@ struct nr_xfer {
     uint64_t bytes;       /* payload bytes moved so far (sent + received) */
     bool nodelay;         /* TCP_NODELAY is on for this test */
     bool cork;            /* TCP_CORK is on for this test */
+    /* watchdog state (set by the transfer functions) */
+    unsigned seen_ticks;      /* watchdog ticks already accounted for */
+    uint64_t progress_bytes;  /* bytes at the last tick that saw progress */
+    uint64_t progress_ns;     /* when that was */
 };
+
+#define NR_XFER_TICK_MS 100 /* watchdog period: the resolution of the idle timeout and the deadline */
 
 /* Send whatever partial segment Nagle or TCP_CORK holds back, keeping the options as they were (one toggle of
  * TCP_NODELAY, or of TCP_CORK, which makes Linux transmit pending data at once). */

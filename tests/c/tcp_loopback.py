@@ -477,6 +477,110 @@ def case_server_limit():
     assert s.was_alive
 
 
+def _setup_session(port, mode=1, flags=1, maxmsg=65536):
+    """Raw client up to SOCKINFO: (control socket, data socket)."""
+    c = connect(port)
+    assert recv_msg(c)[0] == HELLO
+    c.sendall(client_hello())
+    assert recv_msg(c)[0] == WELCOME
+    c.sendall(test_req(mode=mode, flags=flags, maxmsg=maxmsg))
+    mtype, body = recv_msg(c)
+    assert mtype == TEST_ACK, (mtype, body)
+    dport, cookie = struct.unpack(">H", body[:2])[0], body[4:36]
+    d = socket.create_connection(("127.0.0.1", dport), timeout=10)
+    d.sendall(cookie)
+    assert recv_msg(c)[0] == SOCKINFO
+    return c, d
+
+
+def case_handshake_timeout():
+    """An idle connection holds the server for --handshake-timeout, not for the 30-s idle timeout."""
+    with Server("--handshake-timeout", "1") as s:
+        c = connect(s.port)
+        assert recv_msg(c)[0] == HELLO
+        t0 = time.monotonic()
+        mtype, body = recv_msg(c, timeout=40)           # say nothing: the server must give up on us
+        waited = time.monotonic() - t0
+        assert waited < 4, f"an idle client held the server {waited:.1f} s"
+        assert mtype in (ERROR, None), mtype
+        c.close()
+        t0 = time.monotonic()
+        ok(tcptest(s.port, "-r", "1", *FAST))
+        assert time.monotonic() - t0 < 20
+    assert s.was_alive
+
+
+def case_busy():
+    """A client that connects while another session runs is told at once that the server is busy, and for how long."""
+    with Server("--handshake-timeout", "30", "--max-session-time", "120") as s:
+        c = connect(s.port)                              # holds the server (never answers HELLO)
+        assert recv_msg(c)[0] == HELLO
+        t0 = time.monotonic()
+        r = tcptest(s.port, "-r", "1", *FAST, "--json", path("busy.json"), timeout=60)
+        waited = time.monotonic() - t0
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert waited < 5, f"the second client waited {waited:.1f} s before it was told anything"
+        assert "busy" in r.stderr and "may take up to" in r.stderr and "127.0.0.1" in r.stderr, r.stderr
+        assert "busy" in load_json("busy.json")["error"]
+        c.close()
+        ok(tcptest(s.port, "-r", "1", *FAST))           # the server is free again once the holder is gone
+    assert s.was_alive
+
+
+def case_session_cap():
+    """A session ends at --max-session-time, with an ERROR that names the cap."""
+    with Server("--max-session-time", "2") as s:
+        c, d = _setup_session(s.port)
+        t0 = time.monotonic()
+        mtype, body = recv_msg(c, timeout=40)           # idle after set-up: the cap, not the idle timeout, ends it
+        waited = time.monotonic() - t0
+        assert mtype == ERROR and "cap of 2 s" in error_text(body), (mtype, body)
+        assert waited < 4, f"the session outlived its 2-s cap by {waited - 2:.1f} s"
+        c.close()
+        d.close()
+        ok(tcptest(s.port, "-r", "1", *FAST))
+    assert s.was_alive
+
+
+def case_rep_deadline_trickle():
+    """--max-rep-time holds on every call: a blocking-mode sender that trickles a byte at a time is stopped within
+    about a second of the limit (it used to be checked once every 64 calls: 64 x 0.2 s here)."""
+    with Server("--max-rep-time", "1") as s:
+        c, d = _setup_session(s.port, mode=1, flags=1)
+        c.sendall(frame(START, struct.pack(">IIQQ", 0, 1, 1000, 65536)))
+        assert recv_msg(c)[0] == READY
+        t0 = time.monotonic()
+        c.setblocking(False)
+        got = b""
+        while time.monotonic() - t0 < 30:
+            try:
+                d.sendall(b"x")
+            except OSError:
+                break
+            time.sleep(0.2)
+            try:
+                got += c.recv(4096)
+            except BlockingIOError:
+                continue
+            if got:
+                break
+        waited = time.monotonic() - t0
+        c.setblocking(True)
+        assert got, "the server never stopped the trickling repetition"
+        time.sleep(0.2)
+        c.settimeout(5)
+        try:
+            got += c.recv(4096)
+        except (socket.timeout, BlockingIOError):
+            pass
+        assert b"time limit" in got, got
+        assert waited < 3.5, f"a 1-s repetition limit stopped the sender after {waited:.1f} s"
+        c.close()
+        d.close()
+        ok(tcptest(s.port, "-r", "1", *FAST))
+    assert s.was_alive
+
+
 def case_disconnects():
     """100 clients vanish at every stage of the protocol; the same server then runs a normal test."""
     random.seed(2)

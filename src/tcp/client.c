@@ -39,7 +39,7 @@ static void nr__defaults(struct nr_tcptest *o)
     o->exponent = -1;
     o->reps = 10;
     o->msg_size = 65536;
-    o->io_size = 65536;
+    o->io_size = 8192; /* every seed-002 header: "Data size of each read/write (Bytes): 8192" */
     o->test_time_s = 5.0;
     o->timeout_s = NR_TCP_TIMEOUT_DEFAULT;
 }
@@ -149,6 +149,11 @@ static int nr__setup_data(struct nr__client *c, const struct nr_tcp_sockopts *op
         (rc = nr_tcp_sockinfo_get(c->data_fd, c->family, &c->r->sock_client, err)) < 0)
         return rc;
     c->r->have_sock = true;
+    /* The effective MSS is the request less the TCP options in use (up to 40 bytes); much less means ignored. */
+    if (opts->mss_bytes && c->r->sock_client.mss_bytes + 40 < opts->mss_bytes)
+        fprintf(stderr, "nr-tcptest: warning: -M %u ignored by the system (larger than the path allows or not "
+                "accepted); MSS in use -- client: %u  server: %u\n", opts->mss_bytes, c->r->sock_client.mss_bytes,
+                s->mss_bytes);
     if (!(c->buf = malloc(c->io_bytes)))
         return nr_error_set(err, NR_E_NOMEM, "cannot allocate a %llu-byte buffer", (unsigned long long)c->io_bytes);
     memset(c->buf, 0xa5, c->io_bytes);

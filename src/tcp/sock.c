@@ -30,7 +30,8 @@ int nr_tcp_apply_opts(int fd, int family, const struct nr_tcp_sockopts *o, struc
         if (nr__setint(fd, SOL_SOCKET, SO_RCVBUF, (int)o->buffer_bytes) != 0)
             return nr_error_sys(err, NR_E_NET, "setsockopt(SO_RCVBUF, %u)", o->buffer_bytes);
     }
-    if (o->mss_bytes && nr__setint(fd, IPPROTO_TCP, TCP_MAXSEG, (int)o->mss_bytes) != 0)
+    /* An MSS the system does not accept is ignored, as in the seed (the effective MSS is reported either way). */
+    if (o->mss_bytes && nr__setint(fd, IPPROTO_TCP, TCP_MAXSEG, (int)o->mss_bytes) != 0 && errno != EINVAL)
         return nr_error_sys(err, NR_E_NET, "setsockopt(TCP_MAXSEG, %u)", o->mss_bytes);
     if (o->tos) {
         int rc = family == AF_INET6 ? nr__setint(fd, IPPROTO_IPV6, IPV6_TCLASS, o->tos)

@@ -34,7 +34,8 @@ struct nr_tcp_sockinfo {
 };
 
 /* Apply the buffer, MSS, TOS, NODELAY and CORK options to fd (before connect/listen, so that buffer sizes take
- * part in window scaling and the MSS is advertised). Blocking mode is set separately (nr_tcp_set_blocking). */
+ * part in window scaling and the MSS is advertised). Blocking mode is set separately (nr_tcp_set_blocking). An MSS
+ * the system refuses (EINVAL) is ignored, not an error, as Hpcbench does; compare the effective MSS. */
 int nr_tcp_apply_opts(int fd, int family, const struct nr_tcp_sockopts *o, struct nr_error *err);
 
 /* Read the effective values of fd. */

@@ -493,6 +493,19 @@ def _setup_session(port, mode=1, flags=1, maxmsg=65536):
     return c, d
 
 
+def case_seed_defaults():
+    """Seed 002 parity: 8192-byte reads/writes by default; an MSS the system refuses is ignored with a warning."""
+    with Server() as s:
+        ok(tcptest(s.port, "-r", "1", *FAST, "-o", path("d.txt"), "--json", path("d.json")))
+        assert "# Data size of each read/write (Bytes): 8192\n" in read("d.txt"), read("d.txt")
+        r = ok(tcptest(s.port, "-r", "1", *FAST, "-M", "40000", "-o", path("m.txt")))
+        assert "-M 40000 ignored" in r.stderr, r.stderr
+        assert "# TCP Maximum-segment-size(MSS) (Bytes) -- client: " in read("m.txt")
+        r = ok(tcptest(s.port, "-r", "1", *FAST, "-M", "1000"))
+        assert "ignored" not in r.stderr, r.stderr      # accepted: no warning
+    assert s.was_alive
+
+
 def case_handshake_timeout():
     """An idle connection holds the server for --handshake-timeout, not for the 30-s idle timeout."""
     with Server("--handshake-timeout", "1") as s:

@@ -57,8 +57,8 @@ class mpi_collectives(MpiKernelCheck):
         asserted = self.sizes[-1:] if self.oversubscribed else self.sizes
         for test in COLL_TESTS:
             for size in asserted:
-                self.add_metric(metric_name(f'{test}_rate_kbps', size),
-                                f'tests[name={test}].points[size_bytes={size}].rate_kbps', 'KB/s')
+                self.add_metric(metric_name(f'{test}_rate_kBps', size),
+                                f'tests[name={test}].points[size_bytes={size}].rate_kBps', 'KB/s')
 
 
 @rfm.simple_test

@@ -118,7 +118,7 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
             self.kernels_dir = os.path.join(self.stagedir, 'install', 'bin')
             self.build_system.commands = [
                 f'cmake -S {paths.repo_root()} -B build {" ".join(args)}',
-                'cmake --build build -j 2',
+                f'cmake --build build -j {os.cpu_count() or 1}',     # built locally: this host\'s CPUs
                 'cmake --install build --prefix install',
             ]
 

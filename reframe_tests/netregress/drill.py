@@ -252,8 +252,9 @@ def faults(clean_report: Path) -> list[Fault]:
 
 
 CLEAN = Fault('clean', 'no fault: the drill selection on a healthy cluster',
-              ['-n', r'^link_allpairs|^mpi_latency|^(tcp|mpi)_throughput.*%mode=stream %io=blocking',
-               '-E', "interconnect in ('fast', 'gige')", '-p', '^(gnu|openmpi4|mpich4)$'], [])
+              ['-n', r'^(link_allpairs|mpi_latency|tcp_throughput|mpi_throughput)\b', '-E',
+               "interconnect in ('fast', 'gige') and locals().get('mode', 'stream') == 'stream' "
+               "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(gnu|openmpi4|mpich4)$'], [])
 
 
 def main(argv: list[str] | None = None) -> int:

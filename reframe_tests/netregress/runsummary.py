@@ -73,6 +73,14 @@ def summarise(report: Mapping, name: str = 'report') -> tuple[str, bool]:
     lines = [f'== {name}: {dict(count)}, {total:.0f} s in test cases; slowest:']
     for tc in sorted(cases, key=lambda t: -(t.get('time_total') or 0))[:5]:
         lines.append(f'   {tc.get("time_total") or 0:6.1f} s  {case_name(tc)}  {tc.get("result")}')
+    asserted = out_of_band = 0
+    for tc in cases:
+        for value, _ref, lower, upper, _unit, result in (tc.get('perfvalues') or {}).values():
+            if lower is not None or upper is not None:
+                asserted += 1
+                out_of_band += result == 'fail'
+    lines.append(f'   figures asserted against a band: {asserted}, outside it: {out_of_band}'
+                 f'{f" ({1000 * out_of_band / asserted:.1f} per 1,000)" if asserted else ""}')
     failed = [tc for tc in cases if tc.get('result') == 'fail']
     if failed:
         lines.append(f'   failed ({len(failed)}):')

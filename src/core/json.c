@@ -62,10 +62,41 @@ static void nr__json_after_value(struct nr_json *j)
         j->done = true;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (1..4), or 0 when it is not one: overlong forms, surrogates,
+ * code points above U+10FFFF, stray continuation bytes and truncated sequences are all rejected (RFC 3629). */
+static size_t nr__utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    size_t n;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, min = 0x10000;
+    else
+        return 0;
+    unsigned cp = c & (0x7fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A JSON string: escapes for quotes, backslash and control characters; well-formed UTF-8 copied as it is; every
+ * byte that is not part of well-formed UTF-8 (a Latin-1 host name, an MPI library's message) becomes U+FFFD, so
+ * the document stays valid JSON whatever the text. */
 static void nr__json_escaped(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
         switch (*p) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -75,11 +106,23 @@ static void nr__json_escaped(FILE *f, const char *s)
         case '\b': fputs("\\b", f); break;
         case '\f': fputs("\\f", f); break;
         default:
-            if (*p < 0x20)
+            if (*p < 0x20) {
                 fprintf(f, "\\u%04x", *p);
-            else
+            } else if (*p >= 0x80) {
+                size_t n = nr__utf8_len(p);
+                if (n == 0) {
+                    fputs("\xef\xbf\xbd", f); /* U+FFFD REPLACEMENT CHARACTER */
+                    p++;
+                } else {
+                    fwrite(p, 1, n, f);
+                    p += n;
+                }
+                continue;
+            } else {
                 fputc(*p, f);
+            }
         }
+        p++;
     }
     fputc('"', f);
 }

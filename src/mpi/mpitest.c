@@ -196,30 +196,32 @@ static int nr__run_once(const struct nr__opts *o, enum nr__pattern_kind how, uns
     return nr_mpi_agree(rc, err);
 }
 
-/* Master: grow the count until a run lasts a tenth of `target_s`, then scale to target_s; broadcast it. */
+/* One calibration probe on both ranks: the master's elapsed time is broadcast, so both ranks calibrate in step. */
+struct nr__probe {
+    const struct nr__opts *o;
+    enum nr__pattern_kind how;
+    unsigned char *sbuf, *rbuf;
+    uint64_t size;
+};
+
+static int nr__probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_error *err)
+{
+    const struct nr__probe *p = ctx;
+    struct nr_rep probe;
+    int rc = nr__run_once(p->o, p->how, p->sbuf, p->rbuf, p->size, n, &probe, err);
+    if (rc < 0)
+        return rc;
+    *elapsed_s = probe.local.elapsed_s;
+    rc = nr_mpi_check(MPI_Bcast(elapsed_s, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast (calibration)", err);
+    return nr_mpi_agree(rc, err);
+}
+
+/* The message count of one run (nr_calibrate, the same rule as nr-tcptest). */
 static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
                          unsigned char *rbuf, uint64_t size, double target_s, uint64_t *iters, struct nr_error *err)
 {
-    uint64_t n = 1;
-    struct nr_rep probe;
-    for (int round = 0; round < 64; round++) {
-        int rc = nr__run_once(o, how, sbuf, rbuf, size, n, &probe, err);
-        if (rc < 0)
-            return rc;
-        double e = probe.local.elapsed_s;
-        rc = nr_mpi_check(MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast (calibration)", err);
-        if ((rc = nr_mpi_agree(rc, err)) < 0)
-            return rc;
-        if (e >= target_s / 10 || n >= ((uint64_t)1 << 40)) {
-            double scaled = e > 0 ? (double)n * target_s / e : (double)n;
-            *iters = scaled < 1 ? 1 : (uint64_t)scaled;
-            rc = nr_mpi_check(MPI_Bcast(iters, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast (calibration)", err);
-            return nr_mpi_agree(rc, err);
-        }
-        double grow = e > 0 ? target_s / 10 / e * 1.2 : 16;
-        n = (uint64_t)ceil((double)n * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
-    }
-    return nr_error_set(err, NR_E_INTERNAL, "calibration did not converge");
+    struct nr__probe p = {o, how, sbuf, rbuf, size};
+    return nr_calibrate(nr__probe_run, &p, target_s, (uint64_t)1 << 40, iters, err);
 }
 
 /* -c: the secondary sends its serialised system log to the master. */

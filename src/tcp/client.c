@@ -240,32 +240,33 @@ static int nr__run_once(struct nr__client *c, uint64_t iterations, uint64_t size
     return NR_OK;
 }
 
-/* Iterations of size bytes that take about target_s (probe runs double until one lasts target_s / 10). */
+/* One calibration probe: an unmeasured run of n messages. */
+struct nr__probe {
+    struct nr__client *c;
+    uint64_t size;
+};
+
+static int nr__probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_error *err)
+{
+    const struct nr__probe *p = ctx;
+    struct nr_rep probe;
+    int rc = nr__run_once(p->c, n, p->size, false, &probe, err);
+    if (rc == NR_OK)
+        *elapsed_s = probe.local.elapsed_s;
+    return rc;
+}
+
+/* Iterations of size bytes that take about target_s (nr_calibrate, the same rule as nr-mpitest). */
 static int nr__calibrate(struct nr__client *c, uint64_t size, double target_s, uint64_t *iterations,
                          struct nr_error *err)
 {
     uint64_t cap = NR_TCP_TOTAL_MAX / size < NR_TCP_ITER_MAX ? NR_TCP_TOTAL_MAX / size : NR_TCP_ITER_MAX;
-    uint64_t n = 1;
-    double goal = target_s / 10.0;
-    for (int step = 0; step < 64; step++) {
-        struct nr_rep probe;
-        int rc = nr__run_once(c, n, size, false, &probe, err);
-        if (rc < 0)
-            return rc;
-        double e = probe.local.elapsed_s > 1e-9 ? probe.local.elapsed_s : 1e-9;
-        if (e >= goal || n >= cap / 16) {
-            double want = ceil((double)n * target_s / e);
-            *iterations = want < 1 ? 1 : (want > (double)cap ? cap : (uint64_t)want);
-            if (c->o->verbose)
-                fprintf(stderr, "nr-tcptest: %llu bytes: probe of %llu iterations took %.6f s -> %llu iterations\n",
-                        (unsigned long long)size, (unsigned long long)n, e, (unsigned long long)*iterations);
-            return NR_OK;
-        }
-        double grow = goal / e * 1.2;
-        grow = grow < 2 ? 2 : (grow > 16 ? 16 : grow);
-        n = (uint64_t)ceil((double)n * grow);
-    }
-    return nr_error_set(err, NR_E_INTERNAL, "calibration did not converge");
+    struct nr__probe p = {c, size};
+    int rc = nr_calibrate(nr__probe_run, &p, target_s, cap, iterations, err);
+    if (rc == NR_OK && c->o->verbose)
+        fprintf(stderr, "nr-tcptest: %llu bytes: %llu iterations for %.3f s\n", (unsigned long long)size,
+                (unsigned long long)*iterations, target_s);
+    return rc;
 }
 
 /* System-monitor sample on both sides (SAMPLE mark/record), outside any timed loop. */

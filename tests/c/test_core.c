@@ -466,6 +466,69 @@ static void test_table(void)
     free(out);
 }
 
+static void json_utf8_doc(struct nr_json *j)
+{
+    nr_json_begin_object(j);
+    nr_json_kv_string(j, "ok", "gr\xc3\xbc\xc3\x9f \xe2\x82\xac \xf0\x9f\x98\x80"); /* well-formed: kept */
+    nr_json_kv_string(j, "latin1", "h\xf6st");                 /* a Latin-1 host name */
+    nr_json_kv_string(j, "cut", "ab\xe2\x82");                /* truncated sequence at the end */
+    nr_json_kv_string(j, "overlong", "\xc0\xaf");              /* overlong '/' */
+    nr_json_kv_string(j, "surrogate", "\xed\xa0\x80");        /* U+D800 */
+    nr_json_kv_string(j, "big", "\xf4\x90\x80\x80");         /* above U+10FFFF */
+    nr_json_end_object(j);
+}
+
+/* Every string the writer emits is well-formed UTF-8 (else the document is not JSON): invalid bytes become U+FFFD,
+ * valid sequences pass unchanged. */
+static void test_json_utf8(void)
+{
+    int rc;
+    char *t = json_of(json_utf8_doc, &rc);
+    CHECK(rc == 0);
+    CHECK(strstr(t, "\"ok\": \"gr\xc3\xbc\xc3\x9f \xe2\x82\xac \xf0\x9f\x98\x80\"") != NULL);
+    CHECK(strstr(t, "\"latin1\": \"h\xef\xbf\xbdst\"") != NULL);
+    CHECK(strstr(t, "\"cut\": \"ab\xef\xbf\xbd\xef\xbf\xbd\"") != NULL);
+    CHECK(strstr(t, "\"overlong\": \"\xef\xbf\xbd\xef\xbf\xbd\"") != NULL);
+    CHECK(strstr(t, "\"surrogate\": \"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"") != NULL);
+    CHECK(strstr(t, "\"big\": \"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"") != NULL);
+    free(t);
+}
+
+/* A fake transfer: each iteration takes us_per_iter microseconds; counts the probes. */
+struct fake_probe {
+    double us_per_iter;
+    int probes;
+    int fail_at;
+};
+
+static int fake_probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_error *err)
+{
+    struct fake_probe *f = ctx;
+    if (++f->probes == f->fail_at)
+        return nr_error_set(err, NR_E_NET, "probe %d failed", f->probes);
+    *elapsed_s = (double)n * f->us_per_iter * 1e-6;
+    return 0;
+}
+
+/* The calibration shared by nr-mpitest and nr-tcptest: probes grow until one lasts a tenth of the target, then the
+ * count is scaled to the target; capped; a probe's error is returned. */
+static void test_calibrate(void)
+{
+    struct nr_error e;
+    nr_error_clear(&e);
+    struct fake_probe f = {1.0, 0, 0};
+    uint64_t n = 0;
+    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, (uint64_t)1 << 40, &n, &e) == 0);
+    CHECK(n == 100000);               /* 0.1 s of 1-us iterations */
+    CHECK(f.probes >= 2 && f.probes <= 8);
+    f = (struct fake_probe){1.0, 0, 0};
+    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, 5000, &n, &e) == 0 && n == 5000);
+    f = (struct fake_probe){200000.0, 0, 0}; /* 0.2 s per iteration: one probe says it all */
+    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, 1000, &n, &e) == 0 && n == 1 && f.probes == 1);
+    f = (struct fake_probe){1.0, 0, 2};
+    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, 1000000, &n, &e) == NR_E_NET);
+}
+
 /* Buffers are written in full, never with zero bytes (a zero page is what an untouched buffer reads), and the
  * doubles of the collective tests are ordinary numbers. */
 static void test_buffer(void)
@@ -495,6 +558,7 @@ int main(int argc, char **argv)
         {"buckets", test_buckets},       {"opt_parse", test_opt_parse}, {"json", test_json},
         {"result_json", test_result_json}, {"errors", test_errors},   {"sha256", test_sha256},
         {"sysmon", test_sysmon},         {"table", test_table},         {"buffer", test_buffer},
+        {"json_utf8", test_json_utf8},   {"calibrate", test_calibrate},
         {NULL, NULL},
     };
     return nr_test_main(cases, argc, argv);

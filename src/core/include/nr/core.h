@@ -1,6 +1,7 @@
 /* netregress measurement core: include this one header to get the whole public API of nr_core.
  *
  *   nr/buffer.h  message buffers written before timing (no shared zero page)
+ *   nr/calib.h   iteration count calibrated to a time budget
  *   nr/error.h   error codes, struct nr_error, the message table, exit statuses
  *   nr/timer.h   monotonic clock, sleeping, getrusage process times
  *   nr/host.h    host names, time stamps for headers
@@ -17,6 +18,7 @@
 #define NR_CORE_H
 
 #include "nr/buffer.h"
+#include "nr/calib.h"
 #include "nr/error.h"
 #include "nr/host.h"
 #include "nr/json.h"

@@ -4,8 +4,9 @@
  * indentation placed automatically. Misuse (a value where a key is needed, unbalanced ends, nesting deeper than
  * NR_JSON_MAX_DEPTH) and I/O errors are remembered and reported by nr_json_finish(), so a writer can be called
  * without checking every step. Doubles are written with up to 17 significant digits; NaN and infinities (which
- * JSON cannot represent) become null. Strings are escaped (quotes, backslash, control characters); bytes >= 0x80
- * are copied as they are (callers pass UTF-8).
+ * JSON cannot represent) become null. Strings are escaped (quotes, backslash, control characters); well-formed
+ * UTF-8 is copied as it is and any other byte becomes U+FFFD, so a non-UTF-8 host name or library message cannot
+ * make the document invalid.
  *
  *   struct nr_json j; nr_json_init(&j, f);
  *   nr_json_begin_object(&j);

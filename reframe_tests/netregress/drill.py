@@ -221,14 +221,14 @@ def faults(clean_report: Path) -> list[Fault]:
     gige_shaping = VC.get('VC_GIGE_SHAPING', 'tbf rate 1gbit burst 128kb latency 20ms')
     prefix = VC['VC_NS_PREFIX']
     links_gige = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'"]
-    links_fast = ['-n', '^link_allpairs', '-E', "interconnect == 'fast'"]
     refs_holder: dict[str, Path] = {}
     kern_holder: dict[str, Path] = {}
     return [
         Fault('a', 'gige link to gige2 throttled to 70% (tbf 700mbit)', links_gige, ['gige2'],
               inject=lambda: _shape(f'{prefix}gige2', gige_shaping.replace('1gbit', '700mbit')),
               restore=lambda: _shape(f'{prefix}gige2', gige_shaping)),
-        Fault('b', "fast3's CPU capped at half (cgroup cpu quota 50%)", links_fast, ['fast3'],
+        Fault('b', "fast3's CPU capped at half (cgroup cpu quota 50%)",
+              ['-n', '^(link_allpairs|node_loopback)', '-E', "interconnect == 'fast'"], ['fast3'],
               inject=lambda: _cap_node_cpu('fast3', 50000), restore=_uncap),
         Fault('c', 'fast2 crashed mid-run (kill -9 of its namespace)',
               ['-n', '^link_allpairs|^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^(gnu|openmpi4)$'],
@@ -252,7 +252,7 @@ def faults(clean_report: Path) -> list[Fault]:
 
 
 CLEAN = Fault('clean', 'no fault: the drill selection on a healthy cluster',
-              ['-n', r'^(link_allpairs|mpi_latency|tcp_throughput|mpi_throughput)\b', '-E',
+              ['-n', r'^(link_allpairs|node_loopback|mpi_latency|tcp_throughput|mpi_throughput)\b', '-E',
                "interconnect in ('fast', 'gige') and locals().get('mode', 'stream') == 'stream' "
                "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(gnu|openmpi4|mpich4)$'], [])
 

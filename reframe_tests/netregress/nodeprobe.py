@@ -1,0 +1,174 @@
+"""Every node against its peers: a short TCP stream over each node's own loopback, one node after the other.
+
+A link test cannot see a slow node on a fabric the CPU bounds: a TCP stream over veth does most of its work in
+the sender's softirq and the receiver's copy, and capping one node's processes at half a CPU moved its links by
+only 0.86x (measured on the vcluster). A loopback stream on the node itself runs both ends there, so it halves with
+the node's CPU (23.8 -> 12.8 Gbit/s with a cgroup quota of half a CPU over the node's processes). After a
+maintenance a node with a wrong CPU governor, a lost memory channel or a runaway process is exactly that node.
+
+:class:`NodeLoopbackCheck` allocates every node of the partition by name (like the all-pairs link check) and runs
+``nr-tcpserver`` + ``nr-tcptest -h 127.0.0.1`` on each node in turn, in ``passes`` passes that rotate the order;
+a node's figure is its best pass (each pass: the median over its repetitions), because on a shared machine a pass
+can lose its CPU to something else, while a slow node is slow in every pass. Sanity (baseline-free): every node measured, and each at least ``min_node_fraction`` of the median node,
+else the slow nodes are named. The pure parts (:func:`judge_nodes`) are tested in tests/python/test_nodeprobe.py.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import statistics
+from typing import Mapping
+
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.backends import getlauncher
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
+
+from . import coverage, results
+from .allpairs import SLURM_ON_NAMED_NODE, slurm_partition_name
+from .base import NetregressCheck
+from .build import TcpKernelBuild
+
+NODE_DIR = 'nodes'
+DRIVER = 'nodes.sh'
+
+
+def judge_nodes(figures: Mapping[str, float | None], min_fraction: float) -> list[str]:
+    """Problems: nodes without a figure, and nodes below ``min_fraction`` x the median node."""
+    missing = [n for n, v in figures.items() if v is None]
+    problems = [f'node {n}: loopback stream not measured (see {NODE_DIR}/{n}.*.err)' for n in missing]
+    measured = {n: v for n, v in figures.items() if v is not None}
+    if len(measured) < 2:
+        return problems
+    median = statistics.median(measured.values())
+    for node, value in sorted(measured.items(), key=lambda kv: kv[1]):
+        if value < min_fraction * median:
+            problems.append(f'node {node}: loopback stream {value:.0f} Mbit/s is {value / median:.2f} x the median '
+                            f'node ({median:.0f} Mbit/s, at least {min_fraction:g} x expected): the node is slow')
+    return problems
+
+
+def driver_script(nodes: list[str], prefixes: Mapping[str, str], kernels_dir: str, opts: list[str],
+                  passes: int = 1) -> str:
+    """Shell script: on each node in turn, a loopback server and client writing nodes/<node>.<pass>.json; pass k
+    starts at node k (mod N)."""
+    server, client = (shlex.quote(os.path.join(kernels_dir, k)) for k in ('nr-tcpserver', 'nr-tcptest'))
+    lines = ['#!/bin/bash', 'set -u', f'mkdir -p {NODE_DIR}']
+    for k in range(passes):
+        for i in range(len(nodes)):
+            lines.append(_node_line(nodes[(i + k) % len(nodes)], k, 24000 + k * len(nodes) + i, prefixes,
+                                    server, client, opts))
+    return '\n'.join(lines) + '\n'
+
+
+def _node_line(node: str, k: int, port: int, prefixes: Mapping[str, str], server: str, client: str,
+               opts: list[str]) -> str:
+    out = f'{NODE_DIR}/{node}.{k}'
+    body = (f'{server} -p {port} --max-tests 1 > {out}.srv 2>&1 & s=$!; '
+            f'for i in $(seq 100); do grep -q "listening on port" {out}.srv && break; sleep 0.05; done; '
+            f'{client} -h 127.0.0.1 -p {port} {" ".join(map(shlex.quote, opts))} --json {out}.json '
+            f'> {out}.out 2> {out}.err; rc=$?; kill $s 2>/dev/null; wait $s 2>/dev/null; exit $rc')
+    return f'{prefixes[node]} sh -c {shlex.quote(body)}; echo "netregress-node: {node} pass={k} status=$?"'
+
+
+class NodeLoopbackCheck(NetregressCheck):
+    """Abstract: the loopback stream of every node of a multi-node partition, one node at a time."""
+
+    valid_prog_environs = ['+tcp']
+    kernels = fixture(TcpKernelBuild, scope='environment')
+    record_counters = False         # loopback inside each node: no interface under test
+
+    #: Repetitions (``-r``) and seconds each (``-t``) of each node's stream; the figure is their median.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``3``
+    repetitions = variable(int, value=3)
+
+    #: :type: :class:`float`
+    #: :default: ``0.3``
+    test_time_s = variable(float, value=0.3)
+
+    #: Passes over all nodes (each node's best pass counts).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``3``
+    passes = variable(int, value=3)
+
+    #: A node below this fraction of the median node fails the check, named.
+    #:
+    #: :type: :class:`float`
+    #: :default: ``0.8``
+    min_node_fraction = variable(float, value=0.8)
+
+    #: The partition's nodes (filled in setup).
+    #:
+    #: :type: :class:`List[str]`
+    nodes = variable(typ.List[str], value=[])
+
+    keep_files = [NODE_DIR, DRIVER]
+
+    @run_after('setup')
+    def allocate_every_node(self):
+        part = self.current_partition
+        if self.ic.nodes < 2 or part.scheduler.registered_name not in ('slurm', 'squeue'):
+            self.skip(f'{part.fullname} {self.interconnect}: one node, or no Slurm partition to list nodes of')
+        slurm_part = slurm_partition_name(part.access, part.name)
+        try:
+            self.nodes = coverage.partition_nodes(slurm_part)
+        except coverage.SlurmQueryError as err:
+            raise SanityError(f'partition {slurm_part}: {err}') from None
+        self.num_tasks = len(self.nodes)
+        self.num_tasks_per_node = 1
+        self.job.options += [f'--nodes={len(self.nodes)}', f'--nodelist={",".join(self.nodes)}']
+        self.fixed_references = {**self.fixed_references,
+                                 'min_to_median': (1.0, self.min_node_fraction - 1.0, 0.0)}
+        for name in ('min_node_mbps', 'median_node_mbps'):
+            self.perf_variables[name] = sn.make_performance_function(self._summary(name), 'Mbit/s')
+        self.perf_variables['min_to_median'] = sn.make_performance_function(self._summary('min_to_median'),
+                                                                            'ratio')
+
+    @run_before('run')
+    def write_driver(self):
+        template = self.current_partition.extras.get('on_named_node') or SLURM_ON_NAMED_NODE
+        prefixes = {n: ' '.join(shlex.quote(str(t).format(node=n)) for t in template) for n in self.nodes}
+        opts = ['-r', str(self.repetitions), '-t', str(self.test_time_s), '-m', '1M']
+        with open(os.path.join(self.stagedir, DRIVER), 'w') as fp:
+            fp.write(driver_script(self.nodes, prefixes, self.kernels.kernels_dir, opts, self.passes))
+        self.job.launcher = getlauncher('local')()
+        self.executable = 'bash'
+        self.executable_opts = [DRIVER]
+
+    def figures(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for node in self.nodes:
+            passes = []
+            for k in range(self.passes):
+                path = os.path.join(self.stagedir, NODE_DIR, f'{node}.{k}.json')
+                try:
+                    passes.append(float(results.get(results.load_result(path), 'summary.throughput_mbps.median')))
+                except (results.KernelResultError, KeyError, TypeError, ValueError):
+                    pass
+            out[node] = max(passes) if passes else None
+        return out
+
+    @sn.deferrable
+    def _summary(self, what: str) -> float:
+        measured = [v for v in self.figures().values() if v is not None]
+        if not measured:
+            raise SanityError('no node was measured')
+        median = statistics.median(measured)
+        return {'min_node_mbps': min(measured), 'median_node_mbps': median,
+                'min_to_median': min(measured) / median}[what]
+
+    def payload_bytes(self) -> float:
+        return 0.0
+
+    @sanity_function
+    def validate(self):
+        problems = self.job_witness()
+        if not problems:
+            problems = judge_nodes(self.figures(), self.min_node_fraction)
+        if problems:
+            raise SanityError('; '.join(problems))
+        return True

@@ -119,6 +119,17 @@ class ReferenceSet:
             raise ReferenceError(f'{source}: file is for system {data.get("system")!r}, not {system!r}')
         self.tree: Mapping = data.get('references') or {}
 
+    def entries(self):
+        """Every (partition, environ, interconnect, test, metric[@size]) and its validated reference."""
+        for part, envs in self.tree.items():
+            for env, ics in envs.items():
+                for ic, tests in ics.items():
+                    for test, metrics in tests.items():
+                        for metric, spec in metrics.items():
+                            sizes = spec.get('sizes') if isinstance(spec, Mapping) else None
+                            for name in ([metric_name(metric, s) for s in sizes] if sizes else [metric]):
+                                yield (part, env, ic, test, name), self.lookup(part, env, ic, test, name)
+
     def lookup(self, partition: str, environ: str, interconnect: str, test: str, metric: str) -> Reference:
         """The reference for one performance variable (``metric`` may carry ``@size``)."""
         base, size = split_metric(metric)

@@ -230,17 +230,7 @@ def band_table(bands: Iterable[tuple[float, float]]) -> str:
 
 
 def _reference_bands(refset: references.ReferenceSet) -> list[tuple[float, float]]:
-    out = []
-    for part, envs in refset.tree.items():
-        for env, ics in envs.items():
-            for ic, tests in ics.items():
-                for test, metrics in tests.items():
-                    for metric, spec in metrics.items():
-                        sizes = spec.get('sizes') if isinstance(spec, Mapping) else None
-                        for name in ([references.metric_name(metric, s) for s in sizes] if sizes else [metric]):
-                            ref = refset.lookup(part, env, ic, test, name)
-                            out.append((ref.lower, ref.upper))
-    return out
+    return [(ref.lower, ref.upper) for _, ref in refset.entries()]
 
 
 def record(reports: list[Path], system: str, table: interconnects.InterconnectTable) -> str:
@@ -380,15 +370,4 @@ def main(argv: list[str] | None = None) -> int:
 
 def _count_entries(refset: references.ReferenceSet) -> int:
     """Number of (metric[, size]) references, validating each one."""
-    n = 0
-    for part, envs in refset.tree.items():
-        for env, ics in envs.items():
-            for ic, tests in ics.items():
-                for test, metrics in tests.items():
-                    for metric, spec in metrics.items():
-                        sizes = spec.get('sizes') if isinstance(spec, Mapping) else None
-                        names = [references.metric_name(metric, s) for s in sizes] if sizes else [metric]
-                        for name in names:
-                            refset.lookup(part, env, ic, test, name)
-                            n += 1
-    return n
+    return sum(1 for _ in refset.entries())

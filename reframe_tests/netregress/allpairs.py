@@ -52,6 +52,8 @@ LINKS_TABLE = 'links.txt'
 TEST_MARK = 'netregress-test:'
 #: Failed or slow links named one by one in a sanity message; the rest are counted (all are in links.txt).
 MAX_NAMED_LINKS = 4
+#: Default share of the median link the slowest link must reach.
+MIN_LINK_FRACTION = 0.85
 #: Runs one task on a named node of the job when the partition has no ``on_named_node`` extra (Slurm).
 SLURM_ON_NAMED_NODE = ['srun', '--mpi=none', '--overlap', '--nodes=1', '--ntasks=1', '--nodelist={node}']
 _TEST_LINE = re.compile(rf'^{TEST_MARK} pass=(\d+) kind=(\w+) client=(\S+) server=(\S+) status=(\S+)\s*$', re.M)
@@ -560,11 +562,13 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     #: :default: ``0.2``
     rtt_time_s = variable(float, value=0.2)
 
-    #: The slowest link must reach this fraction of the median link.
+    #: The slowest link must reach this fraction of the median link. None: the partition extra
+    #: ``interconnects.<ic>.min_link_fraction`` where given (a fabric whose links the CPU decides, such as veth
+    #: between namespaces on a shared host), else :data:`MIN_LINK_FRACTION` (set in setup).
     #:
-    #: :type: :class:`float`
-    #: :default: ``0.85``
-    min_link_fraction = variable(float, value=0.85)
+    #: :type: :class:`float` or ``None``
+    #: :default: ``None`` (0.85)
+    min_link_fraction = variable(float, type(None), value=None, loggable=True)
 
     #: Where the fabric has a line rate (``rate_mbps``), every link must reach this fraction of it.
     #:
@@ -640,14 +644,19 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
         self.time_limit = 30 + self.link_budget_s * self.passes * sum(len(r) for r in self.rounds)
         if self.rate_mbps is None:
             self.rate_mbps = self.configured_rate_mbps()
+        if self.min_link_fraction is None:
+            self.min_link_fraction = float(self.fabric_extra('min_link_fraction') or MIN_LINK_FRACTION)
         # the ratio is asserted by sanity already; as a fixed band it needs no host baseline either
         self.fixed_references = {**self.fixed_references,
                                  'min_to_median': (1.0, self.min_link_fraction - 1.0, 0.0)}
 
+    def fabric_extra(self, key: str):
+        """``key`` of this interconnect's block in the partition extra ``interconnects`` (None: absent)."""
+        return ((self.current_partition.extras.get('interconnects') or {}).get(self.interconnect) or {}).get(key)
+
     def configured_rate_mbps(self) -> float | None:
         """The fabric's line rate from the partition extras or the interconnect table (None: not declared)."""
-        ctx = (self.current_partition.extras.get('interconnects') or {}).get(self.interconnect) or {}
-        for value in (ctx.get('rate_mbps'), getattr(self.ic, 'rate_mbps', None)):
+        for value in (self.fabric_extra('rate_mbps'), getattr(self.ic, 'rate_mbps', None)):
             if value:
                 return float(value)
         return None

@@ -101,7 +101,9 @@ enum nr__pattern_kind {
 /* Move `iters` messages of `size` bytes; only MPI calls inside. Verification (when on) checks the last message
  * after the clock stopped, so it never perturbs the measurement. A round trip stays one even with -n: the master
  * may pre-post its receive, but the secondary sends only after its receive completed, so the master's wait ends
- * one full round trip after its send. */
+ * one full round trip after its send. The secondary answers from its own send buffer, not from the buffer it just
+ * received into (as IMB, OSU and NetPIPE do): returning freshly written, cache-hot data would make the return
+ * trip cheaper than a real one. */
 static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
                         unsigned char *rbuf, uint64_t size, uint64_t iters, struct nr_error *err)
 {
@@ -133,7 +135,7 @@ static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, uns
             if (rc == MPI_SUCCESS)
                 rc = MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Isend(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[1]);
+                rc = MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[1]);
             if (rc == MPI_SUCCESS)
                 rc = MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
         } else if (me == 0) {
@@ -143,7 +145,7 @@ static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, uns
         } else {
             rc = MPI_Recv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Send(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w);
+                rc = MPI_Send(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w);
         }
     }
     /* Stream: the master's clock stops when the secondary confirms the last message arrived. */

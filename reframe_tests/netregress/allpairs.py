@@ -16,8 +16,9 @@ started by one job step, and clients are job steps on one node each:
   is the median over its repetitions (``summary.throughput_mbps.median``) in its best pass, the link's the slower
   direction (a token bucket or a bad port on one end of a link slows one direction only).
 
-The job makes ``passes`` passes over all rounds (two; the second in reverse round order), so a link is slow only
-when it is slow every time: on a host shared with other work one stream now and then falls into a busy second.
+The job makes ``passes`` passes over all rounds (two, in the same order: a link's measurements lie one pass
+apart), so a link is slow only when it is slow every time: on a host shared with other work one stream now and
+then falls into a busy second.
 The median link is the upper median (a slow node spoils half the links of four nodes).
 
 Results: ``links.json`` and the table ``links.txt`` in the stage directory, the performance variables
@@ -150,8 +151,8 @@ def driver_script(rounds: Sequence[Sequence[tuple[str, str]]], *, nodes: Sequenc
 
     ``on_named_node`` maps every node to the command prefix running one task there; ``on_every_node`` runs one
     task on each node of the job. Steps: counter snapshot on every node; one step starting a server on every node
-    (``serve.sh``); ``passes`` times over the rounds (every other pass in reverse order, so a link's passes lie
-    apart in time), per pair the tests of :func:`link_tests`, each a step on its client node bounded by
+    (``serve.sh``); ``passes`` times over the rounds (in the same order, so a link's passes lie one pass apart),
+    per pair the tests of :func:`link_tests`, each a step on its client node bounded by
     ``step_timeout_s`` and reported as a ``netregress-test:`` line with its exit status (``noserver`` when the
     server node never said where it listens); servers stopped; counter snapshot again.
     """
@@ -216,8 +217,7 @@ def driver_script(rounds: Sequence[Sequence[tuple[str, str]]], *, nodes: Sequenc
         f'echo "netregress-servers: $up of {len(nodes)} listening"',
     ]
     for pass_ in range(1, passes + 1):
-        order = list(enumerate(rounds, start=1))
-        for index, pairs in (order if pass_ % 2 else order[::-1]):
+        for index, pairs in enumerate(rounds, start=1):
             lines.append(f'echo "netregress-round: pass {pass_} round {index} '
                          f'{" ".join(f"{a}-{b}" for a, b in pairs)}"')
             if concurrent:
@@ -526,8 +526,8 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     #: :default: ``True``
     both_directions = variable(bool, value=True)
 
-    #: Passes over all links (every other one in reverse round order); a direction's figure is the median over
-    #: the repetitions of its best pass, so a slow link must be slow in every pass. Two: on the shared 2-core
+    #: Passes over all links (same round order, so a link's measurements lie one pass apart); a direction's figure
+    #: is the median over the repetitions of its best pass, so a slow link must be slow in every pass. Two: on the shared 2-core
     #: host a stream now and then fell into a busy second as a whole (fast: every repetition of one direction at
     #: 9-13 instead of 13-16 Gbit/s; gige: 820-925 instead of 948-957 Mbit/s), never the same link twice.
     #:

@@ -12,7 +12,8 @@ also records which kernel sources (``src/``) measured it, and a baseline measure
 A baseline keeps, per performance variable, the figures of its last ``window`` passing runs. The reference value is
 their median and the band is derived from their spread: each side is ``spread_factor`` x the largest relative
 deviation of a run from the median, at least the metric kind's ``floor`` and at most ``cap`` (both from
-``config/interconnects.yaml`` ``baselines:``). One run says nothing about spread: its band is the cap. Every entry
+``config/interconnects.yaml`` ``baselines:``). Fewer than ``min_runs`` runs say little about spread (the largest
+deviation among two runs is about one standard deviation): until then the band is the cap. Every entry
 says in its comment which runs it came from.
 """
 from __future__ import annotations
@@ -105,6 +106,7 @@ def baseline_path(system: str, directory: Path | None = None, host: str | None =
 class BandRules:
     """``config/interconnects.yaml`` ``baselines:`` block."""
     window: int
+    min_runs: int
     spread_factor: float
     floor: Mapping[str, float]
     cap: tuple[float, float]
@@ -114,7 +116,8 @@ class BandRules:
         data = data or {}
         try:
             lo, hi = data.get('cap', [-0.33, 0.5])
-            return cls(window=int(data.get('window', 5)), spread_factor=float(data.get('spread_factor', 3.0)),
+            return cls(window=int(data.get('window', 5)), min_runs=int(data.get('min_runs', 3)),
+                       spread_factor=float(data.get('spread_factor', 4.0)),
                        floor={k: float(v) for k, v in (data.get('floor') or {}).items()},
                        cap=(float(lo), float(hi)))
         except (TypeError, ValueError) as err:
@@ -124,9 +127,9 @@ class BandRules:
         """(value, lower, upper, comment) for the figures of a metric's runs."""
         center = statistics.median(samples)
         lo_cap, hi_cap = self.cap
-        if len(samples) < 2 or center == 0:
-            return center, lo_cap, hi_cap, (f'1 run: widest band ({1 + lo_cap:.2f}x..{1 + hi_cap:.2f}x) until a '
-                                            f'second run measures the spread')
+        if len(samples) < max(self.min_runs, 2) or center == 0:
+            return center, lo_cap, hi_cap, (f'{len(samples)} run(s): widest band ({1 + lo_cap:.2f}x..'
+                                            f'{1 + hi_cap:.2f}x) until {self.min_runs} runs measure the spread')
         dev = max(abs(v - center) for v in samples) / abs(center)
         floor = self.floor.get(kind, self.floor.get('default', 0.05))
         half = max(self.spread_factor * dev, floor)

@@ -3,7 +3,7 @@ import pytest
 
 from netregress import baselines, references, refstool, runsummary
 
-RULES = baselines.BandRules(window=3, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
+RULES = baselines.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
                             cap=(-0.33, 0.5))
 
 
@@ -14,7 +14,10 @@ def m(value, metric='throughput_mbps', unit='Mbit/s', test='tcp.stream.blocking'
 
 def test_one_run_gets_the_cap_band():
     value, lower, upper, comment = RULES.band([950.0], 'throughput')
-    assert (value, lower, upper) == (950.0, -0.33, 0.5) and '1 run' in comment
+    assert (value, lower, upper) == (950.0, -0.33, 0.5) and '1 run(s)' in comment
+    rules3 = baselines.BandRules(window=5, min_runs=3, spread_factor=4.0, floor={'throughput': 0.01}, cap=(-0.33, 0.5))
+    assert rules3.band([950.0, 960.0], 'throughput')[1:3] == (-0.33, 0.5)
+    assert rules3.band([950.0, 960.0, 955.0], 'throughput')[1:3] == pytest.approx((-0.0209, 0.0209), abs=1e-3)
 
 
 def test_band_is_the_spread_times_the_factor_above_the_floor():

@@ -621,7 +621,7 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     # on a fabric with a line rate the base class also reports min_link_mbps / rate_mbps as fraction_of_link with
     # the baseline-free band fixed_bands.link_fraction (its upper end catches a shaper that is gone)
     link_bound_metric = 'min_link_mbps'
-    keep_files = [LINKS_JSON, LINKS_TABLE, DRIVER, COUNTERS_FILE, LINK_DIR]
+    keep_files = [LINKS_JSON, LINKS_TABLE, DRIVER, SERVE, COUNTERS_FILE, LINK_DIR]
 
     @run_after('setup')
     def allocate_every_node(self):

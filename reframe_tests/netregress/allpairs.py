@@ -587,11 +587,12 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     #: :default: ``None``
     rate_mbps = variable(float, type(None), value=None, loggable=True)
 
-    #: Seconds one test step (client on its node) may take before it is killed and its link reported.
+    #: Seconds one test step (client on its node) may take before it is killed and its link reported (a test
+    #: takes 1-2 s; a node that died during the job must not hold every later test for long).
     #:
     #: :type: :class:`int`
-    #: :default: ``60``
-    step_timeout_s = variable(int, value=60)
+    #: :default: ``30``
+    step_timeout_s = variable(int, value=30)
 
     #: Seconds to wait for every node's server to listen.
     #:

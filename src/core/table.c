@@ -69,3 +69,21 @@ int nr_plot_write(FILE *f, const struct nr_plot *p)
     fprintf(f, "\n");
     return (fflush(f) != 0 || ferror(f)) ? NR_E_IO : NR_OK;
 }
+
+int nr_plot_throughput(const char *data_path, const char *title, const char *series_title, bool sweep,
+                       struct nr_error *err)
+{
+    char script[4096], image[4096];
+    snprintf(script, sizeof script, "%s.plot", data_path);
+    snprintf(image, sizeof image, "%s.ps", data_path);
+    FILE *f = fopen(script, "w");
+    if (!f)
+        return nr_error_sys(err, NR_E_IO, "cannot write '%s'", script);
+    struct nr_plot_series series = {data_path, 1, 2, series_title};
+    struct nr_plot p = {title, sweep ? "Message size (Bytes)" : "Test repetition", "Throughput (Mbps)", sweep, image,
+                        &series, 1};
+    nr_plot_write(f, &p);
+    if (fclose(f) != 0)
+        return nr_error_sys(err, NR_E_IO, "writing '%s'", script);
+    return NR_OK;
+}

@@ -33,8 +33,6 @@
 #define NR__TAG_ACK 2
 #define NR__VERIFY_SEED 0x5au
 
-enum nr__kind { NR__FIXED, NR__SWEEP, NR__LATENCY };
-
 /* Options: one field per flag. */
 struct nr__opts {
     int pingpong;        /* -i */
@@ -54,7 +52,7 @@ struct nr__opts {
 };
 
 struct nr__run {
-    enum nr__kind kind;
+    enum nr_run_kind kind;
     const char *mode;     /* JSON mode */
     uint64_t size;        /* fixed and latency size */
     uint64_t iterations;  /* fixed and latency count */
@@ -128,7 +126,9 @@ static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, uns
             if (rc == MPI_SUCCESS)
                 rc = MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[1]);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+                rc = MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
         } else if (o->nonblocking) {
             /* Non-blocking round trip, secondary: return the message only once it has arrived. */
             rc = MPI_Irecv(rbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, &rq[0]);
@@ -261,9 +261,9 @@ static int nr__ship_log(struct nr__run *r, struct nr_error *err)
 static const char *nr__mode_line(const struct nr__opts *o, const struct nr__run *r)
 {
     static char line[128];
-    if (r->kind == NR__LATENCY)
+    if (r->kind == NR_RUN_LATENCY)
         return "MPI communication Round Trip Time (latency) test";
-    snprintf(line, sizeof line, "%s %s %s test", r->kind == NR__SWEEP ? "Exponential" : "Fixed-size",
+    snprintf(line, sizeof line, "%s %s %s test", r->kind == NR_RUN_SWEEP ? "Exponential" : "Fixed-size",
              o->nonblocking ? "non-blocking" : "blocking",
              o->pingpong ? "ping-pong (bidirectional)" : "stream (unidirectional)");
     return line;
@@ -271,9 +271,9 @@ static const char *nr__mode_line(const struct nr__opts *o, const struct nr__run 
 
 static void nr__print_run(const struct nr__run *r, size_t i)
 {
-    if (r->kind == NR__LATENCY)
+    if (r->kind == NR_RUN_LATENCY)
         printf("MPI Round Trip Time (%zu) : %.3f usec\n", i + 1, r->rtt_us[i]);
-    else if (r->kind == NR__SWEEP)
+    else if (r->kind == NR_RUN_SWEEP)
         printf(" (%zu) : %f Mbps\n", i + 1, r->reps[i].throughput_mbps);
     else
         printf("(%zu) Throughput(Mbps): %.4f  Message-size(Bytes): %llu  Test-time: %.2f\n", i + 1,
@@ -289,15 +289,15 @@ static int nr__write_output(const struct nr__opts *o, const struct nr__run *r, s
         return nr_error_sys(err, NR_E_IO, "cannot write '%s'", o->out);
     char when[64];
     fprintf(f, "# MPI communication test -- %s\n", nr_time_ctime(time(NULL), when, sizeof when));
-    if (r->kind == NR__LATENCY)
+    if (r->kind == NR_RUN_LATENCY)
         fprintf(f, "# Test mode: Round Trip Time (latency) test\n");
     else
-        fprintf(f, "# Test mode: %s %s test\n", r->kind == NR__SWEEP ? "Exponential" : "Fixed-size",
+        fprintf(f, "# Test mode: %s %s test\n", r->kind == NR_RUN_SWEEP ? "Exponential" : "Fixed-size",
                 o->pingpong ? "ping-pong (bidirectional)" : "stream (unidirectional)");
     fprintf(f, "# Hosts: %s <----> %s\n", g_mpi->host, r->peer_host);
     fprintf(f, "# %s communication (%s)\n", o->nonblocking ? "Non-blocking" : "Blocking",
             o->nonblocking ? "MPI_Isend/MPI_Irecv" : "MPI_Send/MPI_Recv");
-    if (r->kind == NR__LATENCY) {
+    if (r->kind == NR_RUN_LATENCY) {
         fprintf(f, "# Message size (Bytes): %llu\n# Iteration : %llu\n#\n", (unsigned long long)r->size,
                 (unsigned long long)r->iterations);
         for (size_t i = 0; i < r->nreps; i++)
@@ -305,7 +305,7 @@ static int nr__write_output(const struct nr__opts *o, const struct nr__run *r, s
         struct nr_stats s;
         nr_stats_compute(r->rtt_us, r->nreps, &s);
         fprintf(f, "# MPI RTT min/avg/max = %.3f/%.3f/%.3f usec\n", s.min, s.avg, s.max);
-    } else if (r->kind == NR__FIXED) {
+    } else if (r->kind == NR_RUN_FIXED) {
         uint64_t per_dir = r->size * r->iterations;
         fprintf(f, "# Total data size of each test (Bytes): %llu\n# Message size (Bytes): %llu\n",
                 (unsigned long long)per_dir, (unsigned long long)r->size);
@@ -371,21 +371,7 @@ static int nr__write_logs(const struct nr__opts *o, const struct nr__run *r, str
 
 static int nr__write_plot(const struct nr__opts *o, const struct nr__run *r, struct nr_error *err)
 {
-    char data[4096], script[4096], image[4096];
-    snprintf(data, sizeof data, "%s", o->out);
-    snprintf(script, sizeof script, "%s.plot", o->out);
-    snprintf(image, sizeof image, "%s.ps", o->out);
-    FILE *f = fopen(script, "w");
-    if (!f)
-        return nr_error_sys(err, NR_E_IO, "cannot write '%s'", script);
-    /* Column 1 is the message size (sweep) or the repetition number (fixed), column 2 the throughput. */
-    struct nr_plot_series series = {data, 1, 2, "MPI throughput"};
-    struct nr_plot p = {"MPI communication test", r->kind == NR__SWEEP ? "Message size (Bytes)" : "Test repetition",
-                        "Throughput (Mbps)", r->kind == NR__SWEEP, image, &series, 1};
-    nr_plot_write(f, &p);
-    if (fclose(f) != 0)
-        return nr_error_sys(err, NR_E_IO, "writing '%s'", script);
-    return NR_OK;
+    return nr_plot_throughput(o->out, "MPI communication test", "MPI throughput", r->kind == NR_RUN_SWEEP, err);
 }
 
 static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, time_t started, int status,
@@ -402,16 +388,16 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
     nr_json_end_object(&j);
     nr_json_key(&j, "options");
     nr_json_begin_object(&j);
-    nr_json_kv_bool(&j, "pingpong", o->pingpong || r->kind == NR__LATENCY);
+    nr_json_kv_bool(&j, "pingpong", o->pingpong || r->kind == NR_RUN_LATENCY);
     nr_json_kv_bool(&j, "blocking", !o->nonblocking);
     nr_json_kv_int(&j, "repetitions", o->reps);
-    nr_json_kv_uint(&j, "message_size_bytes", r->kind == NR__SWEEP ? 0 : r->size);
+    nr_json_kv_uint(&j, "message_size_bytes", r->kind == NR_RUN_SWEEP ? 0 : r->size);
     nr_json_kv_int(&j, "exponent", o->exponent);
     nr_json_kv_double(&j, "test_time_s", o->test_time_s);
     nr_json_kv_bool(&j, "verify", o->verify);
     nr_json_kv_int(&j, "ranks", g_mpi->size);
     nr_json_end_object(&j);
-    if (r->kind == NR__FIXED && r->nreps) {
+    if (r->kind == NR_RUN_FIXED && r->nreps) {
         nr_result_json_reps(&j, r->reps, r->nreps, "master", "secondary");
         double tp[NR__MAX_REPS];
         uint64_t bytes = 0;
@@ -424,9 +410,9 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
         nr_json_kv_stats(&j, "throughput_mbps", &s);
         nr_json_end_object(&j);
         nr_json_kv_uint(&j, "bytes_moved", bytes);
-    } else if (r->kind == NR__SWEEP && r->nreps) {
+    } else if (r->kind == NR_RUN_SWEEP && r->nreps) {
         nr_result_json_sweep(&j, r->reps, r->nreps, "master", "secondary");
-    } else if (r->kind == NR__LATENCY && r->nreps) {
+    } else if (r->kind == NR_RUN_LATENCY && r->nreps) {
         struct nr_stats s;
         nr_stats_compute(r->rtt_us, r->nreps, &s);
         nr_result_json_latency(&j, r->size, r->iterations, r->rtt_us, r->nreps, &s);
@@ -452,11 +438,11 @@ static int nr__validate(const struct nr__opts *o, struct nr__run *r, struct nr_e
     if ((o->syslog || o->plot) && !o->out)
         return nr_error_set(err, NR_E_USAGE, "%s needs -o FILE (the logs and plot are named after it)",
                             o->syslog ? "-c" : "-P");
-    r->kind = o->exponent >= 0 ? NR__SWEEP : (o->latency || o->lat_size) ? NR__LATENCY : NR__FIXED;
-    if (r->kind == NR__LATENCY && o->plot)
+    r->kind = o->exponent >= 0 ? NR_RUN_SWEEP : (o->latency || o->lat_size) ? NR_RUN_LATENCY : NR_RUN_FIXED;
+    if (r->kind == NR_RUN_LATENCY && o->plot)
         return nr_error_set(err, NR_E_USAGE, "-P plots throughput tests; the latency test has nothing to plot");
-    r->size = r->kind == NR__LATENCY ? (o->lat_size ? o->lat_size : NR__LATENCY_DEFAULT_BYTES) : o->msg_size;
-    uint64_t largest = r->kind == NR__SWEEP ? (uint64_t)1 << o->exponent : r->size;
+    r->size = r->kind == NR_RUN_LATENCY ? (o->lat_size ? o->lat_size : NR__LATENCY_DEFAULT_BYTES) : o->msg_size;
+    uint64_t largest = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << o->exponent : r->size;
     if (largest > (uint64_t)INT32_MAX)
         return nr_error_set(err, NR_E_RANGE, "message size %llu exceeds the MPI count limit %d",
                             (unsigned long long)largest, INT32_MAX);
@@ -464,8 +450,8 @@ static int nr__validate(const struct nr__opts *o, struct nr__run *r, struct nr_e
         return nr_error_set(err, NR_E_RANGE, "message size %llu needs more memory than this node allows a rank "
                             "(%llu bytes)", (unsigned long long)largest,
                             (unsigned long long)nr_mpi_memory_budget(g_mpi));
-    r->mode = r->kind == NR__LATENCY ? "latency"
-              : r->kind == NR__SWEEP ? (o->pingpong ? "pingpong-exp" : "stream-exp")
+    r->mode = r->kind == NR_RUN_LATENCY ? "latency"
+              : r->kind == NR_RUN_SWEEP ? (o->pingpong ? "pingpong-exp" : "stream-exp")
                                      : (o->pingpong ? "pingpong" : "stream");
     return NR_OK;
 }
@@ -486,11 +472,11 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         printf("%s(Master-node) <--> %s(Secondary-node)\n%s\n", hosts[0], hosts[1], nr__mode_line(o, r));
         fflush(stdout);
     }
-    enum nr__pattern_kind how = r->kind == NR__LATENCY ? NR__ROUNDTRIP
+    enum nr__pattern_kind how = r->kind == NR_RUN_LATENCY ? NR__ROUNDTRIP
                                 : !o->pingpong        ? NR__STREAM
                                 : o->nonblocking      ? NR__EXCHANGE
                                                       : NR__ROUNDTRIP;
-    uint64_t largest = r->kind == NR__SWEEP ? (uint64_t)1 << o->exponent : r->size;
+    uint64_t largest = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << o->exponent : r->size;
     unsigned char *sbuf = malloc(largest ? largest : 1), *rbuf = malloc(largest ? largest : 1);
     rc = sbuf && rbuf ? NR_OK : nr_error_set(err, NR_E_NOMEM, "cannot allocate 2 x %llu bytes",
                                             (unsigned long long)largest);
@@ -499,10 +485,10 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         nr_buffer_fill(rbuf, largest ? largest : 1, 2);
     }
     r->nreps = 0;
-    size_t nruns = r->kind == NR__SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
+    size_t nruns = r->kind == NR_RUN_SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
     if (rc == NR_OK && !(r->reps = calloc(nruns, sizeof *r->reps)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
-    if (rc == NR_OK && r->kind == NR__LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
+    if (rc == NR_OK && r->kind == NR_RUN_LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (rc == NR_OK && o->syslog && (rc = nr_sysmon_open(&r->mon, err)) == NR_OK)
         rc = nr_sysmon_mark(r->mon, err);
@@ -517,19 +503,19 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
     uint64_t iters = (uint64_t)o->iterations;
     struct nr_rep warm;
     /* Warm-up: one untimed message before anything timed (connection set-up, registration, first faults). */
-    if (r->kind != NR__SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, r->size, 1, &warm, err)) < 0)
+    if (r->kind != NR_RUN_SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, r->size, 1, &warm, err)) < 0)
         goto out;
-    if (r->kind != NR__SWEEP && iters == 0) {
-        double target = r->kind == NR__LATENCY ? o->test_time_s / o->reps : o->test_time_s;
+    if (r->kind != NR_RUN_SWEEP && iters == 0) {
+        double target = r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
         if ((rc = nr__calibrate(o, how, sbuf, rbuf, r->size, target, &iters, err)) < 0)
             goto out;
     }
     r->iterations = iters;
     for (size_t i = 0; i < nruns; i++) {
-        uint64_t size = r->kind == NR__SWEEP ? (uint64_t)1 << i : r->size, n = iters;
-        if (r->kind == NR__SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, size, 1, &warm, err)) < 0)
+        uint64_t size = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << i : r->size, n = iters;
+        if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, size, 1, &warm, err)) < 0)
             goto out;
-        if (r->kind == NR__SWEEP && n == 0 &&
+        if (r->kind == NR_RUN_SWEEP && n == 0 &&
             (rc = nr__calibrate(o, how, sbuf, rbuf, size, o->test_time_s, &n, err)) < 0)
             goto out;
         if (r->mon && (rc = nr_mpi_agree(nr_sysmon_mark(r->mon, err), err)) < 0)
@@ -538,7 +524,7 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             goto out;
         if (r->mon && (rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
             goto out;
-        if (r->kind == NR__LATENCY)
+        if (r->kind == NR_RUN_LATENCY)
             r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
         r->nreps = i + 1;
         if (g_mpi->rank == 0)
@@ -552,7 +538,7 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             goto out;
     }
     if (g_mpi->rank == 0) {
-        if (r->kind == NR__LATENCY) {
+        if (r->kind == NR_RUN_LATENCY) {
             struct nr_stats s;
             nr_stats_compute(r->rtt_us, r->nreps, &s);
             printf("Message size (Bytes) : %llu\nMPI RTT min/avg/max = %.3f/%.3f/%.3f usec\n",

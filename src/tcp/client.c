@@ -285,28 +285,28 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
     const struct nr_tcptest *o = c->o;
     struct nr_tcptest_result *r = c->r;
     int rc;
-    size_t nruns = r->kind == NR_KIND_SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
+    size_t nruns = r->kind == NR_RUN_SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
     if (!(r->reps = calloc(nruns, sizeof *r->reps)))
         return nr_error_set(err, NR_E_NOMEM, "out of memory");
-    if (r->kind == NR_KIND_LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
+    if (r->kind == NR_RUN_LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
         return nr_error_set(err, NR_E_NOMEM, "out of memory");
     uint64_t iterations = (uint64_t)o->iterations;
     struct nr_rep warm;
     /* Warm-up: one untimed message before anything timed, also with --iterations (no calibration). */
-    if (r->kind != NR_KIND_SWEEP && (rc = nr__run_once(c, 1, r->size_bytes, false, &warm, err)) < 0)
+    if (r->kind != NR_RUN_SWEEP && (rc = nr__run_once(c, 1, r->size_bytes, false, &warm, err)) < 0)
         return rc;
-    if (r->kind != NR_KIND_SWEEP && iterations == 0) {
-        double target = r->kind == NR_KIND_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
+    if (r->kind != NR_RUN_SWEEP && iterations == 0) {
+        double target = r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
         if ((rc = nr__calibrate(c, r->size_bytes, target, &iterations, err)) < 0)
             return rc;
     }
     r->iterations = iterations;
     for (size_t i = 0; i < nruns; i++) {
-        uint64_t size = r->kind == NR_KIND_SWEEP ? (uint64_t)1 << i : r->size_bytes;
+        uint64_t size = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << i : r->size_bytes;
         uint64_t n = iterations;
-        if (r->kind == NR_KIND_SWEEP && (rc = nr__run_once(c, 1, size, false, &warm, err)) < 0)
+        if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(c, 1, size, false, &warm, err)) < 0)
             return rc;
-        if (r->kind == NR_KIND_SWEEP && n == 0 && (rc = nr__calibrate(c, size, o->test_time_s, &n, err)) < 0)
+        if (r->kind == NR_RUN_SWEEP && n == 0 && (rc = nr__calibrate(c, size, o->test_time_s, &n, err)) < 0)
             return rc;
         /* The client's monitor row starts here; the server's starts when it receives the measured START. */
         if (r->mon && (rc = nr_sysmon_mark(r->mon, err)) < 0)
@@ -315,10 +315,10 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
             return rc;
         if (r->mon && (rc = nr_sysmon_record(r->mon, err)) < 0)
             return rc;
-        if (r->kind == NR_KIND_LATENCY)
+        if (r->kind == NR_RUN_LATENCY)
             r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
         r->nreps = i + 1;
-        r->nrtt = r->kind == NR_KIND_LATENCY ? i + 1 : 0;
+        r->nrtt = r->kind == NR_RUN_LATENCY ? i + 1 : 0;
         nr_tcptest_print_run(r, i, nruns);
     }
     return NR_OK;
@@ -490,18 +490,18 @@ int main(int argc, char **argv)
     c.ctl.fd = -1;
     c.blocking = !o.nonblocking;
     if (o.latency || o.latency_size) {
-        r.kind = NR_KIND_LATENCY;
+        r.kind = NR_RUN_LATENCY;
         r.mode = "latency";
         c.mode = NR_MODE_LATENCY;
         r.size_bytes = o.latency_size ? o.latency_size : NR__LATENCY_DEFAULT_BYTES;
         c.max_msg = r.size_bytes;
     } else if (o.exponent >= 0) {
-        r.kind = NR_KIND_SWEEP;
+        r.kind = NR_RUN_SWEEP;
         r.mode = o.pingpong ? "pingpong-exp" : "stream-exp";
         c.mode = o.pingpong ? NR_MODE_PINGPONG : NR_MODE_STREAM;
         c.max_msg = (uint64_t)1 << o.exponent;
     } else {
-        r.kind = NR_KIND_FIXED;
+        r.kind = NR_RUN_FIXED;
         r.mode = o.pingpong ? "pingpong" : "stream";
         c.mode = o.pingpong ? NR_MODE_PINGPONG : NR_MODE_STREAM;
         r.size_bytes = o.msg_size;
@@ -526,14 +526,14 @@ int main(int argc, char **argv)
     struct nr_error werr;
     nr_error_clear(&werr);
     bool complete = rc == 0 || rc == NR_E_VALIDATE;
-    if (complete && r.kind != NR_KIND_LATENCY)
+    if (complete && r.kind != NR_RUN_LATENCY)
         printf("Test done!\n");
     if (complete && o.output) {
         if (nr_tcptest_write_output(o.output, &o, &r, &werr) == 0 && o.syslog)
             nr_tcptest_write_syslogs(o.output, &r, &werr);
         if (werr.code == 0 && o.plot)
             nr_tcptest_write_plot(o.output, &o, &r, &werr);
-        if (werr.code == 0 && r.kind != NR_KIND_LATENCY) {
+        if (werr.code == 0 && r.kind != NR_RUN_LATENCY) {
             printf("Test-result: \"%s\"", o.output);
             if (o.syslog)
                 printf("  Local-syslog: \"%s.c_log\"  server-syslog: \"%s.s_log\"", o.output, o.output);

@@ -20,7 +20,7 @@ static void nr__latency_summary(FILE *f, const struct nr_tcptest_result *r)
 
 void nr_tcptest_print_run(const struct nr_tcptest_result *r, size_t i, size_t total)
 {
-    if (r->kind == NR_KIND_LATENCY) {
+    if (r->kind == NR_RUN_LATENCY) {
         printf("TCP Round Trip Time (%zu) : %.3f usec\n", i + 1, r->rtt_us[i]);
         if (i + 1 == total)
             nr__latency_summary(stdout, r);
@@ -37,7 +37,7 @@ static const char *nr__onoff(bool v)
 
 static const char *nr__mode_text(const struct nr_tcptest *o, const struct nr_tcptest_result *r)
 {
-    if (r->kind == NR_KIND_SWEEP)
+    if (r->kind == NR_RUN_SWEEP)
         return o->pingpong ? "ping-pong(bidirectional) exponential throughput test"
                            : "stream(unidirectional) exponential throughput test";
     return o->pingpong ? "ping-pong(bidirectional) throughput test" : "stream(unidirectional) throughput test";
@@ -151,9 +151,9 @@ int nr_tcptest_write_output(const char *path, const struct nr_tcptest *o, const 
     FILE *f = nr__open(path, err);
     if (!f)
         return NR_E_IO;
-    if (r->kind == NR_KIND_LATENCY)
+    if (r->kind == NR_RUN_LATENCY)
         nr__write_latency(f, r);
-    else if (r->kind == NR_KIND_SWEEP)
+    else if (r->kind == NR_RUN_SWEEP)
         nr__write_sweep(f, o, r);
     else
         nr__write_fixed(f, o, r);
@@ -184,20 +184,11 @@ int nr_tcptest_write_syslogs(const char *path, const struct nr_tcptest_result *r
 int nr_tcptest_write_plot(const char *path, const struct nr_tcptest *o, const struct nr_tcptest_result *r,
                           struct nr_error *err)
 {
-    char name[4096], image[4096], title[512], cs[NR_HOST_MAX], ss[NR_HOST_MAX];
-    snprintf(name, sizeof name, "%s.plot", path);
-    snprintf(image, sizeof image, "%s.ps", path);
+    char title[512], cs[NR_HOST_MAX], ss[NR_HOST_MAX];
     snprintf(title, sizeof title, "TCP %s%s throughput %s <--> %s", o->nonblocking ? "non-blocking " : "",
              o->pingpong ? "ping-pong" : "stream", nr_hostname_short(r->client_host, cs, sizeof cs),
              nr_hostname_short(r->server_host, ss, sizeof ss));
-    struct nr_plot_series series = {path, 1, 2, "Network throughput"};
-    struct nr_plot p = {title, r->kind == NR_KIND_SWEEP ? "Message size (Bytes)" : "Test repetition",
-                        "Throughput (Mbps)", r->kind == NR_KIND_SWEEP, image, &series, 1};
-    FILE *f = nr__open(name, err);
-    if (!f)
-        return NR_E_IO;
-    nr_plot_write(f, &p);
-    return nr__close(f, name, err);
+    return nr_plot_throughput(path, title, "Network throughput", r->kind == NR_RUN_SWEEP, err);
 }
 
 static void nr__json_sock(struct nr_json *j, const char *key, const struct nr_tcp_sockinfo *s)
@@ -236,18 +227,18 @@ int nr_tcptest_write_json(const char *path, const struct nr_tcptest *o, const st
     nr_json_kv_string(&j, "host", o->host);
     nr_json_kv_int(&j, "port", o->port);
     nr_json_kv_bool(&j, "blocking", !o->nonblocking);
-    nr_json_kv_int(&j, "repetitions", r->kind == NR_KIND_SWEEP ? 1 : o->reps);
-    if (r->kind == NR_KIND_SWEEP)
+    nr_json_kv_int(&j, "repetitions", r->kind == NR_RUN_SWEEP ? 1 : o->reps);
+    if (r->kind == NR_RUN_SWEEP)
         nr_json_kv_int(&j, "exponent", o->exponent);
     else
         nr_json_kv_uint(&j, "message_size_bytes", r->size_bytes);
     nr_json_kv_uint(&j, "io_size_bytes", r->io_bytes);
     nr_json_kv_double(&j, "test_time_s", o->test_time_s);
-    if (r->kind != NR_KIND_SWEEP)
+    if (r->kind != NR_RUN_SWEEP)
         nr_json_kv_uint(&j, "iterations", r->iterations);
     nr_json_kv_uint(&j, "sndbuf_request_bytes", o->buffer);
     nr_json_kv_uint(&j, "rcvbuf_request_bytes", o->buffer);
-    nr_json_kv_bool(&j, "nodelay", o->nodelay || r->kind == NR_KIND_LATENCY);
+    nr_json_kv_bool(&j, "nodelay", o->nodelay || r->kind == NR_RUN_LATENCY);
     nr_json_kv_bool(&j, "cork", o->cork);
     nr_json_kv_uint(&j, "mss_request_bytes", o->mss);
     nr_json_kv_uint(&j, "tos", nr_tcp_tos_byte(o->tos_level));
@@ -261,7 +252,7 @@ int nr_tcptest_write_json(const char *path, const struct nr_tcptest *o, const st
         nr__json_sock(&j, "server", &r->sock_server);
         nr_json_end_object(&j);
     }
-    if (r->kind == NR_KIND_SWEEP) {
+    if (r->kind == NR_RUN_SWEEP) {
         nr_result_json_sweep(&j, r->reps, r->nreps, "client", "server");
     } else if (r->nreps > 0) {
         nr_result_json_reps(&j, r->reps, r->nreps, "client", "server");
@@ -269,13 +260,13 @@ int nr_tcptest_write_json(const char *path, const struct nr_tcptest *o, const st
         struct nr_stats s;
         if (v) {
             for (size_t i = 0; i < r->nreps; i++)
-                v[i] = r->kind == NR_KIND_LATENCY ? r->rtt_us[i] : r->reps[i].throughput_mbps;
+                v[i] = r->kind == NR_RUN_LATENCY ? r->rtt_us[i] : r->reps[i].throughput_mbps;
             nr_stats_compute(v, r->nreps, &s);
             nr_json_key(&j, "summary");
             nr_json_begin_object(&j);
-            nr_json_kv_stats(&j, r->kind == NR_KIND_LATENCY ? "rtt_us" : "throughput_mbps", &s);
+            nr_json_kv_stats(&j, r->kind == NR_RUN_LATENCY ? "rtt_us" : "throughput_mbps", &s);
             nr_json_end_object(&j);
-            if (r->kind == NR_KIND_LATENCY)
+            if (r->kind == NR_RUN_LATENCY)
                 nr_result_json_latency(&j, r->size_bytes, r->iterations, r->rtt_us, r->nrtt, &s);
             free(v);
         }

@@ -38,11 +38,10 @@ struct nr_tcptest {
     double timeout_s;        /* --timeout: idle timeout for connects, messages and data */
 };
 
-enum nr_tcptest_kind { NR_KIND_FIXED, NR_KIND_SWEEP, NR_KIND_LATENCY };
 
 /* Everything measured, written by report.c. */
 struct nr_tcptest_result {
-    enum nr_tcptest_kind kind;
+    enum nr_run_kind kind;
     const char *mode;               /* JSON mode name */
     time_t started;
     char client_host[NR_HOST_MAX];

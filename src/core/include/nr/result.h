@@ -22,6 +22,10 @@ struct nr_stats;
 /* The package version ("0.1.0"), from the CMake project version. */
 const char *nr_version(void);
 
+/* The three kinds of run every point-to-point kernel offers (Hpcbench): fixed-size repetitions, an exponential
+ * sweep of message sizes, round-trip latency trials. */
+enum nr_run_kind { NR_RUN_FIXED, NR_RUN_SWEEP, NR_RUN_LATENCY };
+
 /* Elapsed wall time and process times of one side over one repetition. */
 struct nr_side_times {
     double elapsed_s; /* monotonic wall time of the timed part */

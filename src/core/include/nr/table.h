@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+struct nr_error;
+
 struct nr_stats;
 
 /* One column: up to three header lines (NULL = blank), width in characters, decimals (0 = integer). */
@@ -49,5 +51,11 @@ struct nr_plot {
 /* Write a gnuplot script: `gnuplot FILE.plot` writes p->output as colour PostScript (headless).
  * Returns 0 or NR_E_IO. */
 int nr_plot_write(FILE *f, const struct nr_plot *p);
+
+/* The -P file of a throughput test whose -o results file is data_path: data_path.plot, drawing column 2
+ * (throughput) over column 1 (message size for a sweep, on a log2 axis; repetition number otherwise) into
+ * data_path.ps. Returns 0 or NR_E_IO (err says which file). */
+int nr_plot_throughput(const char *data_path, const char *title, const char *series_title, bool sweep,
+                       struct nr_error *err);
 
 #endif

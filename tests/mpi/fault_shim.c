@@ -8,6 +8,9 @@
  *                        kernel must notice the code, agree on it across ranks and report it.
  *   NR_FAULT_CORRUPT=1   rank 0 flips one bit in the middle of every data message (tag 1) it sends: --verify
  *                        must catch it.
+ *   NR_FAULT_ZERO=1      every message of at least a page (point-to-point sends, MPI_Sendrecv, the root's MPI_Bcast)
+ *                        is checked for content: an all-zero buffer (an untouched malloc/calloc buffer maps the
+ *                        kernel's shared zero page) is printed on stderr as "NR_FAULT_ZERO: ...".
  *   NR_FAULT_ORDER=1     rank 1 checks that it never sends a data message (tag 1) before it has received one more
  *                        than it has sent, i.e. that it only returns messages; a violation is printed on stderr as
  *                        "NR_FAULT_ORDER: ..." (a round trip must not be a simultaneous exchange).
@@ -78,6 +81,23 @@ static void nr__completed(MPI_Request before)
         }
 }
 
+/* NR_FAULT_ZERO: complain about a page-sized or larger message that holds nothing but zero bytes. */
+static void nr__zero_check(const char *call, const void *buf, int count, MPI_Datatype type)
+{
+    int size = 0;
+    if (!getenv("NR_FAULT_ZERO") || count <= 0 || !buf)
+        return;
+    PMPI_Type_size(type, &size);
+    size_t bytes = (size_t)count * (size_t)(size > 0 ? size : 0);
+    if (bytes < 4096)
+        return;
+    const unsigned char *b = buf;
+    for (size_t i = 0; i < bytes; i++)
+        if (b[i])
+            return;
+    fprintf(stderr, "NR_FAULT_ZERO: rank %d: %s of %zu bytes that are all zero\n", nr__rank(), call, bytes);
+}
+
 /* NR_FAULT_CORRUPT: the buffer to send instead of buf, a copy with one bit flipped (the kernels complete each
  * send before they start the next, so one scratch copy is enough). */
 static const void *nr__corrupt(const void *buf, int count, MPI_Datatype type, int tag)
@@ -104,12 +124,14 @@ static const void *nr__corrupt(const void *buf, int count, MPI_Datatype type, in
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
+    nr__zero_check("MPI_Send", buf, count, type);
     nr__sending(tag);
     return nr__fault("Send", PMPI_Send(nr__corrupt(buf, count, type, tag), count, type, dest, tag, comm));
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *rq)
 {
+    nr__zero_check("MPI_Isend", buf, count, type);
     nr__sending(tag);
     return nr__fault("Isend", PMPI_Isend(nr__corrupt(buf, count, type, tag), count, type, dest, tag, comm, rq));
 }
@@ -156,6 +178,8 @@ int MPI_Barrier(MPI_Comm comm)
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
+    if (root == nr__rank())
+        nr__zero_check("MPI_Bcast", buf, count, type);
     return nr__fault("Bcast", PMPI_Bcast(buf, count, type, root, comm));
 }
 
@@ -172,5 +196,6 @@ int MPI_Allgather(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI
 int MPI_Sendrecv(const void *sb, int sc, MPI_Datatype st, int dest, int stag, void *rb, int rc, MPI_Datatype rt,
                  int src, int rtag, MPI_Comm comm, MPI_Status *status)
 {
+    nr__zero_check("MPI_Sendrecv", sb, sc, st);
     return nr__fault("Sendrecv", PMPI_Sendrecv(sb, sc, st, dest, stag, rb, rc, rt, src, rtag, comm, status));
 }

@@ -160,7 +160,8 @@ def case_mpi_return_codes(d):
     # Calls whose failure leaves no peer waiting inside a timed loop (collectives, warm-up exchanges). A point-to-
     # point call failing on one side only in the middle of a timed loop cannot be agreed on without a check per
     # message; real transport failures reach both sides.
-    for fault in ('Bcast:1', 'Bcast:2', 'Barrier:1', 'Barrier:3', 'Allgather:1'):
+    # Only calls that happen in every run (under load a single calibration probe may be enough: one MPI_Bcast).
+    for fault in ('Bcast:1', 'Barrier:1', 'Barrier:3', 'Allgather:1'):
         _fault(d, 'nr-mpitest-faulty', 2, fault, '-r', 2, '-t', 0.02, '-m', '1k')
     for fault in ('Bcast:1', 'Barrier:1', 'Barrier:2', 'Sendrecv:1'):
         _fault(d, 'nr-mpicoll-faulty', 2, fault, '-t', 0.005, '-r', 2, '-s', '8', '-T', 'bcast,right_shift')

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -64,8 +65,23 @@ def analyse(report: Mapping) -> dict:
     return {'final': final, 'hidden': hidden, 'retried': retried}
 
 
-def summarise(report: Mapping, name: str = 'report') -> tuple[str, bool]:
-    """(text, ok) for one report."""
+_ANSI = re.compile(r'\x1b\[[0-9;]*m')
+_SKIP_LINE = re.compile(r'^\[\s*SKIP\s*\] \(\s*\d+/\d+\) (.+?) /[0-9a-f]+ @(\S+) \[(.*)\]\s*$')
+
+
+def skip_reasons(log_text: str) -> dict[str, str]:
+    """``'<display name> @<system:partition+environ>'`` -> reason, from ReFrame's console log (its JSON report
+    keeps no reason for a skip)."""
+    out = {}
+    for line in _ANSI.sub('', log_text).splitlines():
+        m = _SKIP_LINE.match(line)
+        if m:
+            out[f'{m.group(1)} @{m.group(2)}'] = m.group(3)
+    return out
+
+
+def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | None = None) -> tuple[str, bool]:
+    """(text, ok) for one report; ``skips`` from :func:`skip_reasons` names why cases were skipped."""
     res = analyse(report)
     cases = list(res['final'].values())
     count = collections.Counter(tc.get('result') for tc in cases)
@@ -98,7 +114,8 @@ def summarise(report: Mapping, name: str = 'report') -> tuple[str, bool]:
     skipped = collections.defaultdict(list)
     for tc in cases:
         if tc.get('result') == 'skip':
-            skipped[one_line(tc.get('fail_reason'))].append(tc)
+            key = f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
+            skipped[(skips or {}).get(key) or one_line(tc.get('fail_reason'))].append(tc)
     if skipped:
         lines.append(f'   skipped ({sum(map(len, skipped.values()))}), by reason:')
         for reason, tcs in sorted(skipped.items(), key=lambda kv: -len(kv[1])):
@@ -142,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest='cmd', required=True)
     rep = sub.add_parser('report')
     rep.add_argument('reports', nargs='+', type=Path)
+    rep.add_argument('--log', type=Path, action='append', default=[],
+                     help="ReFrame's console log of the run (the skip reasons)")
     st = sub.add_parser('baseline-status')
     st.add_argument('--system', required=True)
     args = ap.parse_args(argv)
@@ -156,7 +175,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f'== {path}: unreadable report ({err})')
             all_ok = False
             continue
-        text, ok = summarise(report, path.name)
+        skips: dict[str, str] = {}
+        for log in args.log:
+            try:
+                skips.update(skip_reasons(log.read_text(errors='replace')))
+            except OSError as err:
+                print(f'== {log}: unreadable log ({err})')
+        text, ok = summarise(report, path.name, skips)
         print(text)
         all_ok &= ok
     return 0 if all_ok else 1

@@ -80,3 +80,15 @@ def test_multi_line_reasons_are_never_empty_and_skips_are_grouped():
     assert 'performance error: failed to meet reference(s): rtt_us=9 us' in text
     assert 'performance error: no reason recorded by ReFrame' in text
     assert '2 x no Spack' in text
+
+
+def test_skip_reasons_come_from_the_console_log():
+    log = ('[ \x1b[33m    SKIP\x1b[0m ] ( 91/495) OsuSpackBuild ~vcluster:fast+openmpi4 /a6627e78 '
+           '@vcluster:fast+openmpi4 [spack is not on PATH: OSU/NAS are built through Spack (docs/spack.md)]\n')
+    skips = runsummary.skip_reasons(log)
+    assert skips == {'OsuSpackBuild ~vcluster:fast+openmpi4 @vcluster:fast+openmpi4':
+                     'spack is not on PATH: OSU/NAS are built through Spack (docs/spack.md)'}
+    case = {'display_name': 'OsuSpackBuild ~vcluster:fast+openmpi4', 'system': 'vcluster', 'partition': 'fast',
+            'environ': 'openmpi4', 'result': 'skip'}
+    text, ok = runsummary.summarise({'runs': [{'testcases': [case]}]}, skips=skips)
+    assert ok and '1 x spack is not on PATH' in text

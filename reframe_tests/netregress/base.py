@@ -139,7 +139,6 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     nr_transports = variable(str, value='', loggable=True)
 
-
     # -- setup ------------------------------------------------------------------------------------------------
 
     @run_after('init')

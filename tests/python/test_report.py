@@ -1,0 +1,302 @@
+"""tools/report on a small fake run: the CSV and Markdown a person reads, bad input, and the page in a browser.
+
+The run directory is made here: ReFrame JSON run reports with passed, failed (performance and sanity), skipped and
+retried cases, a sweep whose result.json is still in its output directory, a link_allpairs case with links.json in
+its stage directory, and a case whose output directory is gone. When Debian's ``chromium`` is on PATH the page is
+rendered headless: a screenshot must show something, and every figure must load in the browser.
+"""
+import csv
+import html.parser
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from netregress import report
+
+ROOT = report.paths.repo_root()
+TOOL = ROOT / 'tools' / 'report'
+END = 1_800_000_000.0            # the fake run's end (unix time); files it wrote are older
+XSS = '<script>alert("x")</script> & friends'
+
+
+def case(basename, env, ic, *, perf=None, result='pass', system='vcluster', part='fast', ref_test=None, mpi=True,
+         transports='', reason=None, phase=None, outputdir=None, stagedir=None, **extra):
+    """One test case as ReFrame 4.10 writes it into a run report (the keys tools/report reads)."""
+    pv = {f'{system}:{part}:{var}': list(entry) for var, entry in (perf or {}).items()}
+    tc = {'display_name': f'{basename} %interconnect={ic}', 'unique_name': f'{basename}_{ic}_{extra.get("mode", "")}',
+          'basename': basename, 'system': system, 'partition': part, 'environ': env, 'result': result,
+          'fail_phase': phase, 'fail_reason': reason, 'perfvalues': pv, 'interconnect': ic,
+          'ref_test': ref_test or basename, 'nr_transports': transports, 'nr_wire': '', 'job_nodelist': 'fast1',
+          'outputdir': outputdir, 'stagedir': stagedir, 'time_total': 1.0, **extra}
+    if mpi:
+        tc['check_transport'] = True
+    return tc
+
+
+def band(value, ref, result='pass', unit='us'):
+    return [value, ref, -0.5, 0.5, unit, result]
+
+
+def write_report(run_dir, cases, system='vcluster', retry=None):
+    runs = [{'testcases': cases}] + ([{'testcases': retry}] if retry else [])
+    doc = {'session_info': {'hostname': 'vm', 'version': '4.10.4', 'time_start': '20260101T000000+0000',
+                            'time_end': '20260101T001000+0000', 'time_end_unix': END},
+           'runs': runs}
+    (run_dir / f'report-{system}.json').write_text(json.dumps(doc))
+
+
+@pytest.fixture
+def fake_run(tmp_path):
+    run_dir = tmp_path / 'run' / 'validate' / '20260101T000000Z-full'
+    run_dir.mkdir(parents=True)
+    out = tmp_path / 'run' / 'output'
+
+    sweep_out = out / 'openmpi4' / 'mpi_sweep'
+    sweep_out.mkdir(parents=True)
+    sizes = [2 ** e for e in range(0, 21)]
+    (sweep_out / 'result.json').write_text(json.dumps(
+        {'sweep': [{'size_bytes': s, 'throughput_mbps': 0.4 * s ** 0.8} for s in sizes]}))
+    os.utime(sweep_out / 'result.json', (END - 100, END - 100))
+
+    links_stage = tmp_path / 'run' / 'stage' / 'gnu' / 'link_allpairs'
+    links_stage.mkdir(parents=True)
+    nodes = ['gige1', 'gige2', 'gige3']
+    links = []
+    for a, b in [('gige1', 'gige2'), ('gige1', 'gige3'), ('gige2', 'gige3')]:
+        slow = 600.0 if 'gige2' in (a, b) else 950.0
+        links.append({'a': a, 'b': b, 'directions_mbps': {f'{a}->{b}': slow, f'{b}->{a}': slow + 3},
+                      'rtt_us': 30.0, 'errors': []})
+    (links_stage / 'links.json').write_text(json.dumps(
+        {'nodes': nodes, 'links': links, 'summary': {'min_link_mbps': 600.0, 'median_link_mbps': 950.0}}))
+    os.utime(links_stage / 'links.json', (END - 50, END - 50))
+
+    lat = 'mpitest.latency'
+    cases = [
+        case('mpi_latency', 'openmpi4', 'shm', ref_test=lat, transports='btl:vader',
+             perf={'rtt_us': band(0.5, 0.5)}),
+        case('mpi_latency', 'mpich4', 'shm', ref_test=lat, transports='ucx:sysv/memory',
+             perf={'rtt_us': band(1.0, 0.9)}),
+        case('mpi_latency', 'intelmpi', 'shm', ref_test=lat, transports='impi:shm', result='fail',
+             phase='performance', reason='performance error: failed to meet reference(s): rtt_us=4.0 us',
+             perf={'rtt_us': band(4.0, 1.0, 'fail')}),
+        case('mpi_latency', 'openmpi5', 'shm', ref_test=lat, result='fail', phase='sanity',
+             reason=f'\nsanity error: MPI took another path: {XSS}'),
+        case('mpi_latency', 'mpich5', 'shm', ref_test=lat, result='skip', reason='no kernels for mpich5'),
+        case('mpi_throughput', 'openmpi4', 'shm', ref_test='mpitest.stream.blocking', mode='stream', io='blocking',
+             transports='btl:vader', perf={'throughput_mbps': [20000.0, 0, None, None, 'Mbit/s', 'pass']}),
+        case('mpi_sweep', 'openmpi4', 'shm', ref_test='mpitest.sweep.pingpong', outputdir=str(sweep_out),
+             transports='btl:vader', perf={'throughput_mbps@1': band(0.4, 0.4, unit='Mbit/s'),
+                                            'throughput_mbps@1048576': band(26000.0, 25000.0, unit='Mbit/s')}),
+        case('mpi_sweep', 'mpich4', 'shm', ref_test='mpitest.sweep.pingpong', outputdir=str(out / 'gone'),
+             transports='ucx:sysv/memory', perf={'throughput_mbps@1': band(0.3, 0.3, unit='Mbit/s'),
+                                                  'throughput_mbps@1048576': band(30000.0, 29000.0, unit='Mbit/s')}),
+        case('mpi_collectives', 'openmpi4', 'shm', ref_test='mpicoll', transports='btl:vader',
+             perf={'bcast_rate_kBps@1000000': band(2.0e6, 2.0e6, unit='KB/s'),
+                   'reduce_rate_kBps@1000000': band(6.0e5, 6.0e5, unit='KB/s')}),
+        case('mpi_collectives', 'mpich4', 'shm', ref_test='mpicoll', transports='ucx:sysv/memory',
+             perf={'bcast_rate_kBps@1000000': band(1.0e6, 1.0e6, unit='KB/s'),
+                   'reduce_rate_kBps@1000000': band(9.0e5, 9.0e5, unit='KB/s')}),
+        case('osu', 'openmpi4', 'shm', ref_test='osu.latency', result='skip', reason='no Spack on this system'),
+        case('osu', 'mpich4', 'shm', ref_test='osu.latency', result='skip', reason='no Spack on this system'),
+        case('mpi_latency', 'openmpi4', 'gige', part='gige', ref_test=lat, transports='btl:tcp',
+             perf={'rtt_us': band(17.0, 16.0)}),
+        case('tcp_rtt', 'gnu', 'gige', part='gige', ref_test='tcp.rtt', mpi=False,
+             perf={'rtt_us': band(29.0, 30.0)}),
+        case('link_allpairs', 'gnu', 'gige', part='gige', ref_test='links.allpairs', mpi=False, result='fail',
+             phase='sanity', reason='sanity error: link gige1-gige2 at 600 Mbit/s; slow links all involve gige2',
+             stagedir=str(links_stage), outputdir=str(out / 'gone')),
+        {'display_name': 'MpiKernelBuild ~vcluster:fast+openmpi4', 'basename': 'MpiKernelBuild',
+         'system': 'vcluster', 'partition': 'fast', 'environ': 'openmpi4', 'result': 'pass', 'perfvalues': {}},
+    ]
+    # the first attempt of mpich4's 1 MiB stream failed on performance; the retry (last attempt) passed
+    first = case('mpi_throughput', 'mpich4', 'shm', ref_test='mpitest.stream.blocking', mode='stream',
+                 io='blocking', result='fail', phase='performance', reason='performance error: slow',
+                 perf={'throughput_mbps': band(100.0, 20000.0, 'fail', 'Mbit/s')})
+    retry = [dict(first, result='pass', fail_phase=None, fail_reason=None,
+                  perfvalues={'vcluster:fast:throughput_mbps': band(25000.0, 20000.0, unit='Mbit/s')})]
+    write_report(run_dir, cases + [first], retry=retry)
+    return run_dir
+
+
+def run_tool(*args):
+    return subprocess.run([str(TOOL), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def read_csv(path):
+    with open(path, newline='') as fp:
+        return list(csv.DictReader(fp))
+
+
+def pick(rows, **want):
+    found = [r for r in rows if all(r[k] == v for k, v in want.items())]
+    assert len(found) == 1, (want, found)
+    return found[0]
+
+
+def test_report_tables_as_a_person_reads_them(fake_run):
+    res = run_tool(fake_run)
+    assert res.returncode == 0, res.stderr
+    out = fake_run / 'report'
+    assert f'{out / "index.html"}' in res.stdout
+
+    rows = read_csv(out / 'summary.csv')
+    shm = dict(system='vcluster', partition='fast', interconnect='shm')
+    lat = {'metric': 'mpitest.latency:rtt_us', **shm}
+    best = pick(rows, environ='openmpi4', **lat)
+    assert (best['value'], best['ratio_to_best'], best['verdict']) == ('0.5', '1.0000', 'pass')
+    assert best['transports'] == 'btl:vader' and best['unit'] == 'us'
+    assert float(best['lower_bound']) == pytest.approx(0.25) and float(best['upper_bound']) == pytest.approx(0.75)
+    assert pick(rows, environ='mpich4', **lat)['ratio_to_best'] == '0.5000'          # latency: best / value
+    assert pick(rows, environ='intelmpi', **lat)['verdict'] == 'fail'
+    assert pick(rows, environ='openmpi5', **lat)['verdict'] == 'failed'              # sanity failure: no figure
+    assert pick(rows, environ='mpich5', **lat)['verdict'] == 'skipped'
+    stream = {'metric': 'mpitest.stream.blocking:throughput_mbps', **shm}
+    assert pick(rows, environ='openmpi4', **stream)['verdict'] == 'no reference'
+    retried = pick(rows, environ='mpich4', **stream)                                 # the last attempt decides
+    assert (retried['value'], retried['verdict'], retried['ratio_to_best']) == ('25000', 'pass', '1.0000')
+    assert pick(rows, environ='openmpi4', **stream)['ratio_to_best'] == '0.8000'     # throughput: value / best
+    assert pick(rows, environ='intelmpi', **stream)['verdict'] == 'not measured'
+    bcast = pick(rows, environ='mpich4', metric='mpicoll:bcast_rate_kBps@1000000', **shm)
+    assert bcast['ratio_to_best'] == '0.5000' and bcast['label'] == 'bcast rate @ 1 MB'
+    gige = [r for r in rows if r['interconnect'] == 'gige']
+    assert {r['environ'] for r in gige} == {'openmpi4', 'gnu'}
+    assert pick(gige, environ='gnu', metric='tcp.rtt:rtt_us')['ratio_to_best'] == ''  # nobody to compare with
+
+    md = (out / 'summary.md').read_text()
+    assert '## shm on vcluster:fast' in md and '## gige on vcluster:gige' in md
+    assert '| MPI builds | openmpi4 | mpich4 | openmpi5 | mpich5 | intelmpi |' in md
+    assert '| transports used | btl:vader | ucx:sysv/memory | none reported | none reported | impi:shm |' in md
+    assert '| 8 B latency (nr-mpitest) (us) | 0.500 (1.00) pass | 1.00 (0.50) pass | failed | skipped | ' \
+           '4.00 (0.12) fail |' in md
+    assert '| TCP kernels and peers (no MPI) | gnu |' in md
+    assert '- osu.latency: skipped: openmpi4, mpich4' in md
+    assert '- 2 x no Spack on this system' in md and '- 1 x no kernels for mpich5' in md
+    # every failure once, on one line, with its reason; the performance retry named
+    assert re.search(r'^- mpi_latency %interconnect=shm @vcluster:fast\+openmpi5: sanity error: MPI took another '
+                     r'path: <script>', md, re.M)
+    assert 'passed on a retry of the performance measurement: mpi_throughput' in md
+    assert 'slow links all involve gige2' in md
+
+    page = (out / 'index.html').read_text()
+    assert '<script>alert' not in page and '&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; friends' in page
+    figures = sorted(p.name for p in out.glob('*.png'))
+    assert figures == ['collectives-vcluster-fast-shm.png', 'links-vcluster-gige-gige-gnu.png',
+                       'sweep-vcluster-fast-shm.png']
+    assert 'points from report and result.json' in md        # openmpi4's full sweep, mpich4's asserted points
+    for name in figures:
+        assert (out / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_report_pieces_and_helpers():
+    doc = {'nodes': ['a', 'b', 'c'], 'links': [{'a': 'a', 'b': 'b', 'directions_mbps': {'a->b': 10, 'b->a': 20}}]}
+    nodes, matrix = report.link_matrix(doc)
+    assert nodes == ['a', 'b', 'c'] and matrix[0][1] == 10 and matrix[1][0] == 20
+    assert all(v != v for v in (matrix[0][2], matrix[2][2]))             # NaN: not measured
+    assert [report.size_label(s) for s in (8, 1000, 4096, 10 ** 6, 2 ** 20)] == \
+        ['8 B', '1 kB', '4 KiB', '1 MB', '1 MiB']
+    m = report.describe('mpitest.latency', 'rtt_us', 'us', {'size_bytes': 8}, 0)
+    assert m.better == 'lower' and m.label == '8 B latency (nr-mpitest)'
+    assert report.ratio_to_best(m, {'x': 2.0, 'y': 4.0}) == {'x': 1.0, 'y': 0.5}
+    ratio = report.describe('mpitest.stream.blocking', 'ratio_to_iperf3', 'ratio', {}, 0)
+    assert ratio.better is None and report.ratio_to_best(ratio, {'x': 1.0, 'y': 0.9}) == {}
+    osu = report.case_figures({'ref_test': 'osu.latency', 'environ': 'e', 'perfvalues': {
+        f's:p:latency_us@{s}': [1.0 + s, 0, None, None, 'us', 'pass'] for s in (1, 2, 4, 8, 16)}})
+    assert [f.metric.key for f in osu] == ['osu.latency:latency_us@8']
+
+
+def test_missing_pieces_say_not_measured(tmp_path):
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+    write_report(run_dir, [
+        case('mpi_collectives', 'openmpi4', 'fast', ref_test='mpicoll', result='skip', reason='needs 2 nodes'),
+        case('link_allpairs', 'gnu', 'fast', ref_test='links.allpairs', mpi=False, result='fail', phase='run',
+             reason='the job never started', outputdir=str(tmp_path / 'nowhere'), stagedir=None),
+        case('mpi_latency', 'openmpi4', 'fast', ref_test='mpitest.latency', result='abort',
+             reason='aborted due to KeyboardInterrupt'),
+    ])
+    # a later run overwrote this case's links.json: it is not this run's
+    later = tmp_path / 'later'
+    later.mkdir()
+    (later / 'links.json').write_text(json.dumps({'nodes': ['x', 'y'], 'links': []}))
+    os.utime(later / 'links.json', (END + 3600, END + 3600))
+    write_report(run_dir, [case('link_allpairs', 'gnu', 'fast', ref_test='links.allpairs', mpi=False,
+                                outputdir=str(later))], system='local')
+    assert report.main([str(run_dir)]) == 0
+    md = (run_dir / 'report' / 'summary.md').read_text()
+    assert 'No figure measured here (not measured).' in md
+    assert '- mpitest.latency: aborted: openmpi4' in md
+    assert 'mpicoll: skipped: openmpi4' in md
+    assert 'not measured (no links.json of this run; case failed)' in md
+    assert 'was written after this run ended (a later run): not used' in md
+    assert not list((run_dir / 'report').glob('*.png'))
+    assert read_csv(run_dir / 'report' / 'summary.csv') == []
+
+
+@pytest.mark.parametrize('setup, message', [
+    (lambda d: d / 'missing', 'no such directory'),
+    (lambda d: d, 'no ReFrame run report (report-*.json) in it'),
+    (lambda d: (d / 'report-x.json').write_text('{"runs": [') and d, 'unreadable run report'),
+    (lambda d: (d / 'report-x.json').write_text('[1, 2]') and d, 'not a ReFrame run report'),
+])
+def test_bad_input_exits_2(tmp_path, setup, message):
+    res = run_tool(setup(tmp_path))
+    assert res.returncode == 2 and message in res.stderr and res.stdout == ''
+
+
+class _Images(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.srcs = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == 'img':
+            self.srcs.append(dict(attrs).get('src'))
+
+
+#: Appended to a copy of the page: after the load event, the browser writes which images failed to decode.
+_PROBE = '''<script>window.addEventListener('load', () => {
+  const bad = [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src'));
+  const p = document.createElement('pre'); p.id = 'probe';
+  p.textContent = 'IMAGES ' + document.images.length + ' BROKEN ' + JSON.stringify(bad);
+  document.body.appendChild(p); });</script>'''
+
+
+def test_page_in_headless_chromium(fake_run, tmp_path):
+    browser = shutil.which('chromium')
+    if browser is None:
+        pytest.skip('chromium not on PATH (Debian package: apt-get install chromium): the page is not rendered')
+    assert report.main([str(fake_run)]) == 0
+    out = fake_run / 'report'
+    page = out / 'index.html'
+    parser = _Images()
+    parser.feed(page.read_text())
+    assert len(parser.srcs) == 3
+    for src in parser.srcs:
+        assert src and (out / src).is_file(), f'<img src="{src}"> has no file'
+
+    flags = [browser, '--headless', '--no-sandbox', '--disable-gpu', f'--user-data-dir={tmp_path / "profile"}']
+    shot = tmp_path / 'page.png'
+    res = subprocess.run(flags + [f'--screenshot={shot}', '--window-size=1280,2000', page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    from PIL import Image
+    with Image.open(shot) as img:
+        assert img.size == (1280, 2000)
+        colours = img.convert('RGB').getcolors(maxcolors=1 << 20)
+    assert colours is None or len(colours) > 100, 'the screenshot is (nearly) blank'
+
+    probe = out / 'probe.html'
+    probe.write_text(page.read_text().replace('</body>', _PROBE + '</body>'))
+    res = subprocess.run(flags + ['--virtual-time-budget=10000', '--dump-dom', probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert 'IMAGES 3 BROKEN []' in res.stdout, res.stdout[-2000:]
+
+
+if __name__ == '__main__':
+    sys.exit(pytest.main([__file__, '-v']))

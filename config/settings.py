@@ -113,9 +113,14 @@ MPI_BUILDS = {
                            # complete result, then never returned from MPI_Finalize (UCX tcp) until the time limit;
                            # oversubscribed, its ranks spin (UCX has no yield setting, MPICH 4.0 no ch4 throttle):
                            # a 2-s collectives run took 110 s and 1 MB rates swung 20x between runs
-                           'known_faults': [{'checks': ['mpi_collectives', 'mpi_ebb'], 'min_nodes': 2,
+                           # and 2026-11-23 again with 2 ranks: nr-mpitest fast nonblocking stream printed 'Test
+                           # done!' and its complete result, then sat in MPI_Finalize until the time limit (1 of ~30
+                           # 2-rank runs across nodes); one such hang fails the whole validation run
+                           'known_faults': [{'checks': ['mpi_collectives', 'mpi_ebb', 'mpi_latency', 'mpi_throughput',
+                                                        'mpi_sweep', 'netpipe_mpi'], 'min_nodes': 2,
                                              'reason': 'Debian MPICH 4.0.2 over UCX hangs in MPI_Finalize after '
-                                                       '4-rank runs across nodes (about 1 run in 2)'},
+                                                       'runs across nodes (4 ranks: about 1 run in 2; 2 ranks: about '
+                                                       '1 in 30)'},
                                             {'checks': ['mpi_collectives', 'mpi_ebb'], 'oversubscribed': True,
                                              'reason': 'Debian MPICH 4.0.2 over UCX cannot yield an idle rank: '
                                                        'with more ranks than CPUs it measures the scheduler'}]}),

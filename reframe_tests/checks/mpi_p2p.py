@@ -71,7 +71,8 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
     def set_options(self):
         # --verify: every received message's last copy is checked against the pattern (exit 3 on a mismatch): a
         # corrupted payload fails the check; measured cost within the run-to-run noise
-        opts = ['-r', str(self.repetitions), '-t', str(self.test_time_s), '-m', str(self.message_bytes), '--verify']
+        opts = ['-r', str(self.repetitions), '-t', str(self.repetition_s(self.test_time_s)), '-m',
+                str(self.message_bytes), '--verify']
         if self.mode == 'pingpong':
             opts.append('-i')
         if self.io == 'nonblocking':

@@ -67,7 +67,7 @@ class tcp_throughput(Iperf3YardstickPlugin, TcpBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        opts = ['-r', str(self.repetitions), '-t', str(self.test_time_s)]
+        opts = ['-r', str(self.repetitions), '-t', str(self.repetition_s(self.test_time_s))]
         if self.mode == 'pingpong':
             opts.append('-i')
         if self.io == 'nonblocking':

@@ -10,7 +10,8 @@ Faults (shared/notes/fault-injection.md):
   a. one gige link throttled to 70%        tbf on the host side of gige2's veth (traffic towards gige2)
   b. one fast node's CPU capped at half    cgroup v1 cpu quota over fast3's slurmd (job steps inherit it)
   c. a node crashed mid-run                kill -9 of every process in fast2's namespace while checks run
-  d. an MPI forced onto another transport  MPICH/UCX with UCX_TLS=all on fast (shared memory between namespaces)
+  d. an MPI forced onto another transport  MPICH 5 over UCX with UCX_TLS=all on fast (shared memory between
+                                           namespaces: the payload never crosses eth0)
   e. a reference deleted (site system)     committed references (NETREGRESS_REFERENCES) with one entry removed
   f. a corrupted payload                   a test build of nr-mpitest with the PMPI fault layer flipping a bit
 
@@ -233,9 +234,9 @@ def faults(clean_report: Path) -> list[Fault]:
         Fault('c', 'fast2 crashed mid-run (kill -9 of its namespace)',
               ['-n', '^link_allpairs|^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^(gnu|openmpi4)$'],
               ['fast2'], during=_crash_later('fast2', 8), restore=_restart_cluster, node_check=['fast']),
-        Fault('d', 'MPICH over UCX forced onto another transport (UCX_TLS=all) on fast',
-              ['-n', '^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^mpich4$'], ['another path'],
-              options=['-S', 'extra_env_vars=UCX_TLS:all']),
+        Fault('d', 'MPICH 5 moved onto UCX with every transport allowed (UCX_TLS=all) on fast',
+              ['-n', '^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^mpich5$'], ['did not cross eth0'],
+              options=['-S', 'extra_env_vars=MPIR_CVAR_CH4_NETMOD:ucx,UCX_TLS:all']),
         Fault('e', 'a reference deleted (committed references, as on a site system)',
               ['-n', '^tcp_throughput', '-E', "interconnect == 'gige' and mode == 'stream' and io == 'blocking'"],
               ['no reference for vcluster:gige gnu gige tcp.stream.blocking throughput_mbps'],

@@ -22,9 +22,12 @@ int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err)
     int rc = nr_mpi_check(MPI_Init(argc, argv), "MPI_Init", err);
     if (rc < 0)
         return rc;
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    /* Until the handler is set a failure aborts the job, which is also an honest outcome. */
+    if ((rc = nr_mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler",
+                           err)) < 0 ||
+        (rc = nr_mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &m->rank), "MPI_Comm_rank", err)) < 0 ||
+        (rc = nr_mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &m->size), "MPI_Comm_size", err)) < 0)
+        return rc;
     char full[NR_HOST_MAX];
     nr_hostname_short(nr_hostname(full, sizeof full), m->host, sizeof m->host);
     MPI_Comm node;

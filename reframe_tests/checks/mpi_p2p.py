@@ -57,7 +57,10 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
     @run_after('init')
     def describe(self):
         self.ref_test = f'mpitest.{self.mode}.{self.io}'
-        if self.mode == 'stream':
+        if (self.mode, self.io) == ('stream', 'blocking'):
+            # the non-blocking MPI stream is not link-bound here: 887-925 Mbit/s on gige for four MPI builds, with
+            # the kernels before and after issue 11 alike, while the blocking one reads 954-957 (iperf3 956); it is
+            # asserted against the host baseline instead
             self.link_bound_metric = 'throughput_mbps'
         self.descr = f'MPI {self.mode} throughput, {self.io}, {self.message_bytes} B messages'
         if (self.mode, self.io) != ('stream', 'blocking'):

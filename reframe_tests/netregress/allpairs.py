@@ -736,14 +736,9 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     def wire_witness(self) -> list[str]:
         """Each node's interface under test carried at least the bytes its tests moved (payload_fraction)."""
         self.links()
-        try:
-            with open(os.path.join(self.stagedir, COUNTERS_FILE)) as fp:
-                snaps = provenance.parse_snapshots(fp.read())
-        except FileNotFoundError:
-            return [f'{COUNTERS_FILE} not written: the job died before the counters were read']
-        if 'before' not in snaps or 'after' not in snaps:
-            return [f'counter snapshots incomplete (have: {", ".join(snaps) or "none"}); a node did not answer']
-        delta = provenance.deltas(snaps['before'], snaps['after'])
+        delta, problem = self.counter_deltas()
+        if problem:
+            return [problem]
         payload = payload_per_host(self._docs)
         self.nr_wire = ' '.join(f'{h}:{self.iface}={delta.get(h, {}).get(self.iface, provenance.Counters(0, 0)).total}'
                                 f'/{payload[h]:.0f}' for h in sorted(payload))

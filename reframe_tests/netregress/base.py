@@ -225,16 +225,21 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         """Callables returning lists of problems; sanity fails with all of them. Subclasses extend."""
         return [self.counters_witness] if self.record_counters else []
 
-    def counters_witness(self) -> list[str]:
-        path = os.path.join(self.stagedir, COUNTERS_FILE)
+    def counter_deltas(self):
+        """(per-host counter deltas of ``counters.txt``, None) or (None, the problem reading them)."""
         try:
-            with open(path) as fp:
+            with open(os.path.join(self.stagedir, COUNTERS_FILE)) as fp:
                 snaps = provenance.parse_snapshots(fp.read())
         except FileNotFoundError:
-            return [f'{COUNTERS_FILE} not written: the job died before the counters were read']
+            return None, f'{COUNTERS_FILE} not written: the job died before the counters were read'
         if 'before' not in snaps or 'after' not in snaps:
-            return [f'counter snapshots incomplete (have: {", ".join(snaps) or "none"}); a node did not answer']
-        delta = provenance.deltas(snaps['before'], snaps['after'])
+            return None, f'counter snapshots incomplete (have: {", ".join(snaps) or "none"}); a node did not answer'
+        return provenance.deltas(snaps['before'], snaps['after']), None
+
+    def counters_witness(self) -> list[str]:
+        delta, problem = self.counter_deltas()
+        if problem:
+            return [problem]
         hosts = sorted(delta)
         problems = []
         if len(hosts) < self.ic.nodes:

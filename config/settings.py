@@ -42,10 +42,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / 'run'
 DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')   # override: a developer's scratch tree
+# Host state kept across runs (baselines, ReFrame's results database): netregress.baselines.state_dir() agrees.
+STATE = Path(os.environ.get('NETREGRESS_STATE') or RUN / 'state').resolve()
+#: This run against the last stored value of each figure from a session that passed (num_failures == 0).
+PERF_REPORT_SPEC = '19700101T000000+0000:now?num_failures==0/last:/+job_nodelist+result'
 
 # Checks import the library as `netregress`.
 if str(ROOT / 'reframe_tests') not in sys.path:
-    sys.path.insert(0, str(ROOT / 'reframe_tests'))
+    # appended, not inserted: ReFrame loads this file inside utility.temp_sys_path, which pops the entry at the
+    # position it appended its own; an insertion in front shifts that and it popped site-packages instead (so
+    # polars, needed by the results storage, could no longer be imported)
+    sys.path.append(str(ROOT / 'reframe_tests'))
 
 
 def _read_env_file(path):
@@ -332,8 +339,13 @@ site_configuration = {
         'perf_info_level': 'info',
         'remote_detect': False,
         'topology_prefix': str(RUN / 'topology'),
+        'perf_report_spec': PERF_REPORT_SPEC,
     }],
-    'storage': [{'enable': False, 'sqlite_db_file': str(RUN / 'reports' / 'results.db')}],
+    # ReFrame's results storage: every session's report goes into one SQLite file in the state directory (beside
+    # the host baselines, so it survives across runs on a machine and a drill or a test with its own
+    # NETREGRESS_STATE keeps its sessions apart). `--performance-report` then compares each run with the last
+    # value of every figure from a session that passed; `netregress.history` and ci/post-maintenance query it.
+    'storage': [{'enable': True, 'sqlite_db_file': str(STATE / 'reframe' / 'results.db')}],
     'logging': [{
         'level': 'debug',
         'handlers': [

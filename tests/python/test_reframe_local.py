@@ -70,7 +70,9 @@ def run(sandbox, name, *extra, env=None, references=None):
     environ = {**os.environ, 'NETREGRESS_KERNELS': f'{sandbox["kernels"]}/{{env}}/bin',
                'NETREGRESS_REFERENCES': str(sandbox['refs']), 'TMPDIR': str(tmp),
                'PYTHONPATH': f'{sandbox["checks"]}:{ROOT / "reframe_tests"}',
-               'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1', **(env or {})}
+               'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1',
+               'RFM_ENABLE_RESULTS_STORAGE': '0',    # fake runs stay out of this host's results database
+               **(env or {})}
     cmd = [str(REFRAME), '-C', str(ROOT / 'config' / 'settings.py'), '-c', str(sandbox['checks']),
            '--system', 'local', '--prefix', str(tmp / 'prefix'), '--stage', str(tmp / 'stage'),
            '--output', str(tmp / 'output'), '--perflogdir', str(tmp / 'perflogs'),

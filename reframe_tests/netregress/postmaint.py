@@ -1,0 +1,318 @@
+"""Post-maintenance acceptance run (``ci/post-maintenance``): the suite on the nodes that came back, its verdict for
+the maintenance ticket, and what changed since before the maintenance.
+
+* Which nodes: ``--reservation NAME`` (every job inside the reservation; its nodes are the set to cover) or
+  ``--nodes LIST`` (a Slurm host list): the set to cover. Jobs may use only those nodes (``--exclude`` of every other
+  node of the system's Slurm partitions) and take as many as they need (a 2-node check gets 2 of them, not the
+  whole list); afterwards every node of the set must have run at least one passing check (:mod:`netregress.coverage`).
+  The all-pairs link check asks for every node of its partition by name: where the set holds only part of a
+  partition it cannot run there, and the run says so.
+* The verdict counts ReFrame 4's results (``pass``, ``fail``, ``abort``, ``skip``; the last attempt of each case
+  decides, a failure outside the performance stage is never excused by a retry: :mod:`netregress.runsummary`) and
+  names every failing case with its reason.
+* What changed: each figure against its last value from an earlier passing session and against this host's
+  baseline, both through ReFrame's ``--performance-compare`` on its results storage (:mod:`netregress.history`).
+
+The last two lines are for the ticket::
+
+    RESULT: PASS|FAIL (<passed>/<total> test cases passed, <failed> failed, <skipped> skipped)
+    REPORT: <DIR>/report-maintenance.json   (console log: <DIR>/reframe.log)
+
+Exit status: 0 pass, 1 fail (a case failed, a node was not covered, or ReFrame could not run), 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from . import coverage, history, paths, runsummary
+
+REPORT_NAME = 'report-maintenance.json'
+#: Changes smaller than this (percent) are counted, not listed, unless --threshold says otherwise.
+DEFAULT_THRESHOLD_PCT = 5.0
+_UNSAFE = re.compile(r'[\s;&|`$<>()\\\'"]')
+
+
+class UsageError(Exception):
+    """Bad arguments (exit status 2)."""
+
+
+@dataclass
+class Plan:
+    """Which nodes the run may use and must cover."""
+    cover: dict[str, list[str]] = field(default_factory=dict)    # ReFrame partition -> nodes to cover
+    exclude: list[str] = field(default_factory=list)             # nodes of the system outside the set
+    partial: list[str] = field(default_factory=list)             # partitions of which the set holds only part
+    notes: list[str] = field(default_factory=list)
+
+
+class SlurmUnavailable(UsageError):
+    """Slurm cannot say which nodes a partition has."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        m = re.match(r'argument (\S+): expected one argument', message)
+        raise UsageError(f'{m.group(1)} needs a value' if m else message)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    ap = _Parser(prog='ci/post-maintenance', description=__doc__.split('\n\n')[0])
+    ap.add_argument('--reservation', help='Slurm reservation holding the nodes that came back')
+    ap.add_argument('--nodes', help="Slurm host list of the nodes that came back ('n[001-016]'): the set to cover")
+    ap.add_argument('--system', help='ReFrame system (default: the one config/settings.py selects)')
+    ap.add_argument('--partition', help='only this partition of the system (needs --system)')
+    ap.add_argument('--tags', default='ci', help="ReFrame tag filter (default: ci; 'all' for the whole suite)")
+    ap.add_argument('--output', type=Path, help='where the report goes (default: run/post-maintenance/<UTC stamp>)')
+    ap.add_argument('--threshold', type=float, default=DEFAULT_THRESHOLD_PCT,
+                    help=f'list changes of at least this many percent (default {DEFAULT_THRESHOLD_PCT:g})')
+    ap.add_argument('--no-compare', action='store_true', help='skip the comparison with earlier runs')
+    ap.add_argument('--dry-run', action='store_true', help='print the reframe command, run nothing')
+    args, unknown = ap.parse_known_args(argv)
+    if unknown:
+        raise UsageError(f'unknown argument: {unknown[0]}')
+    if args.reservation and args.nodes:
+        raise UsageError('give --reservation or --nodes, not both')
+    if not args.reservation and not args.nodes:
+        raise UsageError('which nodes? give --reservation NAME or --nodes NODELIST')
+    if args.partition and not args.system:
+        raise UsageError('--partition needs --system')
+    for what in ('reservation', 'nodes', 'system', 'partition', 'tags'):
+        value = getattr(args, what)
+        if value is not None and (not value.strip() or (what != 'tags' and _UNSAFE.search(value))):
+            raise UsageError(f'--{what} {value!r}: empty, or contains spaces or shell metacharacters')
+    return args
+
+
+USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--system NAME] [--partition NAME] '
+         '[--tags EXPR] [--output DIR] [--threshold PCT] [--no-compare] [--dry-run]')
+
+
+def selected_system() -> str:
+    """The system config/settings.py selects on this machine (ReFrame's ``--show-config``)."""
+    proc = subprocess.run([history.reframe_exe(), '-C', str(history.settings_file()), '--nocolor',
+                           '--show-config', 'systems/0/name'], capture_output=True, text=True, timeout=120)
+    names = re.findall(r'^"?([A-Za-z0-9_.-]+)"?\s*$', proc.stdout, re.M)
+    if proc.returncode != 0 or not names:
+        raise UsageError('cannot tell which system config/settings.py selects here: give --system')
+    return names[-1]
+
+
+def node_plan(system: str, partition: str | None, nodes_expr: str, *,
+              runner: coverage.Runner = coverage.run_command,
+              slurm_parts: Mapping[str, str] | None = None) -> Plan:
+    """The partitions' nodes against the set ``nodes_expr``: what to exclude and what to cover."""
+    wanted = coverage.expand_hostlist(nodes_expr)
+    if not wanted:
+        raise UsageError(f'--nodes {nodes_expr!r} names no node')
+    if slurm_parts is None:
+        try:
+            slurm_parts = coverage.slurm_partitions(system)
+        except SystemExit as err:          # coverage's message for an unknown system
+            raise UsageError(str(err)) from None
+    if partition:
+        slurm_parts = {k: v for k, v in slurm_parts.items() if k == partition}
+    if not slurm_parts:
+        raise UsageError(f'--nodes needs Slurm partitions; system {system}'
+                         f'{":" + partition if partition else ""} has none (give --reservation, or run tools/validate)')
+    plan = Plan()
+    known: set[str] = set()
+    for part, slurm_part in slurm_parts.items():
+        try:
+            nodes = coverage.partition_nodes(slurm_part, runner=runner)
+        except coverage.SlurmQueryError as err:
+            raise SlurmUnavailable(f'partition {part}: {err}') from None
+        known.update(nodes)
+        inside = [n for n in nodes if n in wanted]
+        if inside:
+            plan.cover[part] = inside
+            if len(inside) < len(nodes):
+                plan.partial.append(part)
+                plan.notes.append(f'{part}: --nodes holds {len(inside)} of its {len(nodes)} nodes: link_allpairs '
+                                  f'(which tests every node of a partition) is not run; the other checks use '
+                                  f'only {",".join(inside)}')
+        else:
+            plan.notes.append(f'{part}: none of its {len(nodes)} nodes is in --nodes: its checks cannot run')
+        plan.exclude += [n for n in nodes if n not in wanted and n not in plan.exclude]
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise UsageError(f'--nodes names nodes in no partition of {system}: {", ".join(unknown)}')
+    return plan
+
+
+def reservation_nodes(name: str, *, runner: coverage.Runner = coverage.run_command) -> list[str]:
+    """The nodes of Slurm reservation ``name`` (``scontrol show reservation``); [] when Slurm cannot say."""
+    try:
+        proc = runner(['scontrol', 'show', 'reservation', name], coverage.QUERY_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    m = re.search(r'\bNodes=(\S+)', proc.stdout or '') if proc.returncode == 0 else None
+    return coverage.expand_hostlist(m.group(1)) if m and m.group(1) != '(null)' else []
+
+
+def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -> list[str]:
+    root = paths.repo_root()
+    cmd = [os.environ.get('REFRAME') or history.reframe_exe(), '-C', str(history.settings_file()),
+           '-c', str(root / 'reframe_tests'), '-R']
+    if args.system:
+        cmd += ['--system', f'{args.system}{":" + args.partition if args.partition else ""}']
+    if args.tags != 'all':
+        cmd += ['-t', args.tags]
+    if args.reservation:
+        cmd += ['-J', f'reservation={args.reservation}']
+    elif plan is not None:
+        if plan.exclude:
+            cmd += ['-J', f'exclude={",".join(plan.exclude)}']
+        if plan.partial:
+            cmd += ['-x', 'link_allpairs']
+    return cmd + ['-r', '--performance-report', '--report-file', str(report)]
+
+
+# -- after the run ------------------------------------------------------------------------------------------------
+
+def counts(report: Mapping) -> collections.Counter:
+    """The last attempt of every test case, by ReFrame 4's result ('pass', 'fail', 'abort', 'skip')."""
+    return collections.Counter(tc.get('result') for tc in runsummary.analyse(report)['final'].values())
+
+
+def verdict(report: Mapping, rc: int, uncovered: Sequence[str]) -> tuple[bool, str]:
+    """(passed, the RESULT line)."""
+    n = counts(report)
+    hidden = runsummary.analyse(report)['hidden']
+    total, failed = sum(n.values()), n['fail'] + n['abort']
+    ok = rc == 0 and failed == 0 and not hidden and not uncovered and n['pass'] > 0
+    why = []
+    if hidden:
+        why.append(f'{len(hidden)} failed before passing on a retry')
+    if uncovered:
+        why.append(f'{len(uncovered)} node(s) not covered')
+    if rc != 0:
+        why.append(f'reframe exit {rc}')
+    if n['pass'] == 0:
+        why.append('nothing passed')
+    line = (f'RESULT: {"PASS" if ok else "FAIL"} ({n["pass"]}/{total} test cases passed, {failed} failed, '
+            f'{n["skip"]} skipped{"; " + "; ".join(why) if why and not ok else ""})')
+    return ok, line
+
+
+def failing_cases(report: Mapping) -> list[str]:
+    res = runsummary.analyse(report)
+    lines = [f'FAILED {runsummary.case_name(tc)}: {runsummary.failure(tc)}'
+             for tc in res['final'].values() if tc.get('result') in ('fail', 'abort')]
+    lines += [f'FAILED (then passed on a retry) {runsummary.case_name(tc)}: {runsummary.failure(tc)}'
+              for tc in res['hidden'].values()]
+    return lines
+
+
+def comparison(report_path: Path, threshold: float) -> list[str]:
+    """What changed: this run against the last passing run and against the baseline (netregress.history)."""
+    try:
+        session = history.session_of(report_path)
+        lines = []
+        last = history.against_last_pass(session)
+        base, which = history.against_baseline(session)
+        for title, changes, rhs, source in (
+                ('since the last passing run (before the maintenance)', last, history.RHS_LAST,
+                 f"reframe --performance-compare '{history.last_pass_spec(session)}'"),
+                ("against this host's baseline", base, history.RHS_BASE, f'median of {which}')):
+            moved = [c for c in changes if c.pdiff is not None and abs(c.pdiff) >= threshold]
+            fresh = [c for c in changes if c.pdiff is None]
+            lines.append(f'== what changed {title}: {len(moved)} of {len(changes)} figures moved by '
+                         f'{threshold:g}% or more, {len(fresh)} without an earlier value ({source})')
+            if moved:
+                lines += ['   ' + ln for ln in history.format_changes(moved, rhs)]
+        return lines
+    except history.HistoryError as err:
+        return [f'== no comparison with earlier runs: {err}']
+
+
+def main(argv: Sequence[str] | None = None, *, runner: coverage.Runner = coverage.run_command) -> int:
+    try:
+        args = parse_args(list(sys.argv[1:] if argv is None else argv))
+        system = args.system
+        plan = None
+        if args.nodes:
+            system = system or selected_system()
+            try:
+                plan = node_plan(system, args.partition, args.nodes, runner=runner)
+            except SlurmUnavailable as err:
+                if not args.dry_run:
+                    raise
+                print(f'post-maintenance: dry run: {err}; the real run excludes every node of the partitions '
+                      f'outside --nodes', file=sys.stderr)
+    except UsageError as err:
+        print(f'post-maintenance: {err}\n{USAGE}', file=sys.stderr)
+        return 2
+    out = args.output or paths.run_dir() / 'post-maintenance' / datetime.datetime.now(
+        datetime.timezone.utc).strftime('%Y%m%dT%H%M%SZ')
+    report = out / REPORT_NAME
+    cmd = reframe_command(args, plan, report)
+    print(f'post-maintenance: {"reservation " + args.reservation if args.reservation else "nodes " + args.nodes}, '
+          f'tags {args.tags}', file=sys.stderr)
+    for note in (plan.notes if plan else []):
+        print(f'post-maintenance: {note}', file=sys.stderr)
+    if args.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        print(f'post-maintenance: cannot create {out}: {err}', file=sys.stderr)
+        return 1
+    log = out / 'reframe.log'
+    with log.open('w') as fp:
+        try:
+            rc = subprocess.run(cmd, stdout=fp, stderr=subprocess.STDOUT, cwd=paths.repo_root()).returncode
+        except OSError as err:
+            fp.write(f'cannot run {cmd[0]}: {err}\n')
+            rc = 127
+    try:
+        data = json.loads(report.read_text())
+        if not isinstance(data, dict) or not isinstance(data.get('runs'), list):
+            raise ValueError('not a ReFrame run report')
+    except (OSError, ValueError) as err:
+        print(f'post-maintenance: no readable report ({err})')
+        print(f'RESULT: FAIL (ReFrame exited {rc} and wrote no readable report; see {log})')
+        print(f'REPORT: {log}')
+        return 1
+
+    systems = sorted({tc.get('system') for run in data['runs'] for tc in run.get('testcases') or []} - {None})
+    if args.reservation:
+        nodes = reservation_nodes(args.reservation, runner=runner)
+        if nodes:      # a reservation's node is covered when a passing check of any partition used it
+            used = set().union(set(), *coverage.covered_nodes(data).values())
+            uncovered = [f'{n}: used by no passing check' for n in nodes if n not in used]
+        else:
+            print(f'post-maintenance: the nodes of reservation {args.reservation} are unknown (scontrol): '
+                  f'node coverage not checked')
+            uncovered = []
+    else:
+        uncovered = coverage.uncovered_nodes(data, plan.cover, system=systems[0] if len(systems) == 1 else None)
+
+    text, _ok = runsummary.summarise(data, name=f'post-maintenance run on {",".join(systems) or "?"}')
+    print(text)
+    for line in failing_cases(data):
+        print(line)
+    for line in uncovered:
+        print(f'NOT COVERED {line}')
+    if not args.no_compare:
+        for line in comparison(report, args.threshold):
+            print(line)
+    ok, line = verdict(data, rc, uncovered)
+    print(line)
+    print(f'REPORT: {report}   (console log: {log})')
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""ci/post-maintenance: arguments, the node set it covers, its verdict from ReFrame 4.10 reports and the comparison
+with the runs before the maintenance.
+
+Slurm is faked by ``sinfo``/``scontrol`` scripts on PATH (partitions fast[1-4] and gige[1-4]), ReFrame's run by a
+script (``$REFRAME``) that writes a fixture report where ``--report-file`` says and stores it in the scratch
+results database as ReFrame would; the comparison itself is the real ReFrame's ``--performance-compare``.
+"""
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netregress import baselines, history, postmaint
+from reports_fixture import LAT, T0, case, history_reports, report
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = str(ROOT / 'ci' / 'post-maintenance')
+
+FAKE_SINFO = '''#!/bin/sh
+# sinfo -h -p PART -o %N
+while [ $# -gt 0 ]; do [ "$1" = -p ] && part=$2; shift; done
+case $part in fast) echo 'fast[1-4]' ;; gige) echo 'gige[1-4]' ;; *) exit 1 ;; esac
+'''
+FAKE_SCONTROL = '''#!/bin/sh
+# scontrol show hostnames 'x[1-4]' | scontrol show reservation NAME
+if [ "$2" = hostnames ]; then
+  base=${3%%[*}; for i in 1 2 3 4; do echo "$base$i"; done
+elif [ "$2" = reservation ] && [ "$3" = maint ]; then
+  echo "ReservationName=maint StartTime=now Nodes=gige[1-4] NodeCnt=4"
+else exit 1; fi
+'''
+FAKE_REFRAME = '''#!/bin/sh
+# writes $FAKE_REPORT where --report-file says, stores it like ReFrame's results storage, exits $FAKE_RC
+echo "$@" > "$FAKE_ARGS"
+while [ $# -gt 0 ]; do [ "$1" = --report-file ] && out=$2; shift; done
+[ -n "$FAKE_REPORT" ] && cp "$FAKE_REPORT" "$out" && "$FAKE_PYTHON" -m netregress.history import "$out" >/dev/null
+exit ${FAKE_RC:-0}
+'''
+
+
+@pytest.fixture
+def env(tmp_path):
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    for name, text in (('sinfo', FAKE_SINFO), ('scontrol', FAKE_SCONTROL), ('reframe', FAKE_REFRAME)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return {**os.environ, 'PATH': f'{bin_dir}:{os.environ["PATH"]}', 'REFRAME': str(bin_dir / 'reframe'),
+            'NETREGRESS_STATE': str(tmp_path / 'state'), 'FAKE_ARGS': str(tmp_path / 'args'),
+            'FAKE_PYTHON': sys.executable, 'PYTHONPATH': str(ROOT / 'reframe_tests')}
+
+
+def run(env, *args, **extra):
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=300, env={**env, **extra})
+
+
+@pytest.mark.parametrize('args,message', [
+    ([], 'give --reservation NAME or --nodes NODELIST'),
+    (['--reservation', 'r1', '--nodes', 'n1'], 'not both'),
+    (['--nodes'], '--nodes needs a value'),
+    (['--nodes', 'n1', '--bogus'], 'unknown argument: --bogus'),
+    (['--nodes', 'n1', '--partition', 'ib'], '--partition needs --system'),
+    (['--reservation', 'r1;reboot'], 'shell metacharacters'),
+    (['--nodes', 'gige[1-2],nowhere7', '--system', 'vcluster'], 'nodes in no partition of vcluster: nowhere7'),
+    (['--nodes', 'n1', '--system', 'local'], '--nodes needs Slurm partitions; system local has none'),
+])
+def test_argument_errors_exit_2(env, args, message):
+    res = run(env, *args)
+    assert res.returncode == 2, res.stderr
+    assert message in res.stderr and 'usage:' in res.stderr and res.stdout == ''
+
+
+def test_nodes_are_the_set_to_cover_not_a_nodelist(env, tmp_path):
+    # all of gige and half of fast came back: jobs may use only those, each takes what it needs
+    res = run(env, '--nodes', 'gige[1-4],fast[1-2]', '--system', 'vcluster', '--output', str(tmp_path / 'pm'),
+              '--dry-run')
+    assert res.returncode == 0, res.stderr
+    cmd = shlex.split(res.stdout)
+    assert 'nodelist' not in res.stdout
+    assert cmd[cmd.index('-J') + 1] == 'exclude=fast3,fast4'
+    assert cmd[cmd.index('-x') + 1] == 'link_allpairs'                  # it asks for every node of fast by name
+    assert 'fast: --nodes holds 2 of its 4 nodes: link_allpairs' in res.stderr
+    assert cmd[cmd.index('--report-file') + 1] == f'{tmp_path}/pm/{postmaint.REPORT_NAME}'
+    assert not (tmp_path / 'pm').exists()
+    # the whole partition: nothing excluded, the all-pairs check runs
+    res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--partition', 'gige', '--dry-run')
+    assert res.returncode == 0 and '-J' not in shlex.split(res.stdout) and '-x' not in shlex.split(res.stdout)
+    assert '--system vcluster:gige' in res.stdout
+    res = run(env, '--reservation', 'maint', '--dry-run')
+    assert '-J reservation=maint' in res.stdout and '-t ci' in res.stdout
+
+
+def test_plan_from_slurm_with_an_injected_runner():
+    def runner(argv, timeout_s):
+        out = {'sinfo': 'gige[1-4]\n', 'scontrol': 'gige1\ngige2\ngige3\ngige4\n'}[argv[0]]
+        return subprocess.CompletedProcess(argv, 0, out, '')
+    plan = postmaint.node_plan('vcluster', None, 'gige[2-3]', runner=runner, slurm_parts={'gige': 'gige'})
+    assert plan.cover == {'gige': ['gige2', 'gige3']} and plan.exclude == ['gige1', 'gige4']
+    assert plan.partial == ['gige']
+
+
+@pytest.fixture
+def maintenance(env, tmp_path):
+    """Three runs before the maintenance stored (one failed), a host baseline from two of them, and the report
+    the post-maintenance run will write."""
+    paths = history_reports(tmp_path)
+    store = subprocess.run([sys.executable, '-m', 'netregress.history', 'import',
+                            *(str(paths[n]) for n in ('r1', 'r2', 'r3'))], env=env, capture_output=True, text=True)
+    assert store.returncode == 0, store.stderr
+    base = baselines.Baseline('vcluster', baselines.baseline_path('vcluster', tmp_path / 'state'))
+    base.runs = [{'recorded_utc': 'x', 'report': str(paths[n]), 'figures': 3} for n in ('r1', 'r3')]
+    base.entries[('gige', 'openmpi4', 'gige', 'mpitest.latency', 'rtt_us')] = {
+        'unit': 'us', 'kind': 'latency', 'samples': [10.0, 11.0]}
+    base.save()
+    return paths
+
+
+def test_a_failed_run_names_failures_uncovered_nodes_and_what_changed(env, tmp_path, maintenance):
+    out = tmp_path / 'pm'
+    res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--partition', 'gige', '--output', str(out),
+              FAKE_REPORT=str(maintenance['now']), FAKE_RC='1')
+    assert res.returncode == 1, res.stderr
+    lines = res.stdout.splitlines()
+    # the ticket lines: ReFrame 4.10's 'pass'/'fail' counted (the old script read 'success'/'failure': 0/N)
+    assert lines[-2] == ('RESULT: FAIL (4/6 test cases passed, 1 failed, 1 skipped; 1 node(s) not covered; '
+                         'reframe exit 1)')
+    assert lines[-1] == f'REPORT: {out / postmaint.REPORT_NAME}   (console log: {out / "reframe.log"})'
+    assert ('FAILED tcp_rtt %interconnect=gige @vcluster:gige+gnu: sanity error: kernel exited with 1 (runtime '
+            'failure): connection refused') in lines
+    assert 'NOT COVERED gige4: used by no passing check' in lines
+    text = res.stdout
+    assert 'what changed since the last passing run (before the maintenance): 2 of 4 figures moved by 5% or more, ' \
+           '1 without an earlier value' in text
+    o4 = next(ln for ln in lines if ln.strip().startswith(f'{LAT} @vcluster:gige+openmpi4') and 'last pass' not in ln
+              and '+40.0% (worse)' in ln)
+    assert o4.split()[-4:] == ['11', '+40.0%', '(worse)', 'pass']
+    assert "what changed against this host's baseline: " in text and '+46.7% (worse)' in text
+    # jobs were confined to the set and nothing pinned them to all of it
+    args = Path(env['FAKE_ARGS']).read_text()
+    assert 'nodelist' not in args and '--report-file' in args
+
+
+def test_a_reservation_covers_its_nodes(env, tmp_path, maintenance):
+    # r3 ran on gige1 and gige2 only: the reservation's other two nodes are named
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'r3'),
+              '--no-compare', FAKE_REPORT=str(maintenance['r3']))
+    assert res.returncode == 1
+    assert res.stdout.splitlines()[-2] == ('RESULT: FAIL (3/3 test cases passed, 0 failed, 0 skipped; '
+                                           '2 node(s) not covered)')
+    assert 'NOT COVERED gige3: used by no passing check' in res.stdout and 'what changed' not in res.stdout
+    every = tmp_path / 'every.json'
+    report(every, T0 + 5000, [case(LAT, 'openmpi4', nodes=('gige1', 'gige2'), perf={'rtt_us': (11.0, 11.0, 'us')}),
+                              case(LAT, 'mpich4', nodes=('gige3', 'gige4'), perf={'rtt_us': (12.0, 12.0, 'us')})])
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'ok'),
+              FAKE_REPORT=str(every))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.splitlines()[-2] == 'RESULT: PASS (2/2 test cases passed, 0 failed, 0 skipped)'
+    assert 'what changed since the last passing run (before the maintenance): 0 of 2 figures moved' in res.stdout
+
+
+def test_reframe_that_writes_nothing_fails_clearly(env, tmp_path):
+    res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--output', str(tmp_path / 'x'), FAKE_REPORT='',
+              FAKE_RC='3')
+    assert res.returncode == 1
+    assert 'RESULT: FAIL (ReFrame exited 3 and wrote no readable report' in res.stdout

@@ -31,7 +31,8 @@ where a missing reference fails), time_limit / max_pending_time (per job; ReFram
 interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
 task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
 CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml),
-pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus).
+pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus), pair_cpu (both ends of a TCP pair, our kernels,
+iperf3 and NPtcp, run on this CPU: nodes that share one host's CPUs, base.py pair_cpu_prefix).
 Partition features ``ic-<name>`` say which interconnects a partition offers; checks select partitions by them.
 """
 import os
@@ -209,6 +210,8 @@ local = {
             'references': EMBEDDED_REFERENCES,
             'time_limit': '90s',
             'host_cpus': os.cpu_count(),    # no more MPI ranks than CPUs (base.py: oversubscribed runs measure the scheduler)
+            'pin_ranks': True,              # MPI rank r on CPU r mod host_cpus (base.py)
+            'pair_cpu': 0,                  # TCP client and server on one CPU (base.py: unpinned runs were bimodal)
         },
     }],
 }
@@ -233,6 +236,7 @@ def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
             'max_pending_time': '60s',
             'host_cpus': os.cpu_count(),     # namespace nodes share this host's CPUs (oversubscription, base.py)
             'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (base.py: shm runs were bimodal)
+            'pair_cpu': 0,                   # TCP client and server on one CPU (base.py: unpinned runs were bimodal)
             'interconnects': {name: {'iface': VC.get(iface_key, default_iface),
                                      'subnet': VC.get(subnet_key, ''),
                                      # unshaped veth is bounded by the shared CPUs, not the link: its links moved

@@ -198,6 +198,17 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         template = self.current_partition.extras.get(key) or []
         return ' '.join(shlex.quote(str(t).format(**ctx)) for t in template)
 
+    def pair_cpu_prefix(self) -> str:
+        """``taskset -c N`` for both ends of a TCP pair (our kernels, iperf3, NPtcp) where the partition extra
+        ``pair_cpu`` says so (nodes that share one host's CPUs), else empty.
+
+        On the 2-vCPU VM the scheduler put client and server on one CPU in some runs and on two in others; a
+        wakeup across vCPUs costs tens of microseconds there, so the same loopback check read 4.4 or 46-115 us
+        round trip and 0.3 or 4.5-9 Gbit/s 1 MiB ping-pong (unpinned, consecutive runs). Pinned to one CPU the
+        8-byte round trip held 4.81-4.96 us over 10 runs."""
+        cpu = self.current_partition.extras.get('pair_cpu')
+        return '' if cpu is None else f'taskset -c {int(cpu)}'
+
     @run_before('run', always_last=True)
     def snapshot_counters(self):
         """Counter snapshots enclose the benchmark step alone: after every other pre-run step (servers, an iperf3
@@ -547,8 +558,10 @@ class MpiCheck(NetregressCheck):
         cpus = self.current_partition.extras.get('host_cpus')
         if not cpus or not self.current_partition.extras.get('pin_ranks'):
             return
-        # PMI_RANK: ranks started by Hydra (whose proxies srun starts); SLURM_PROCID: ranks srun starts itself
-        pin = f'r=${{PMI_RANK:-${{SLURM_PROCID:-0}}}}; exec taskset -c $((r % {int(cpus)})) "$@"'
+        # PMI_RANK: ranks started by Hydra (whose proxies srun starts) or Intel MPI; OMPI_COMM_WORLD_RANK: ranks
+        # mpirun starts (local); SLURM_PROCID: ranks srun starts itself
+        pin = (f'r=${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-${{SLURM_PROCID:-0}}}}}}; '
+               f'exec taskset -c $((r % {int(cpus)})) "$@"')
         self.executable_opts = ['-c', shlex.quote(pin), 'nr-pin', self.executable, *self.executable_opts]
         self.executable = 'sh'
 
@@ -658,6 +671,14 @@ class TcpPairCheck(NetregressCheck):
                                                    self.server_ready_pattern, self.server_wait_s)
         self.postrun_cmds += ['kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null; true']
 
+    @run_before('run', always_last=True)
+    def pin_client_with_server(self):
+        """The client runs on the server's CPU (:meth:`NetregressCheck.pair_cpu_prefix`)."""
+        pin = self.pair_cpu_prefix().split()
+        if pin:
+            self.executable_opts = pin[1:] + [self.executable, *self.executable_opts]
+            self.executable = pin[0]
+
 
 def server_address_cmds(check: NetregressCheck, var: str) -> list[str]:
     """Shell lines setting ``$var`` to the first node's IPv4 address on the interface under test.
@@ -675,7 +696,8 @@ def background_server_cmds(check: NetregressCheck, command: str, out: str, pid_v
                            ready_pattern: str | None, wait_s: int) -> list[str]:
     """Shell lines starting ``command`` on the first node in the background and waiting until it listens."""
     on_first = check.node_prefix('on_node', index=0)
-    cmds = [f'{on_first} {command} > {out} 2>&1 &', f'{pid_var}=$!']
+    launch = ' '.join(filter(None, [on_first, check.pair_cpu_prefix(), command]))
+    cmds = [f'{launch} > {out} 2>&1 &', f'{pid_var}=$!']
     if not ready_pattern:
         return cmds + ['sleep 1']
     pattern = shlex.quote(ready_pattern)

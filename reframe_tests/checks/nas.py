@@ -11,7 +11,7 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import fixture, parameter, run_after, run_before, sanity_function, variable
+from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 
 from netregress import spack_build
 from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
@@ -34,37 +34,16 @@ def system_class(system: str) -> str:
     return classes[0]
 
 
-class NpbSpackBuild(rfm.CompileOnlyRegressionTest):
-    """NPB (MPI implementation) for the current MPI environment, from the pre-concretized Spack environment."""
+class NpbSpackBuild(spack_build.SpackPackageBuild):
+    """NPB (MPI implementation) for the current MPI environment, from the system's pre-concretized Spack
+    environment (executables ``<prefix>/bin/<name>.<class>.x``)."""
 
-    #: ``<prefix>/bin`` once built (executables ``<name>.<class>.x``).
-    #:
-    #: :type: :class:`str`
-    kernels_dir = variable(str, value='', loggable=True)
+    package = NPB_PACKAGE
+    subdir = 'bin'
 
-    #: The spec installed.
-    #:
-    #: :type: :class:`str`
-    spack_spec = variable(str, value='', loggable=True)
-
-    valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
-    build_locally = True
-    sourcesdir = None
-
-    @run_before('compile')
-    def skip_without_spack(self):
-        reason = spack_build.unavailable_reason(self.current_system.name, (NPB_PACKAGE,))
-        self.skip_if(reason is not None, reason)
-
-    @run_before('compile')
-    def use_spack_environment(self):
-        system = self.current_system.name
-        spack_build.configure_package(self, spack_build.package_spec(system, NPB_PACKAGE), 'bin')
-
-    @sanity_function
-    def installed(self):
-        return sn.assert_true(os.path.isdir(self.kernels_dir), msg=f'{self.kernels_dir} missing ({self.spack_spec})')
+    @run_before('compile', always_last=True)
+    def expected_executables(self):
+        self.executables = [f'{name}.{system_class(self.current_system.name)}.x' for name in NPB_NAMES]
 
 
 @rfm.simple_test

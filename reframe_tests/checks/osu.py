@@ -5,14 +5,15 @@ osu_alltoall, osu_bcast (4 ranks). Data validation is on (``-c``): a ``Fail`` ro
 fails the check, as does a curve that stops before ``max_size`` (killed / crashed run). A performance variable per
 message size (``latency_us@8``, ``bandwidth_mbs@1048576``, ...), each with a reference from reference_values/
 (missing reference: failure after the values were logged). Where Spack or the environment's lock is missing, the
-build fixture is skipped with the reason (``reframe --list`` still shows every case).
+build fixture is skipped with the reason (``reframe --list`` still shows every case); where Spack is present but
+the environment is not concretized (or stale, or lacks OSU) the fixture fails with the fix.
 """
 import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import fixture, parameter, run_after, run_before, sanity_function, variable
+from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 
 from netregress import spack_build
 from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
@@ -24,40 +25,13 @@ OSU_MPI_DIR = 'libexec/osu-micro-benchmarks/mpi'     # <prefix>/<this>/{pt2pt,co
 OSU_WINDOW = 64                                      # OSU's default window size (osu_bw, osu_bibw, osu_mbw_mr)
 
 
-class OsuSpackBuild(rfm.CompileOnlyRegressionTest):
-    """OSU Micro-Benchmarks for the current MPI environment, from the pre-concretized Spack environment."""
+class OsuSpackBuild(spack_build.SpackPackageBuild):
+    """OSU Micro-Benchmarks for the current MPI environment, from the system's pre-concretized Spack environment
+    (skipped where the machine has no Spack; failed with the fix where Spack is present but cannot build it)."""
 
-    #: Directory ``<prefix>/libexec/osu-micro-benchmarks/mpi`` once built.
-    #:
-    #: :type: :class:`str`
-    kernels_dir = variable(str, value='', loggable=True)
-
-    #: The spec installed (``osu-micro-benchmarks@7.5.1 ^openmpi@4.1``).
-    #:
-    #: :type: :class:`str`
-    spack_spec = variable(str, value='', loggable=True)
-
-    valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
-    build_locally = True
-    sourcesdir = None
-
-    @run_before('compile')
-    def skip_without_spack(self):
-        reason = spack_build.unavailable_reason(self.current_system.name, (OSU_PACKAGE,))
-        self.skip_if(reason is not None, reason)
-
-    @run_before('compile')
-    def use_spack_environment(self):
-        system = self.current_system.name
-        spack_build.configure_package(self, spack_build.package_spec(system, OSU_PACKAGE), OSU_MPI_DIR)
-
-    @sanity_function
-    def benchmarks_present(self):
-        """Every benchmark the checks run exists in the installed prefix."""
-        return sn.all([sn.assert_true(os.access(os.path.join(self.kernels_dir, sub, name), os.X_OK),
-                                      msg=f'{sub}/{name} not in {self.kernels_dir} ({self.spack_spec})')
-                       for name, (sub, _, _) in OSU_BENCHMARKS.items()])
+    package = OSU_PACKAGE
+    subdir = OSU_MPI_DIR
+    executables = [f'{sub}/{name}' for name, (sub, _, _) in OSU_BENCHMARKS.items()]
 
 
 @rfm.simple_test

@@ -35,7 +35,9 @@ def run_dir() -> Path:
 
 
 def deps_dir() -> Path:
-    return repo_root() / '.deps'
+    """What tools/bootstrap installs (venvs, MPI builds, kernels, Spack): ``NETREGRESS_DEPS``, else ``.deps``."""
+    env = os.environ.get('NETREGRESS_DEPS')
+    return Path(env).resolve() if env else repo_root() / '.deps'
 
 
 def kernels_bin(environ: str) -> Path:

@@ -1,33 +1,42 @@
-"""The Spack build path: build fixtures against the pre-concretized environment ``config/spack/<system>/``.
+"""The Spack build path: build fixtures against the pre-concretized environment of the system.
 
 Contract with :mod:`netregress.build` (docs/validation.md, "The Spack seam"): :func:`configure` receives a build
 fixture before its compile stage (``current_system``, ``current_partition``, ``current_environ`` and ``stagedir``
 set) and sets ``fixture.build_system`` and ``fixture.kernels_dir``.
 
+Where things are (docs/spack.md): the committed description of a system's environment is
+``config/spack/<system>/spack.yaml`` (+ ``reframe.yaml``: ReFrame environment -> MPI spec); the environment Spack
+uses is generated from it under ``$NETREGRESS_DEPS/spack/envs/<system>/`` (``tools/spack-env prepare``), where its
+``spack.lock`` lives too, outside the checkout. Spack itself is the project's wrapper
+``$NETREGRESS_DEPS/spack/bin/spack`` (``tools/spack-setup``, run by ``tools/bootstrap``), else ``spack`` on PATH.
+
 How a build works (no re-concretization: concretizing costs 25-175 s per spec on 2 cores, shared/notes):
 
-* ReFrame's ``Spack`` build system with ``environment = config/spack/<system>`` and no ``specs``, so ReFrame neither
+* ReFrame's ``Spack`` build system with ``environment = <that env dir>`` and no ``specs``, so ReFrame neither
   creates an environment nor runs ``spack add`` (which would re-concretize);
 * ``spack -e <env> install <root spec>`` installs only the environment root for this MPI build, e.g.
   ``netregress@develop +mpi ^openmpi@4.1`` (already installed: a no-op taking seconds);
 * a post-build step links the installed prefix into the fixture's stage directory (``spack-prefix``), so the
-  executables' directory is a fixed path the consumer checks read (``kernels_dir``), as on the cmake path;
-* the environment must have been concretized on this machine (``tools/spack-env concretize <system>``; the lock
-  holds machine-specific external prefixes and is never committed). Without the lock the fixture fails with that
-  instruction rather than concretizing inside a test.
+  executables' directory is a fixed path the consumer checks read (``kernels_dir``), as on the cmake path.
 
-Which MPI spec a ReFrame programming environment maps to comes from ``config/spack/<system>/reframe.yaml``
-(``environments: {openmpi4: openmpi@4.1, ...}``), overridden by the environment's ``extras.spack_mpi``.
-OSU and NAS fixtures (``reframe_tests/checks/osu.py``, ``nas.py``) use :func:`configure_package` the same way.
+Two kinds of "cannot": :func:`absent_reason` (no Spack here at all: a declared limit of this machine; the fixtures
+skip, and ``tools/validate`` says so before the run) and :func:`problem` (Spack is here but the system's
+environment is missing, not concretized, concretized from an older description, or lacks the package: each has a
+fix, so the fixture FAILS with it instead of skipping).
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
 from pathlib import Path
 
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_before, sanity_function, variable
 from reframe.core.exceptions import BuildSystemError
 
 from . import paths
@@ -36,12 +45,21 @@ PREFIX_LINK = 'spack-prefix'
 KERNEL_SPEC = 'netregress@develop +mpi'
 
 
-def env_dir(system: str) -> Path:
-    """``config/spack/<system>/``."""
+def source_dir(system: str) -> Path:
+    """``config/spack/<system>/``: the committed description (spack.yaml, reframe.yaml)."""
     return paths.config_dir() / 'spack' / system
 
 
+def env_dir(system: str) -> Path:
+    """``$NETREGRESS_DEPS/spack/envs/<system>/``: the environment Spack uses (generated; holds the lock)."""
+    return paths.deps_dir() / 'spack' / 'envs' / system
+
+
 def spack_exe() -> str | None:
+    """The project's Spack wrapper when tools/spack-setup made one, else ``spack`` on PATH, else None."""
+    wrapper = paths.deps_dir() / 'spack' / 'bin' / 'spack'
+    if os.access(wrapper, os.X_OK):
+        return str(wrapper)
     return shutil.which('spack')
 
 
@@ -57,7 +75,7 @@ def _load_yaml(path: str) -> dict:
 
 def environment_map(system: str) -> dict[str, str]:
     """ReFrame environment name -> MPI spec (``config/spack/<system>/reframe.yaml``)."""
-    return dict((_load_yaml(str(env_dir(system) / 'reframe.yaml')).get('environments') or {}))
+    return dict((_load_yaml(str(source_dir(system) / 'reframe.yaml')).get('environments') or {}))
 
 
 def mpi_spec(system: str, environ) -> str:
@@ -71,7 +89,7 @@ def mpi_spec(system: str, environ) -> str:
 
 def root_specs(system: str) -> list[str]:
     """The package specs of ``config/spack/<system>/spack.yaml`` (the ``packages`` definition)."""
-    doc = (_load_yaml(str(env_dir(system) / 'spack.yaml')).get('spack') or {})
+    doc = (_load_yaml(str(source_dir(system) / 'spack.yaml')).get('spack') or {})
     for d in doc.get('definitions') or []:
         if 'packages' in d:
             return [str(s) for s in d['packages']]
@@ -92,21 +110,37 @@ def spec_variant(spec: str, name: str) -> list[str]:
     return m.group(1).split(',') if m else []
 
 
-def unavailable_reason(system: str, packages: tuple[str, ...] = ()) -> str | None:
-    """Why the Spack path cannot work here (None: it can). Checks use it for a clean ``skip_if``."""
-    env = env_dir(system)
+def absent_reason() -> str | None:
+    """Why there is no Spack on this machine at all (None: there is one)."""
     if spack_exe() is None:
-        return 'spack is not on PATH: OSU/NAS are built through Spack (docs/spack.md)'
-    if not (env / 'spack.yaml').exists():
-        return f'no Spack environment config/spack/{system}/ for system {system}'
+        return ('Spack is not set up on this machine (tools/bootstrap: NETREGRESS_SPACK/NETREGRESS_SPACK_PACKAGES '
+                'checkouts or network; docs/spack.md)')
+    return None
+
+
+def problem(system: str, packages: tuple[str, ...] = ()) -> str | None:
+    """Why Spack, although present, cannot build for ``system`` here: each reason names its fix (None: it can)."""
+    src, env = source_dir(system), env_dir(system)
+    if not (src / 'spack.yaml').exists():
+        return f'no Spack environment config/spack/{system}/ for system {system} (copy config/spack/site-template/)'
     if not (env / 'spack.lock').exists():
-        return (f'config/spack/{system}/ is not concretized on this machine: run tools/spack-env concretize '
-                f'{system} (once; the lock is not committed)')
+        return (f'the Spack environment of {system} is not concretized on this machine: run '
+                f'tools/spack-env concretize {system} (once; the lock stays in {env})')
+    stamp = _load_yaml.__wrapped__(str(env / 'netregress.yaml'))
+    current = hashlib.sha256((src / 'spack.yaml').read_bytes()).hexdigest()
+    if stamp.get('source_sha256') != current:
+        return (f'config/spack/{system}/spack.yaml changed since {env}/spack.lock was made: run '
+                f'tools/spack-env concretize {system}')
     specs = root_specs(system)
     for package in packages:
         if not any(re.match(rf'{re.escape(package)}(?=[@+~\s]|$)', s) for s in specs):
-            return f'{package} is not in config/spack/{system}/spack.yaml'
+            return f'{package} is not in config/spack/{system}/spack.yaml (definitions: packages)'
     return None
+
+
+def unavailable_reason(system: str, packages: tuple[str, ...] = ()) -> str | None:
+    """Either reason why the Spack path cannot work here (None: it can); for callers that only fall back."""
+    return absent_reason() or problem(system, packages)
 
 
 def configure_package(fixture, package_spec_str: str, subdir: str = 'bin') -> None:
@@ -118,11 +152,14 @@ def configure_package(fixture, package_spec_str: str, subdir: str = 'bin') -> No
     if reason is not None:
         raise BuildSystemError(f'build path spack: {reason}')
     spec = f'{package_spec_str} ^{mpi_spec(system, fixture.current_environ)}'
+    exe = spack_exe()
     fixture.build_system = 'Spack'
     fixture.build_system.environment = str(env)
     fixture.build_system.specs = []                  # no `spack add`: the environment is already concretized
     fixture.build_system.emit_load_cmds = False
     fixture.build_system.install_opts = ['--fail-fast', spec]
+    # ReFrame's Spack build system runs `spack`: the same Spack that concretized the environment
+    fixture.env_vars['PATH'] = f'{os.path.dirname(exe)}:$PATH'
     fixture.spack_spec = spec
     link = os.path.join(fixture.stagedir, PREFIX_LINK)
     fixture.postbuild_cmds = [
@@ -135,3 +172,125 @@ def configure_package(fixture, package_spec_str: str, subdir: str = 'bin') -> No
 def configure(fixture) -> None:
     """The seam called by :class:`netregress.build.KernelBuild` for ``build_path == 'spack'``."""
     configure_package(fixture, KERNEL_SPEC, 'bin')
+
+
+class SpackPackageBuild(rfm.CompileOnlyRegressionTest):
+    """A package of the system's Spack environment, built for the current MPI environment (environment fixture).
+
+    Without Spack on the machine (:func:`absent_reason`) the fixture is skipped with that reason, or, when
+    ``optional``, passes with an empty ``kernels_dir`` so its check can fall back to another build of the tool.
+    With Spack present, every :func:`problem` fails the fixture: a fixable cause is never a skip."""
+
+    #: Spack package name (its spec comes from the ``packages`` definition of the system's environment).
+    #:
+    #: :type: :class:`str`
+    package = variable(str, value='')
+
+    #: Directory under the install prefix that holds the executables.
+    #:
+    #: :type: :class:`str`
+    #: :default: ``'bin'``
+    subdir = variable(str, value='bin')
+
+    #: Executables (relative to ``kernels_dir``) that must exist after the build.
+    #:
+    #: :type: :class:`List[str]`
+    #: :default: ``[]``
+    executables = variable(typ.List[str], value=[])
+
+    #: Without Spack: pass with an empty ``kernels_dir`` instead of skipping (the check has a fallback).
+    #:
+    #: :type: :class:`bool`
+    #: :default: ``False``
+    optional = variable(bool, value=False)
+
+    #: ``<prefix>/<subdir>`` once built ('' when Spack is absent and the fixture is optional).
+    #:
+    #: :type: :class:`str`
+    kernels_dir = variable(str, value='', loggable=True)
+
+    #: The spec installed (e.g. ``osu-micro-benchmarks@7.4 ^openmpi@4.1``).
+    #:
+    #: :type: :class:`str`
+    spack_spec = variable(str, value='', loggable=True)
+
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    build_locally = True
+    sourcesdir = None
+
+    @run_before('compile')
+    def use_spack_environment(self):
+        absent = absent_reason()
+        if absent is not None:
+            self.skip_if(not self.optional, absent)
+            self.build_system = 'CustomBuild'
+            self.build_system.commands = ['true']
+            self.kernels_dir = ''
+            return
+        system = self.current_system.name
+        reason = problem(system, (self.package,))
+        if reason is not None:
+            raise BuildSystemError(f'{self.package} for {self.current_environ.name}: {reason}')
+        configure_package(self, package_spec(system, self.package), self.subdir)
+
+    @sanity_function
+    def executables_present(self):
+        """Every executable the checks run exists in the installed prefix (nothing to check without Spack)."""
+        if not self.kernels_dir:
+            return sn.assert_true(self.optional, msg=f'{self.package}: no kernels_dir')
+        return sn.all([sn.assert_true(os.access(os.path.join(self.kernels_dir, exe), os.X_OK),
+                                      msg=f'{exe} not in {self.kernels_dir} ({self.spack_spec})')
+                       for exe in self.executables])
+
+
+def _system_environments(system: str) -> list[dict]:
+    """The MPI environments (``+mpi``) of ``system`` in config/settings.py."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('netregress_settings', paths.config_dir() / 'settings.py')
+    settings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(settings)
+    return [e for e in settings.site_configuration['environments']
+            if system in (e.get('target_systems') or [system]) and 'mpi' in (e.get('features') or [])]
+
+
+def status(system: str) -> tuple[str, bool]:
+    """(one paragraph for the start of a run, ok). Without Spack it names exactly what the run leaves out; with
+    Spack present but unusable for ``system`` it names the fix and is not ok (those checks will fail)."""
+    absent = absent_reason()
+    if absent is None:
+        issue = problem(system, ('osu-micro-benchmarks', 'npb', 'netpipe', 'intel-mpi-benchmarks'))
+        if issue is not None:
+            return (f'Spack present ({spack_exe()}) but NOT usable for {system}: {issue}. The OSU, NAS, NPmpi and '
+                    f'IMB checks will FAIL with this reason', False)
+        return (f'Spack ({spack_exe()}), environment {env_dir(system)}: OSU, NAS, NPmpi and IMB built through it '
+                f'for every MPI build', True)
+    envs = _system_environments(system)
+    names = [e['name'] for e in envs]
+    no_np = [e['name'] for e in envs if not (e.get('extras') or {}).get('netpipe_mpi')]
+    no_imb = [e['name'] for e in envs if not (e.get('extras') or {}).get('imb')]
+    left_out = [f'osu (every case: {", ".join(names)}) and its OsuSpackBuild fixtures',
+                f'nas (every case: {", ".join(names)}) and its NpbSpackBuild fixtures']
+    if no_np:
+        left_out.append(f'netpipe_mpi for {", ".join(no_np)} (no NetPIPE MPI module without Spack)')
+    if no_imb:
+        left_out.append(f'imb_pingpong for {", ".join(no_imb)} (no IMB-MPI1 without Spack)')
+    return f'NO Spack: {absent}. This run skips: ' + '; '.join(left_out), True
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog='python -m netregress.spack_build')
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    st = sub.add_parser('status', help='what the Spack path gives a run on SYSTEM (exit 1: present but unusable)')
+    st.add_argument('--system', required=True)
+    args = ap.parse_args(argv)
+    text, ok = status(args.system)
+    print(text)
+    sys.stdout.flush()
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

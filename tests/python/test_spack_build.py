@@ -1,7 +1,10 @@
-"""The Spack seam (netregress.spack_build) and the Spack tools, without Spack where possible.
-
-A fake fixture (system, environment, stagedir) goes through ``configure``; the environment's YAML is the real one
-(config/spack/<system>/). Tests that need ``spack`` skip with "spack not on PATH"."""
+"""The Spack path without Spack where possible: the seam (netregress.spack_build), the environment descriptions,
+tools/spack-env, tools/spack-snapshot, tools/spack-setup. Tests that need a real Spack skip with "no Spack here"
+(CI has none); the project's Spack is found as the fixtures find it (the wrapper under $NETREGRESS_DEPS, else PATH).
+"""
+import hashlib
+import importlib.machinery
+import importlib.util
 import os
 import re
 import shutil
@@ -12,13 +15,24 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip('reframe')
+yaml = pytest.importorskip('yaml')
 from reframe.core.buildsystems import Spack  # noqa: E402
 from reframe.core.exceptions import BuildSystemError  # noqa: E402
 
 from netregress import spack_build  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-needs_spack = pytest.mark.skipif(shutil.which('spack') is None, reason='spack not on PATH')
+SYSTEMS = ('local', 'vcluster', 'site-example')
+needs_spack = pytest.mark.skipif(spack_build.spack_exe() is None, reason='no Spack here (spack not on PATH, no '
+                                 'project wrapper): tools/bootstrap sets one up')
+
+
+def load_tool(name: str) -> types.ModuleType:
+    loader = importlib.machinery.SourceFileLoader(f'nr_tool_{name.replace("-", "_")}', str(ROOT / 'tools' / name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
 
 
 class FakeFixture:
@@ -29,6 +43,7 @@ class FakeFixture:
         self.current_environ = types.SimpleNamespace(name=env, extras=extras or {})
         self.stagedir = str(stagedir)
         self.postbuild_cmds = []
+        self.env_vars = {}
         self._bs = None
 
     @property
@@ -41,29 +56,57 @@ class FakeFixture:
         self._bs = Spack()
 
 
+def lock(deps: Path, system: str, source_sha: str | None = None) -> Path:
+    """A (dummy) concretized environment of ``system`` under ``deps``, made from the current description."""
+    env = deps / 'spack' / 'envs' / system
+    env.mkdir(parents=True, exist_ok=True)
+    (env / 'spack.lock').write_text('{}')
+    sha = source_sha or hashlib.sha256((ROOT / 'config' / 'spack' / system / 'spack.yaml').read_bytes()).hexdigest()
+    (env / 'netregress.yaml').write_text(yaml.safe_dump({'source_sha256': sha}))
+    return env
+
+
 @pytest.fixture
-def locked(monkeypatch, tmp_path):
-    """A copy of config/ whose local environment has a (dummy) spack.lock, and a (pretend) spack on PATH."""
-    root = tmp_path / 'repo'
-    monkeypatch.setattr(spack_build, 'spack_exe', lambda: '/usr/bin/spack')
-    # without this machine's own locks (tools/spack-env concretize writes them into the checkout)
-    shutil.copytree(ROOT / 'config' / 'spack', root / 'config' / 'spack', ignore=shutil.ignore_patterns('spack.lock'))
-    (root / 'config' / 'spack' / 'local' / 'spack.lock').write_text('{}')
-    monkeypatch.setenv('NETREGRESS_ROOT', str(root))
+def deps(monkeypatch, tmp_path):
+    """An empty state directory (NETREGRESS_DEPS) and a (pretend) Spack."""
+    d = tmp_path / 'deps'
+    d.mkdir()
+    monkeypatch.setenv('NETREGRESS_DEPS', str(d))
+    monkeypatch.setattr(spack_build, 'spack_exe', lambda: '/opt/spack/bin/spack')
     spack_build._load_yaml.cache_clear()
-    yield root
+    yield d
     spack_build._load_yaml.cache_clear()
 
 
-def test_every_system_environment_pins_each_mpi_and_lists_the_packages():
-    for system in ('local', 'vcluster', 'site-template'):
+def test_every_description_pins_each_mpi_and_lists_the_packages():
+    for system in SYSTEMS:
         specs = spack_build.root_specs(system)
         names = [s.split('@')[0].split()[0] for s in specs]
         assert names == ['netregress', 'netpipe', 'osu-micro-benchmarks', 'npb', 'intel-mpi-benchmarks'], system
         text = (ROOT / 'config' / 'spack' / system / 'spack.yaml').read_text()
-        assert '[$^mpis]' in text and 'unify: false' in text and 'install_tree' in text
+        assert '[$^mpis]' in text and 'unify: false' in text
+        # machine-wide settings come from the project's Spack user scope, never from the committed description
+        doc = yaml.safe_load(text)['spack']
+        assert 'include' not in doc and 'config' not in doc and '.deps' not in text, system
         for env, mpi in spack_build.environment_map(system).items():
             assert re.search(rf'^    - {re.escape(mpi)}\s*(#.*)?$', text, re.M), f'{system}: {env} -> {mpi} not in mpis'
+
+
+def test_site_template_names_agree_with_settings_and_ci():
+    """The template system is `site-example` in settings, in config/spack/ and in both CI templates."""
+    import importlib.util as iu
+    spec = iu.spec_from_file_location('nr_settings', ROOT / 'config' / 'settings.py')
+    settings = iu.module_from_spec(spec)
+    spec.loader.exec_module(settings)
+    systems = {s['name'] for s in settings.site_configuration['systems']}
+    assert 'site-example' in systems
+    for system in SYSTEMS:
+        assert system in systems, f'config/spack/{system}/ names no ReFrame system'
+    envs = {e['name'] for e in settings.site_configuration['environments']
+            if 'site-example' in e.get('target_systems', [])}
+    assert set(spack_build.environment_map('site-example')) == envs
+    assert "NR_SYSTEM: site-example" in (ROOT / 'ci' / 'gitlab-ci.yml').read_text()
+    assert "'site-example'" in (ROOT / 'ci' / 'github-actions.yml').read_text()
 
 
 def test_npb_names_and_class_per_system():
@@ -75,81 +118,180 @@ def test_npb_names_and_class_per_system():
         spack_build.package_spec('local', 'hpl')
 
 
-def test_configure_uses_the_locked_environment_without_concretizing(locked, tmp_path):
+def test_configure_uses_the_locked_environment_under_deps_without_concretizing(deps, tmp_path):
+    env = str(lock(deps, 'local'))
     fx = FakeFixture('local', 'mpich4', tmp_path / 'stage')
     spack_build.configure(fx)
-    env = str(locked / 'config' / 'spack' / 'local')
     bs = fx.build_system
     assert bs.environment == env and bs.specs == [] and not bs.emit_load_cmds
     cmds = bs.emit_build_commands(None)
     assert cmds == [f'spack -e {env} install --fail-fast netregress@develop +mpi ^mpich@4.0']
     assert not any(' add ' in c or 'concretize' in c or 'env create' in c for c in cmds)
+    assert fx.env_vars['PATH'] == '/opt/spack/bin:$PATH'          # the Spack that concretized it
     assert fx.kernels_dir == os.path.join(str(tmp_path / 'stage'), 'spack-prefix', 'bin')
     assert f'spack -e {env} location -i netregress@develop +mpi ^mpich@4.0' in fx.postbuild_cmds[0]
 
 
-def test_environment_extra_overrides_the_map(locked, tmp_path):
+def test_environment_extra_overrides_the_map(deps, tmp_path):
+    lock(deps, 'local')
     fx = FakeFixture('local', 'openmpi4', tmp_path, extras={'spack_mpi': 'openmpi@4.1.4'})
-    spack_build.configure_package(fx, 'osu-micro-benchmarks@7.5.1', 'libexec/osu-micro-benchmarks/mpi')
-    assert fx.build_system.install_opts[-1] == 'osu-micro-benchmarks@7.5.1 ^openmpi@4.1.4'
+    spack_build.configure_package(fx, 'osu-micro-benchmarks@7.4', 'libexec/osu-micro-benchmarks/mpi')
+    assert fx.build_system.install_opts[-1] == 'osu-micro-benchmarks@7.4 ^openmpi@4.1.4'
     assert fx.kernels_dir.endswith('spack-prefix/libexec/osu-micro-benchmarks/mpi')
 
 
-def test_unknown_environment_and_missing_lock_fail_clearly(locked, tmp_path, monkeypatch):
+def test_absent_spack_is_a_skip_reason_and_every_fixable_cause_a_problem(deps, monkeypatch):
+    assert spack_build.absent_reason() is None
+    assert 'tools/spack-env concretize vcluster' in spack_build.problem('vcluster')
+    assert 'no Spack environment config/spack/nosuch/' in spack_build.problem('nosuch')
+    lock(deps, 'local')
+    assert spack_build.problem('local', ('npb', 'osu-micro-benchmarks', 'netpipe', 'intel-mpi-benchmarks')) is None
+    assert 'hpl is not in' in spack_build.problem('local', ('hpl',))
+    lock(deps, 'vcluster', source_sha='0' * 64)               # concretized from an older description
+    assert 'changed since' in spack_build.problem('vcluster')
+    monkeypatch.setattr(spack_build, 'spack_exe', lambda: None)
+    assert 'Spack is not set up' in spack_build.absent_reason()
+    assert 'Spack is not set up' in spack_build.unavailable_reason('local')
+
+
+def test_unknown_environment_and_missing_lock_fail_clearly(deps, tmp_path, monkeypatch):
+    lock(deps, 'local')
     with pytest.raises(BuildSystemError, match='no Spack MPI for environment nompi on local'):
         spack_build.configure(FakeFixture('local', 'nompi', tmp_path))
     with pytest.raises(BuildSystemError, match='tools/spack-env concretize vcluster'):
         spack_build.configure(FakeFixture('vcluster', 'mpich4', tmp_path))
     monkeypatch.setattr(spack_build, 'spack_exe', lambda: None)
-    with pytest.raises(BuildSystemError, match='build path spack: spack is not on PATH'):
+    with pytest.raises(BuildSystemError, match='build path spack: Spack is not set up'):
         spack_build.configure(FakeFixture('local', 'mpich4', tmp_path))
 
 
-def test_unavailable_reasons(locked, monkeypatch):
+def test_status_names_exactly_what_a_run_without_spack_leaves_out(deps, monkeypatch):
+    text, ok = spack_build.status('vcluster')
+    assert not ok and 'NOT usable for vcluster' in text and 'will FAIL' in text
+    lock(deps, 'vcluster')
+    text, ok = spack_build.status('vcluster')
+    assert ok and 'built through it for every MPI build' in text
     monkeypatch.setattr(spack_build, 'spack_exe', lambda: None)
-    assert 'spack is not on PATH' in spack_build.unavailable_reason('local')
-    monkeypatch.setattr(spack_build, 'spack_exe', lambda: '/usr/bin/spack')
-    assert spack_build.unavailable_reason('local', ('npb', 'osu-micro-benchmarks')) is None
-    assert 'not concretized' in spack_build.unavailable_reason('vcluster')
-    assert 'no Spack environment' in spack_build.unavailable_reason('nosuch')
-    assert 'hpl is not in' in spack_build.unavailable_reason('local', ('hpl',))
+    text, ok = spack_build.status('vcluster')
+    assert ok and text.startswith('NO Spack: ')
+    assert 'osu (every case: openmpi4, mpich4, openmpi5, mpich5, intelmpi)' in text
+    # Debian ships NPmpi for its own two MPIs; the Intel MPI wheel ships IMB-MPI1
+    assert 'netpipe_mpi for openmpi5, mpich5, intelmpi' in text
+    assert 'imb_pingpong for openmpi4, mpich4, openmpi5, mpich5 ' in text
 
 
-def test_externals_helper_prints_packages_yaml():
+def test_prepare_generates_the_environment_outside_the_checkout(tmp_path):
+    env = {**os.environ, 'NETREGRESS_DEPS': str(tmp_path)}
+    tool = str(ROOT / 'tools' / 'spack-env')
+    out = subprocess.run([tool, 'prepare', '--all'], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for system in SYSTEMS:
+        gen = yaml.safe_load((tmp_path / 'spack' / 'envs' / system / 'spack.yaml').read_text())['spack']
+        assert gen['repos'] == {'netregress': str(ROOT / 'spack_repo' / 'netregress')}
+        assert gen['develop']['netregress']['path'] == str(ROOT)
+        assert 'include' not in gen and 'config' not in gen
+        assert gen['definitions'] == yaml.safe_load(
+            (ROOT / 'config' / 'spack' / system / 'spack.yaml').read_text())['spack']['definitions']
+    # a lock made from another description is reported stale
+    (tmp_path / 'spack' / 'envs' / 'local' / 'spack.lock').write_text('{}')
+    out = subprocess.run([tool, 'prepare', 'local'], capture_output=True, text=True, env=env, timeout=60)
+    assert 'STALE' in out.stdout and 'tools/spack-env concretize local' in out.stdout
+
+
+def test_spack_env_usage_errors(tmp_path):
+    tool = str(ROOT / 'tools' / 'spack-env')
+    env = {**os.environ, 'PATH': '/usr/bin:/bin', 'NETREGRESS_DEPS': str(tmp_path)}
+    out = subprocess.run([tool, 'concretize', 'nosuch'], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "no Spack environment for system 'nosuch'" in out.stderr
+    out = subprocess.run([tool, 'install', 'local'], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and 'not concretized' in out.stderr and 'concretize local' in out.stderr
+    out = subprocess.run([tool, 'systems'], capture_output=True, text=True)
+    assert out.stdout.split() == ['local', 'site-example', 'vcluster']
+
+
+def test_snapshot_packs_reproducibly_under_its_own_digest(tmp_path):
+    src = tmp_path / 'src' / 'osu-micro-benchmarks-7.4'
+    (src / 'c').mkdir(parents=True)
+    (src / 'configure').write_text('#!/bin/sh\n')
+    (src / 'c' / 'osu_latency.c').write_text('int main(void) { return 0; }\n')
+    tool = str(ROOT / 'tools' / 'spack-snapshot')
+    digests = []
+    for mirror in (tmp_path / 'm1', tmp_path / 'm2'):
+        os.utime(src / 'configure', (1e9 + len(digests), 1e9 + len(digests)))    # mtimes do not matter
+        out = subprocess.run([tool, 'add', str(mirror), 'osu-micro-benchmarks', '7.4', str(src)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        manifest = yaml.safe_load((mirror / 'netregress-snapshots.yaml').read_text())['snapshots']
+        assert [(e['package'], e['version']) for e in manifest] == [('osu-micro-benchmarks', '7.4')]
+        digest = manifest[0]['sha256']
+        archive = mirror / '_source-cache' / 'archive' / digest[:2] / f'{digest}.tar.gz'
+        assert hashlib.sha256(archive.read_bytes()).hexdigest() == digest
+        listing = subprocess.run(['tar', 'tzf', str(archive)], capture_output=True, text=True).stdout.split()
+        assert 'osu-micro-benchmarks-7.4/c/osu_latency.c' in listing
+        digests.append(digest)
+    assert digests[0] == digests[1]
+    # the same package and version again replaces its entry
+    out = subprocess.run([tool, 'add', str(tmp_path / 'm1'), 'osu-micro-benchmarks', '7.4', str(src)],
+                         capture_output=True, text=True, timeout=60)
+    assert len(yaml.safe_load((tmp_path / 'm1' / 'netregress-snapshots.yaml').read_text())['snapshots']) == 1
+
+
+@pytest.mark.parametrize('args, message', [
+    (['Bad_Name', '1.0', 'SRC'], 'lower-case Spack names'),
+    (['osu-micro-benchmarks', '1.0 beta', 'SRC'], 'is not a Spack version'),
+    (['osu-micro-benchmarks', '7.4', 'MISSING'], 'does not exist'),
+    (['osu-micro-benchmarks', '7.4', 'FILE'], 'neither a directory nor an archive'),
+])
+def test_snapshot_rejects_bad_input(tmp_path, args, message):
+    (tmp_path / 'SRC').mkdir()
+    (tmp_path / 'FILE').write_text('x')
+    args = [str(tmp_path / a) if a in ('SRC', 'MISSING', 'FILE') else a for a in args]
+    out = subprocess.run([str(ROOT / 'tools' / 'spack-snapshot'), 'add', str(tmp_path / 'm'), *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and message in out.stderr
+
+
+def test_snapshot_recipe_declares_the_snapshot_digest_on_the_builtin_recipe():
+    tool = load_tool('spack-env')
+    text = tool.snapshot_recipe('osu-micro-benchmarks', [{'version': '7.4', 'sha256': 'ab' * 32}])
+    assert 'from spack_repo.builtin.packages.osu_micro_benchmarks.package import OsuMicroBenchmarks as _Builtin' \
+        in text
+    assert 'class OsuMicroBenchmarks(_Builtin):' in text
+    assert f'version("7.4", sha256="{"ab" * 32}")' in text
+    compile(text, 'package.py', 'exec')
+    assert 'class IntelMpiBenchmarks(' in tool.snapshot_recipe('intel-mpi-benchmarks',
+                                                               [{'version': '2021.7', 'sha256': '0' * 64}])
+
+
+def test_spack_setup_without_checkouts_says_why(tmp_path):
+    (tmp_path / 'venv' / 'bin').mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith('NETREGRESS_SPACK')}
+    env.update(NETREGRESS_DEPS=str(tmp_path))
+    out = subprocess.run([str(ROOT / 'tools' / 'spack-setup'), '--no-clone'], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 1 and 'no spack checkout' in out.stderr and 'not cloning' in out.stderr
+    env.update(NETREGRESS_SPACK=str(tmp_path))
+    out = subprocess.run([str(ROOT / 'tools' / 'spack-setup')], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 1 and f'NETREGRESS_SPACK={tmp_path} is not a spack checkout' in out.stderr
+
+
+def test_externals_helper_prints_packages_yaml(tmp_path):
     out = subprocess.run([str(ROOT / 'tools' / 'spack-externals'), '--print'], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, env={**os.environ, 'NETREGRESS_DEPS': str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith('# Written by tools/spack-externals')
+    doc = yaml.safe_load(out.stdout)['packages']
+    assert all(p['buildable'] is False for p in doc.values())
     if os.path.exists('/usr/bin/mpicc.mpich'):
-        assert '- spec: mpich@' in out.stdout and 'mpi-prefixes/mpich4' in out.stdout
-    for line in out.stdout.splitlines():
-        if line.strip().startswith('buildable:'):
-            assert line.strip() == 'buildable: false'
-
-
-def test_mirror_list_fails_clearly_when_not_concretized(tmp_path):
-    tool = str(ROOT / 'tools' / 'spack-mirror-list')
-    out = subprocess.run([tool], capture_output=True, text=True)
-    assert out.returncode == 2 and 'usage' in out.stderr
-    out = subprocess.run([tool, 'nosuch'], capture_output=True, text=True)
-    assert out.returncode == 2 and 'no Spack environment' in out.stderr
-    if not (ROOT / 'config' / 'spack' / 'site-template' / 'spack.lock').exists():
-        out = subprocess.run([tool, 'site-template'], capture_output=True, text=True)
-        assert out.returncode == 2 and 'not concretized' in out.stderr and 'tools/spack-env concretize' in out.stderr
-
-
-def test_spack_env_usage_errors():
-    tool = str(ROOT / 'tools' / 'spack-env')
-    out = subprocess.run([tool, 'concretize', 'nosuch'], capture_output=True, text=True,
-                         env={**os.environ, 'PATH': '/usr/bin:/bin'})
-    assert out.returncode == 2 and "no Spack environment for system 'nosuch'" in out.stderr
-    out = subprocess.run([tool, 'systems'], capture_output=True, text=True)
-    assert out.stdout.split() == ['local', 'site-template', 'vcluster']
+        mpich = [e for e in doc['mpich']['externals'] if e['spec'].startswith('mpich@4')]
+        assert mpich and mpich[0]['prefix'] == str(tmp_path / 'spack' / 'mpi-prefixes' / 'mpich4')
 
 
 @needs_spack
-def test_environment_parses_with_real_spack():
-    out = subprocess.run(['spack', '-e', str(ROOT / 'config' / 'spack' / 'local'), 'config', 'get', 'repos'],
+def test_generated_environment_loads_in_real_spack():
+    env = spack_build.env_dir('local')
+    subprocess.run([str(ROOT / 'tools' / 'spack-env'), 'prepare', 'local'], check=True, capture_output=True)
+    out = subprocess.run([spack_build.spack_exe(), '-e', str(env), 'config', 'get', 'repos'],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert 'netregress' in out.stdout
+    assert str(ROOT / 'spack_repo' / 'netregress') in out.stdout

@@ -46,7 +46,11 @@ KERNEL_SPEC = 'netregress@develop +mpi'
 
 
 def source_dir(system: str) -> Path:
-    """``config/spack/<system>/``: the committed description (spack.yaml, reframe.yaml)."""
+    """The description of ``system``'s environment (spack.yaml, reframe.yaml): a site's own
+    ``$NETREGRESS_SPACK_ENVS/<system>/`` when it exists, else ``config/spack/<system>/``."""
+    site = os.environ.get('NETREGRESS_SPACK_ENVS')
+    if site and (Path(site) / system / 'spack.yaml').exists():
+        return Path(site).resolve() / system
     return paths.config_dir() / 'spack' / system
 
 
@@ -122,14 +126,15 @@ def problem(system: str, packages: tuple[str, ...] = ()) -> str | None:
     """Why Spack, although present, cannot build for ``system`` here: each reason names its fix (None: it can)."""
     src, env = source_dir(system), env_dir(system)
     if not (src / 'spack.yaml').exists():
-        return f'no Spack environment config/spack/{system}/ for system {system} (copy config/spack/site-template/)'
+        return (f'no Spack environment config/spack/{system}/ for system {system} (copy config/spack/site-example/ '
+                f'there or to $NETREGRESS_SPACK_ENVS/{system}/)')
     if not (env / 'spack.lock').exists():
         return (f'the Spack environment of {system} is not concretized on this machine: run '
                 f'tools/spack-env concretize {system} (once; the lock stays in {env})')
     stamp = _load_yaml.__wrapped__(str(env / 'netregress.yaml'))
     current = hashlib.sha256((src / 'spack.yaml').read_bytes()).hexdigest()
     if stamp.get('source_sha256') != current:
-        return (f'config/spack/{system}/spack.yaml changed since {env}/spack.lock was made: run '
+        return (f'{src}/spack.yaml changed since {env}/spack.lock was made: run '
                 f'tools/spack-env concretize {system}')
     specs = root_specs(system)
     for package in packages:

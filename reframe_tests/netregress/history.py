@@ -42,6 +42,8 @@ EPOCH = '19700101T000000+0000'
 #: Seconds a ReFrame query may take (it decodes every stored session it selects).
 QUERY_TIMEOUT_S = 600
 LHS, RHS_LAST, RHS_BASE = 'now', 'last pass', 'baseline'
+#: The keys of a test case ReFrame's storage reads when it stores a report.
+STORED_KEYS = ('name', 'system', 'partition', 'environ', 'job_completion_time_unix', 'uuid')
 
 
 class HistoryError(Exception):
@@ -129,9 +131,13 @@ def reframe(args: Sequence[str], env: Mapping[str, str] | None = None) -> list[d
     return [dict(zip(header, row)) for row in rows[1:]]
 
 
+#: Every stored session (a session filter that holds for all; ReFrame's 'all' is a time period up to now).
+ALL_SESSIONS = '?True'
+
+
 def stored_sessions() -> list[dict]:
-    """``--list-stored-sessions all``: UUID, Start time, End time, Num runs, Num cases (+ session extras)."""
-    return reframe(['--list-stored-sessions', 'all'])
+    """``--list-stored-sessions``: UUID, Start time, End time, Num runs, Num cases (+ session extras)."""
+    return reframe(['--list-stored-sessions', ALL_SESSIONS])
 
 
 def _require_stored(session: Session) -> None:
@@ -262,10 +268,10 @@ def against_baseline(session: Session) -> tuple[list[Change], str]:
     return compare(baseline_spec(session, uuids), RHS_BASE, session), text
 
 
-def series(period: str = f'{EPOCH}:now') -> list[dict]:
+def series(sessions: str = ALL_SESSIONS) -> list[dict]:
     """Every stored figure, one value per session: name, sysenv, pvar, punit, session_uuid, ref_test,
     interconnect, ``pval (last)`` (the last attempt of the session)."""
-    return reframe(['--list-stored-testcases', f'{period}/last:+session_uuid+ref_test+interconnect/'])
+    return reframe(['--list-stored-testcases', f'{sessions}/last:+session_uuid+ref_test+interconnect/'])
 
 
 # -- putting old reports in -------------------------------------------------------------------------------------
@@ -274,6 +280,13 @@ def store_reports(reports: Sequence[Path]) -> list[str]:
     """Store run reports in the results database with ReFrame's own storage backend (a fresh interpreter with
     ReFrame's runtime); one line per report: stored, or already there."""
     sessions = [session_of(Path(r)) for r in reports]
+    for s in sessions:                     # what ReFrame's store() reads of every test case
+        for run in json.loads(s.path.read_text())['runs']:
+            for tc in run.get('testcases') or []:
+                missing = [k for k in STORED_KEYS if k not in tc]
+                if missing:
+                    raise HistoryError(f'{s.path}: a test case ({tc.get("display_name", "?")}) has no '
+                                       f'{", ".join(missing)}: not a ReFrame 4 run report')
     stored = {row.get('UUID') for row in stored_sessions()}
     todo = [s for s in sessions if s.uuid not in stored]
     lines = [f'{s.path}: session {s.uuid} already stored' for s in sessions if s.uuid in stored]

@@ -51,7 +51,7 @@ from typing import Iterable, Mapping, Sequence
 
 import jinja2
 
-from . import baselines, paths, runsummary
+from . import baselines, history, paths, runsummary
 
 REPORT_DIR = 'report'
 REPORT_GLOB = 'report-*.json'
@@ -62,7 +62,7 @@ INTERCONNECT_ORDER = ['shm', 'tcp']
 FRESH_SLACK_S = 60.0
 NOT_MEASURED = 'not measured'
 #: The figures this module writes (an earlier report's are removed before a new one is written).
-FIGURE_GLOBS = ('sweep-*.png', 'collectives-*.png', 'links-*.png')
+FIGURE_GLOBS = ('sweep-*.png', 'collectives-*.png', 'links-*.png', 'ebb-*.png', 'history-*.png')
 
 
 class ReportError(Exception):
@@ -511,44 +511,109 @@ def _pyplot():
     return plt
 
 
+@dataclass
+class Curve:
+    """One line of the size figure: a build's benchmark, points (bytes, value)."""
+    label: str
+    environ: str
+    kind: str                # 'latency' (us, half round trip) or 'bandwidth' (Mbit/s)
+    points: list[tuple[int, float]]
+    source: str              # 'result.json' or 'report'
+    style: dict
+
+
+def osu_series(tc: Mapping) -> dict[str, list[tuple[int, float]]]:
+    """OSU's every-size figures: 'latency' (us) from ``latency_us@N``, 'bandwidth' (Mbit/s) from
+    ``bandwidth_mbs@N`` (MB/s x 8)."""
+    out: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
+    for key, entry in (tc.get('perfvalues') or {}).items():
+        name, size = split_var(key.split(':', 2)[-1])
+        try:
+            value = float(entry[0])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if not size or not value > 0:
+            continue
+        if name == 'latency_us':
+            out['latency'].append((size, value))
+        elif name == 'bandwidth_mbs':
+            out['bandwidth'].append((size, value * 8.0))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def size_curves(sec: Section, run_end: float | None) -> list[Curve]:
+    """Latency and bandwidth against message size of a section: our sweeps (a ping-pong sweep's half round trip
+    is 8 x size / its throughput, NetPIPE's one-way time; a stream sweep gives bandwidth only) and OSU."""
+    curves = []
+    for tc in sorted((t for t in sec.cases if t.get('result') in ('pass', 'fail')),
+                     key=lambda t: env_key(t.get('environ') or '')):
+        env, name = tc.get('environ') or '?', test_name(tc)
+        if name.startswith(('mpitest.sweep', 'tcp.sweep')):
+            sizes, mbps, source = sweep_series(tc, run_end, sec.figure_notes)
+            if not sizes:
+                continue
+            kind = name.split('.')[-1]
+            tcp = name.startswith('tcp.')
+            style = {'linestyle': '--' if tcp else '-', 'marker': 's' if tcp else 'o'}
+            label = f'{env} {"nr-tcptest" if tcp else "nr-mpitest"} {kind}'
+            points = list(zip(sizes, mbps))
+            curves.append(Curve(label, env, 'bandwidth', points, source, style))
+            if kind == 'pingpong':
+                curves.append(Curve(label, env, 'latency', [(s, 8.0 * s / v) for s, v in points], source, style))
+        elif name.startswith('osu.'):
+            for kind, points in osu_series(tc).items():
+                curves.append(Curve(f'{env} OSU {name.split(".", 1)[1]}', env, kind, points, 'report',
+                                    {'linestyle': ':', 'marker': '^'}))
+    return curves
+
+
+def _plain(value: float, _pos=None) -> str:
+    """Tick label of a log axis: 200, not 2 x 10^2 (minor ticks between decades only where they fit)."""
+    return f'{value:g}' if value > 0 else ''
+
+
 def plot_sweeps(sec: Section, out: Path, run_end: float | None) -> None:
-    sweeps = [tc for tc in sec.cases if tc.get('result') in ('pass', 'fail')
-              and test_name(tc).startswith(('mpitest.sweep', 'tcp.sweep'))]
-    series = []
-    for tc in sorted(sweeps, key=lambda t: env_key(t.get('environ') or '')):
-        sizes, mbps, source = sweep_series(tc, run_end, sec.figure_notes)
-        if sizes:
-            env = tc.get('environ') or '?'
-            kind = test_name(tc).split('.')[-1]
-            tcp = not test_name(tc).startswith('mpitest')
-            style = {'linestyle': {'stream': '--', 'pingpong': ':'}.get(kind, '-.'),
-                     'marker': {'stream': 's', 'pingpong': '^'}.get(kind, 'x')} if tcp else {}
-            series.append((f'{env} TCP {kind}' if tcp else env, sizes, mbps, source, env, style))
-    if not series:
+    """Latency and bandwidth against message size per build, log axes, one figure per section (NetPIPE's two
+    graphs, seed 004's figure)."""
+    curves = size_curves(sec, run_end)
+    if not curves:
         return
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), layout='constrained')
-    lo = hi = None
-    for label, sizes, mbps, source, env, style in series:
-        ax.plot(sizes, mbps, **{'marker': 'o', 'linestyle': '-', **style},
-                markersize=3 if source == 'result.json' else 5, color=env_colour(env), label=label)
-        lo, hi = min(sizes + ([lo] if lo else [])), max(sizes + ([hi] if hi else []))
-    ax.set_xscale('log', base=2)
-    ax.set_yscale('log')
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), layout='constrained')
+    sizes = [s for c in curves for s, _ in c.points]
+    lo, hi = min(sizes), max(sizes)
     ticks = [2 ** e for e in range(0, 41, 2) if lo <= 2 ** e <= hi]
-    if len(ticks) > 8:
-        ticks = ticks[::2]
-    ax.set_xticks(ticks, [size_label(t) for t in ticks])
-    ax.set_xlabel('message size (bytes)')
-    ax.set_ylabel('throughput (Mbit/s)')
-    ax.set_title(f'Throughput against message size: {sec.title}')
-    ax.grid(True, which='both', alpha=0.3)
-    ax.legend(fontsize='small')
+    ticks = ticks[::2] if len(ticks) > 8 else ticks
+    for ax, kind, ylabel in ((axes[0], 'latency', 'half round trip (us)'),
+                             (axes[1], 'bandwidth', 'throughput (Mbit/s)')):
+        shown = [c for c in curves if c.kind == kind]
+        for c in shown:
+            ax.plot([p[0] for p in c.points], [p[1] for p in c.points], **c.style,
+                    markersize=3 if c.source == 'result.json' else 5, color=env_colour(c.environ), label=c.label)
+        ax.set_xscale('log', base=2)
+        ax.set_yscale('log')
+        ax.set_xticks(ticks, [size_label(t) for t in ticks])
+        ys = [v for c in shown for _, v in c.points]
+        ax.yaxis.set_major_formatter(_plain)
+        if ys and max(ys) / min(ys) > 30:          # minor labels only where they fit (under 1.5 decades)
+            ax.yaxis.set_minor_formatter('')
+        else:
+            ax.yaxis.set_minor_formatter(_plain)
+        ax.set_xlabel('message size')
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which='both', alpha=0.3)
+        if shown:
+            ax.legend(fontsize='x-small')
+        else:
+            ax.text(0.5, 0.5, 'no ping-pong sweep here', transform=ax.transAxes, ha='center', color='grey')
+        ax.set_title({'latency': 'Latency', 'bandwidth': 'Bandwidth'}[kind], fontsize=10)
+    fig.suptitle(f'Latency and bandwidth against message size: {sec.title}')
     name = f'sweep-{sec.slug}.png'
     fig.savefig(out / name, dpi=90)
     plt.close(fig)
-    sources = sorted({x[3] for x in series})
-    sec.images.append((name, f'Throughput against message size per MPI build ({sec.title}; points from '
+    sources = sorted({c.source for c in curves})
+    sec.images.append((name, f'Latency (half round trip of the ping-pong sweeps, 8 x size / throughput; OSU '
+                             f'latency) and bandwidth against message size per MPI build ({sec.title}; points from '
                              f'{" and ".join(sources)})'))
 
 
@@ -592,6 +657,68 @@ def plot_collectives(sec: Section, out: Path) -> None:
     plt.close(fig)
     sec.images.append((name, f'Luecke & Coyle collective tests per MPI build, '
                              f'{", ".join(size_label(s) for s in sizes)} ({sec.title}; a missing bar: not measured)'))
+
+
+def ebb_connection_mibps(doc: Mapping) -> tuple[int, list[float]]:
+    """(message size, bandwidth of every connection in MiB/s) of an nr-ebb result: each rank's block time of
+    each round (``sizes[].rounds[].pairs[].time_us``) as size x exchanges / time, the quantity the kernel's
+    buckets count (docs/mpi.md)."""
+    for entry in doc.get('sizes') or []:
+        try:
+            size = int(entry['size_bytes'])
+            reps = int(entry.get('exchanges_per_round') or (doc.get('options') or {}).get('exchanges_per_round'))
+        except (KeyError, TypeError, ValueError):
+            continue
+        values = []
+        for rnd in entry.get('rounds') or []:
+            for pair in rnd.get('pairs') or []:
+                for t in pair.get('time_us') or []:
+                    if isinstance(t, (int, float)) and t > 0:
+                        values.append(size * reps / (t * 1e-6) / 2 ** 20)
+        if values:
+            return size, values
+    return 0, []
+
+
+def plot_ebb(sec: Section, out: Path, run_end: float | None) -> None:
+    """Histogram of the per-connection bandwidth of every ebb case of the section, one outline per build, its
+    effective bisection bandwidth marked."""
+    series = []
+    for tc in sorted((t for t in sec.cases if test_name(t) == 'ebb' and t.get('result') in ('pass', 'fail')),
+                     key=lambda t: env_key(t.get('environ') or '')):
+        doc = read_json(case_file(tc, 'result.json', run_end, sec.figure_notes), sec.figure_notes)
+        size, values = ebb_connection_mibps(doc or {})
+        if not values:
+            sec.figure_notes.append(f'ebb histogram of {case_name(tc)}: {NOT_MEASURED} (no result.json of this run '
+                                    f'with connection times; case {case_status(tc)})')
+            continue
+        ebb = next((f.value for f in case_figures(tc) if f.metric.key == 'ebb:ebb_mibps'), None)
+        series.append((tc.get('environ') or '?', size, values, ebb))
+    if not series:
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout='constrained')
+    everything = [v for _, _, values, _ in series for v in values]
+    lo, hi = min(everything), max(everything)
+    bins = [lo + (hi - lo) * k / 20 for k in range(21)] if hi > lo else 10
+    for env, size, values, ebb in series:
+        ax.hist(values, bins=bins, histtype='step', linewidth=1.8, color=env_colour(env),
+                label=f'{env} ({len(values)} connections)')
+        if ebb is not None:
+            ax.axvline(ebb, color=env_colour(env), linestyle='--', linewidth=1)
+    ax.set_xlabel('bandwidth of one connection (MiB/s, size x exchanges / block time)')
+    ax.set_ylabel('connections')
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize='small')
+    sizes = sorted({size for _, size, _, _ in series})
+    ax.set_title(f'Effective bisection bandwidth, {", ".join(size_label(s) for s in sizes)} messages: {sec.title}',
+                 fontsize=10)
+    name = f'ebb-{sec.slug}.png'
+    fig.savefig(out / name, dpi=90)
+    plt.close(fig)
+    sec.images.append((name, f'nr-ebb bucket histogram per MPI build ({sec.title}): every rank\'s block time of '
+                             f'every random bisection round as a bandwidth, 20 equal-width buckets; dashed: the '
+                             f'effective bisection bandwidth (ebb_mibps)'))
 
 
 def link_matrix(doc: Mapping) -> tuple[list[str], list[list[float]]]:
@@ -700,6 +827,9 @@ class Report:
     retried: list[dict]
     skips: list[tuple[str, list[str]]]
     generated: str
+    #: per run report: its comparisons with earlier runs (:func:`compare_history`)
+    comparisons: list[dict] = field(default_factory=list)
+    history_note: str = ''
 
 
 def collect(run_dir: Path) -> Report:
@@ -735,7 +865,142 @@ def make_figures(report: Report, out: Path) -> None:
     for sec in report.sections:
         plot_sweeps(sec, out, sec.run_end)
         plot_collectives(sec, out)
+        plot_ebb(sec, out, sec.run_end)
         plot_links(sec, out, sec.run_end)
+
+
+# -- history: ReFrame's results storage ----------------------------------------------------------------------------
+
+#: Changes at least this large (percent) are listed on the page; every change is in changes.csv.
+CHANGE_LISTED_PCT = 5.0
+#: At most this many metric panels per history figure (table order); every value is in history.csv.
+HISTORY_PANELS = 16
+
+
+def compare_history(report: Report) -> None:
+    """Each run report's figures against the last passing run and the host baseline (netregress.history, i.e.
+    ReFrame's --performance-compare); a run that is not in the results database says so."""
+    for rep in report.reports:
+        entry = {'report': rep.path.name, 'last': [], 'base': [], 'which': '', 'spec': '', 'error': ''}
+        try:
+            session = history.session_of(rep.path)
+            entry['last'] = history.against_last_pass(session)
+            entry['spec'] = history.last_pass_spec(session)
+            entry['base'], entry['which'] = history.against_baseline(session)
+        except history.HistoryError as err:
+            entry['error'] = str(err)
+        entry['listed_last'] = _listed(entry['last'])
+        entry['listed_base'] = _listed(entry['base'])
+        report.comparisons.append(entry)
+
+
+def _listed(changes: Sequence[history.Change]) -> list[history.Change]:
+    moved = [c for c in changes if c.pdiff is not None and abs(c.pdiff) >= CHANGE_LISTED_PCT]
+    return sorted(moved, key=lambda c: (-abs(c.pdiff or 0), c.sysenv, c.name, c.pvar))
+
+
+def _session_times() -> dict[str, datetime.datetime]:
+    out = {}
+    for row in history.stored_sessions():
+        try:
+            out[row['UUID']] = datetime.datetime.strptime(row['Start time'], '%Y%m%dT%H%M%S%z')
+        except (KeyError, ValueError):
+            continue
+    return out
+
+
+def history_series(report: Report) -> dict[tuple, dict[str, list[tuple[datetime.datetime, float]]]]:
+    """(system, partition, interconnect, metric key) -> build -> [(session start, value)], oldest first."""
+    try:
+        rows, times = history.series(), _session_times()
+    except history.HistoryError as err:
+        report.history_note = f'no history: {err}'
+        return {}
+    out: dict[tuple, dict[str, list]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    for row in rows:
+        sysenv, when = row.get('sysenv') or '', times.get(row.get('session_uuid') or '')
+        value = history._num(row.get('pval (last)'))
+        if '+' not in sysenv or ':' not in sysenv or when is None or value is None:
+            continue
+        syspart, env = sysenv.rsplit('+', 1)
+        system, part = syspart.split(':', 1)
+        key = (system, part, row.get('interconnect') or '', f'{row.get("ref_test")}:{row.get("pvar")}')
+        out[key][env].append((when, value))
+    for per_env in out.values():
+        for points in per_env.values():
+            points.sort()
+    return out
+
+
+def plot_history(sec: Section, series: Mapping, out: Path) -> None:
+    """Each metric of the section over the stored runs, one line per build (sweep points are in the size
+    figure and left out here)."""
+    rows = [row for row in sec.rows if not row.metric.key.split(':', 1)[0].startswith(('mpitest.sweep', 'tcp.sweep'))]
+    panels = [(row, series.get((sec.system, sec.partition, sec.interconnect, row.metric.key)) or {})
+              for row in rows]
+    panels = [(row, per_env) for row, per_env in panels if any(len(v) >= 2 for v in per_env.values())]
+    if not panels:
+        return
+    total = len(panels)
+    panels = panels[:HISTORY_PANELS]
+    plt = _pyplot()
+    import matplotlib.dates as mdates
+    cols = min(4, len(panels))
+    nrows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.5 * nrows + 0.6), layout='constrained',
+                             squeeze=False)
+    for ax, (row, per_env) in zip(axes.flat, panels):
+        for env in sorted(per_env, key=env_key):
+            pts = per_env[env]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker='o', markersize=3, color=env_colour(env),
+                    label=env)
+        ax.set_title(row_label(row.metric), fontsize=8)
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    handles = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    if handles:
+        fig.legend(list(handles.values()), list(handles.keys()), loc='outside lower center', ncols=min(7, len(handles)),
+                   fontsize='small')
+    fig.suptitle(f'History over the stored runs: {sec.title}')
+    name = f'history-{sec.slug}.png'
+    fig.savefig(out / name, dpi=80)
+    plt.close(fig)
+    more = f'; the first {len(panels)} of {total} metrics in table order, every value in history.csv' \
+        if total > len(panels) else ''
+    sec.images.append((name, f'Each figure of {sec.title} over the runs in ReFrame\'s results storage (one point '
+                             f'per session, its last attempt; reframe --list-stored-testcases){more}'))
+
+
+def write_history_csv(series: Mapping, path: Path) -> None:
+    with path.open('w', newline='') as fp:
+        w = csv.writer(fp)
+        w.writerow(['system', 'partition', 'interconnect', 'metric', 'environ', 'session_start_utc', 'value'])
+        for (system, part, ic, metric), per_env in sorted(series.items()):
+            for env, points in sorted(per_env.items()):
+                for when, value in points:
+                    w.writerow([system, part, ic, metric, env, when.strftime('%Y-%m-%dT%H:%M:%S%z'), f'{value:.6g}'])
+
+
+def write_changes_csv(report: Report, path: Path) -> None:
+    with path.open('w', newline='') as fp:
+        w = csv.writer(fp)
+        w.writerow(['report', 'against', 'test_case', 'sysenv', 'figure', 'unit', 'now', 'before', 'change_pct',
+                    'worse', 'verdict_now'])
+        for entry in report.comparisons:
+            for against, changes in (('last pass', entry['last']), ('baseline', entry['base'])):
+                for c in changes:
+                    w.writerow([entry['report'], against, c.name, c.sysenv, c.pvar, c.unit,
+                                '' if c.now is None else f'{c.now:.6g}', '' if c.before is None else f'{c.before:.6g}',
+                                '' if c.pdiff is None else f'{c.pdiff:.2f}', '' if c.worse is None else c.worse,
+                                c.result_now])
 
 
 # -- writers --------------------------------------------------------------------------------------------------------
@@ -842,6 +1107,31 @@ def write_markdown(report: Report, path: Path) -> None:
     for b in report.builds:
         p(f'| {b["environ"]} | {_md(b["version"])} | {_md(", ".join(f"{n} {k}" for k, n in b["cases"].items()))} |')
     p()
+    p('## What changed since earlier runs')
+    p()
+    if report.history_note:
+        p(report.history_note)
+        p()
+    for entry in report.comparisons:
+        p(f'### {entry["report"]}')
+        p()
+        if entry['error']:
+            p(entry['error'])
+            p()
+            continue
+        for title, changes, listed in (('against the last passing run', entry['last'], entry['listed_last']),
+                                       ("against this host's baseline", entry['base'], entry['listed_base'])):
+            fresh = sum(c.pdiff is None for c in changes)
+            p(f'{title}: {len(listed)} of {len(changes)} figures moved by {CHANGE_LISTED_PCT:g}% or more, '
+              f'{fresh} without an earlier value')
+            p()
+            if listed:
+                p('| test case | figure | now | before | change | verdict now |')
+                p('|---|---|---|---|---|---|')
+                for c in listed:
+                    p(f'| {_md(c.name)} @{_md(c.sysenv)} | {_md(c.pvar)} ({_md(c.unit)}) | {fmt_number(c.now)} | '
+                      f'{fmt_number(c.before)} | {c.pdiff:+.1f}%{" worse" if c.worse else ""} | {c.result_now or "-"} |')
+                p()
     p('Cells: value in the row\'s unit, (ratio to the best build: 1.00 is the best, lower is worse, for latencies '
       'too), verdict against the reference (pass, fail, or no reference: measured and logged only).')
     for sec in report.sections:
@@ -930,6 +1220,30 @@ cases: {{ counts[loop.index0] }}</li>
 <td>{% for k, n in b.cases.items() %}{{ n }} {{ k }}{% if not loop.last %}, {% endif %}{% endfor %}</td></tr>
 {% endfor %}</table>
 
+<h2 id="changes">What changed since earlier runs</h2>
+<p>ReFrame's results storage holds every session run on this host (<code>{{ db }}</code>); each figure of this run
+is compared with its last value from an earlier session without failures, and with the median of the runs this
+host's baseline was recorded from (<code>reframe --performance-compare</code>). Listed: changes of {{ pct }}% or more,
+largest first; all of them in <a href="changes.csv">changes.csv</a>, every stored value in
+<a href="history.csv">history.csv</a>.</p>
+{% if r.history_note %}<p class="note">{{ r.history_note }}</p>{% endif %}
+{% for c in r.comparisons %}
+<h3>{{ c.report }}</h3>
+{% if c.error %}<p class="note">{{ c.error }}</p>{% else %}
+{% for title, all, listed, src in [('against the last passing run', c.last, c.listed_last, "reframe --performance-compare '" ~ c.spec ~ "'"),
+                                  ("against this host's baseline", c.base, c.listed_base, 'median of ' ~ (c.which or 'no baseline'))] %}
+<p><b>{{ title }}</b> ({{ src }}): {{ listed | length }} of {{ all | length }} figures moved by {{ pct }}% or more,
+{{ all | selectattr('pdiff', 'none') | list | length }} without an earlier value.</p>
+{% if listed %}<table><tr><th>test case</th><th>figure</th><th>now</th><th>before</th><th>change</th><th>verdict now</th></tr>
+{% for ch in listed[:max_rows] %}<tr><td>{{ ch.name }} @{{ ch.sysenv }}</td><td>{{ ch.pvar }} ({{ ch.unit }})</td>
+<td class="num">{{ ch.now | num }}</td><td class="num">{{ ch.before | num }}</td>
+<td class="num {{ 'fail' if ch.worse else 'pass' }}">{{ '%+.1f' | format(ch.pdiff) }}%{{ ' worse' if ch.worse else '' }}</td>
+<td>{{ ch.result_now or '-' }}</td></tr>
+{% endfor %}</table>
+{% if listed | length > max_rows %}<p>{{ listed | length - max_rows }} more in changes.csv</p>{% endif %}{% endif %}
+{% endfor %}{% endif %}
+{% endfor %}
+
 <p>Cells: the figure in the row's unit, its ratio to the best build in parentheses (1.00 is the best; lower is
 worse, for latencies too), and its verdict against the reference: <span class="pass">pass</span> (green),
 <span class="fail">fail</span>, or <span class="noref">no ref</span> (no reference: measured and logged only). A build without a
@@ -978,14 +1292,16 @@ title="{{ c.figure.case | casename }}: {{ c.figure.verdict }}">{{ c.figure.value
 def write_html(report: Report, path: Path) -> None:
     counts = [', '.join(f'{n} {k}' for k, n in sorted(collections.Counter(case_status(tc) for tc in rep.cases)
                                                         .items())) for rep in report.reports]
-    path.write_text(PAGE.render(r=report, counts=counts, not_measured=NOT_MEASURED,
+    path.write_text(PAGE.render(r=report, counts=counts, not_measured=NOT_MEASURED, db=history.database(),
+                                pct=f'{CHANGE_LISTED_PCT:g}', max_rows=40,
                                 nskips=sum(len(v) for _, v in report.skips),
                                 cls={'pass': 'pass', 'fail': 'fail', 'no reference': 'noref'},
                                 short={'no reference': 'no ref'}))
 
 
-def write_report(run_dir: Path, out: Path | None = None) -> Path:
-    """Write index.html, its figures, summary.csv and summary.md into ``out`` (default RUN_DIR/report)."""
+def write_report(run_dir: Path, out: Path | None = None, with_history: bool = True) -> Path:
+    """Write index.html, its figures, summary.csv and summary.md into ``out`` (default RUN_DIR/report); with
+    history also changes.csv and history.csv (ReFrame's results storage)."""
     report = collect(run_dir)
     out = out or run_dir / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -993,6 +1309,15 @@ def write_report(run_dir: Path, out: Path | None = None) -> Path:
         for old in out.glob(pattern):
             old.unlink()
     make_figures(report, out)
+    if with_history:
+        compare_history(report)
+        series = history_series(report)
+        for sec in report.sections:
+            plot_history(sec, series, out)
+        write_history_csv(series, out / 'history.csv')
+        write_changes_csv(report, out / 'changes.csv')
+    else:
+        report.history_note = 'history left out (--no-history)'
     write_csv(report, out / 'summary.csv')
     write_markdown(report, out / 'summary.md')
     write_html(report, out / 'index.html')
@@ -1004,9 +1329,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument('run_dir', type=Path, help='a run directory holding report-<system>.json '
                                                '(run/validate/<stamp>-full or -ci)')
     ap.add_argument('--out', type=Path, help='where to write (default RUN_DIR/report)')
+    ap.add_argument('--no-history', action='store_true',
+                    help="leave out the comparison with earlier runs and the history figures (ReFrame's results "
+                         "storage)")
     args = ap.parse_args(argv)
     try:
-        out = write_report(args.run_dir, args.out)
+        out = write_report(args.run_dir, args.out, with_history=not args.no_history)
     except ReportError as err:
         print(f'tools/report: {err}', file=sys.stderr)
         return 2

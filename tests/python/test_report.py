@@ -13,10 +13,12 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+import uuid
 
 import pytest
 
-from netregress import report
+from netregress import history, report
 
 ROOT = report.paths.repo_root()
 TOOL = ROOT / 'tools' / 'report'
@@ -28,7 +30,8 @@ def case(basename, env, ic, *, perf=None, result='pass', system='vcluster', part
          transports='', reason=None, phase=None, outputdir=None, stagedir=None, **extra):
     """One test case as ReFrame 4.10 writes it into a run report (the keys tools/report reads)."""
     pv = {f'{system}:{part}:{var}': list(entry) for var, entry in (perf or {}).items()}
-    tc = {'display_name': f'{basename} %interconnect={ic}', 'unique_name': f'{basename}_{ic}_{extra.get("mode", "")}',
+    tc = {'display_name': f'{basename} %interconnect={ic}', 'name': f'{basename} %interconnect={ic}',
+          'unique_name': f'{basename}_{ic}_{extra.get("mode", "")}', 'job_completion_time_unix': END - 30,
           'basename': basename, 'system': system, 'partition': part, 'environ': env, 'result': result,
           'fail_phase': phase, 'fail_reason': reason, 'perfvalues': pv, 'interconnect': ic,
           'ref_test': ref_test or basename, 'nr_transports': transports, 'nr_wire': '', 'job_nodelist': 'fast1',
@@ -42,19 +45,36 @@ def band(value, ref, result='pass', unit='us'):
     return [value, ref, -0.5, 0.5, unit, result]
 
 
-def write_report(run_dir, cases, system='vcluster', retry=None):
-    runs = [{'testcases': cases}] + ([{'testcases': retry}] if retry else [])
-    doc = {'session_info': {'hostname': 'vm', 'version': '4.10.4', 'time_start': '20260101T000000+0000',
-                            'time_end': '20260101T001000+0000', 'time_end_unix': END},
+def write_report(run_dir, cases, system='vcluster', retry=None, start=END - 600, name=None):
+    sid = str(uuid.uuid4())
+    runs = []
+    for idx, tcs in enumerate([cases] + ([retry] if retry else [])):
+        tcs = [dict(tc, uuid=f'{sid}:{idx}:{i}', session_uuid=sid) for i, tc in enumerate(tcs)]
+        runs.append({'run_index': idx, 'testcases': tcs, 'num_failures': sum(t['result'] == 'fail' for t in tcs)})
+    doc = {'session_info': {'hostname': 'vm', 'version': '4.10.4', 'uuid': sid, 'time_start_unix': start,
+                            'time_start': time.strftime('%Y%m%dT%H%M%S+0000', time.gmtime(start)),
+                            'time_end': '20260101T001000+0000', 'time_end_unix': END,
+                            'num_failures': runs[-1]['num_failures']},
            'runs': runs}
-    (run_dir / f'report-{system}.json').write_text(json.dumps(doc))
+    path = run_dir / (name or f'report-{system}.json')
+    path.write_text(json.dumps(doc))
+    return path
 
 
 @pytest.fixture
-def fake_run(tmp_path):
+def fake_run(tmp_path, monkeypatch):
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'state'))      # a scratch results database
     run_dir = tmp_path / 'run' / 'validate' / '20260101T000000Z-full'
     run_dir.mkdir(parents=True)
     out = tmp_path / 'run' / 'output'
+
+    ebb_out = out / 'openmpi4' / 'mpi_ebb'
+    ebb_out.mkdir(parents=True)
+    rounds = [{'round': r, 'pairs': [{'ranks': [0, 2], 'time_us': [70000.0 + 1000 * r, 71000.0]},
+                                     {'ranks': [1, 3], 'time_us': [90000.0, 65000.0 + 500 * r]}]} for r in range(10)]
+    (ebb_out / 'result.json').write_text(json.dumps({'sizes': [{'size_bytes': 1048576, 'exchanges_per_round': 20,
+                                                                'rounds': rounds, 'buckets': []}]}))
+    os.utime(ebb_out / 'result.json', (END - 100, END - 100))
 
     sweep_out = out / 'openmpi4' / 'mpi_sweep'
     sweep_out.mkdir(parents=True)
@@ -101,6 +121,10 @@ def fake_run(tmp_path):
         case('mpi_collectives', 'mpich4', 'shm', ref_test='mpicoll', transports='ucx:sysv/memory',
              perf={'bcast_rate_kBps@1000000': band(1.0e6, 1.0e6, unit='KB/s'),
                    'reduce_rate_kBps@1000000': band(9.0e5, 9.0e5, unit='KB/s')}),
+        case('mpi_ebb', 'openmpi4', 'shm', ref_test='ebb', outputdir=str(ebb_out), transports='btl:vader',
+             perf={'ebb_mibps': band(280.0, 280.0, unit='MiB/s')}),
+        case('osu', 'intelmpi', 'shm', ref_test='osu.latency', transports='impi:shm',
+             perf={f'latency_us@{s}': band(0.3 + s / 5000, 1.0) for s in (1, 8, 64, 512, 4096, 32768)}),
         case('osu', 'openmpi4', 'shm', ref_test='osu.latency', result='skip', reason='no Spack on this system'),
         case('osu', 'mpich4', 'shm', ref_test='osu.latency', result='skip', reason='no Spack on this system'),
         case('mpi_latency', 'openmpi4', 'gige', part='gige', ref_test=lat, transports='btl:tcp',
@@ -110,7 +134,8 @@ def fake_run(tmp_path):
         case('link_allpairs', 'gnu', 'gige', part='gige', ref_test='links.allpairs', mpi=False, result='fail',
              phase='sanity', reason='sanity error: link gige1-gige2 at 600 Mbit/s; slow links all involve gige2',
              stagedir=str(links_stage), outputdir=str(out / 'gone')),
-        {'display_name': 'MpiKernelBuild ~vcluster:fast+openmpi4', 'basename': 'MpiKernelBuild',
+        {'display_name': 'MpiKernelBuild ~vcluster:fast+openmpi4', 'name': 'MpiKernelBuild ~vcluster:fast+openmpi4',
+         'basename': 'MpiKernelBuild', 'job_completion_time_unix': None, 'job_nodelist': [],
          'system': 'vcluster', 'partition': 'fast', 'environ': 'openmpi4', 'result': 'pass', 'perfvalues': {}},
     ]
     # the first attempt of mpich4's 1 MiB stream failed on performance; the retry (last attempt) passed
@@ -119,8 +144,21 @@ def fake_run(tmp_path):
                  perf={'throughput_mbps': band(100.0, 20000.0, 'fail', 'Mbit/s')})
     retry = [dict(first, result='pass', fail_phase=None, fail_reason=None,
                   perfvalues={'vcluster:fast:throughput_mbps': band(25000.0, 20000.0, unit='Mbit/s')})]
-    write_report(run_dir, cases + [first], retry=retry)
+    # the run before this one (passed; openmpi4's latency was 0.4 us): stored with ReFrame's storage as it would
+    # have stored it, and this run too
+    def before_value(tc, key, entry):
+        return entry[0] * 0.8 if (tc['environ'], tc['interconnect'], key) == ('openmpi4', 'shm', 'vcluster:fast:rtt_us') \
+            else entry[0]
+    earlier = [dict(tc, perfvalues={k: [before_value(tc, k, v), *v[1:]] for k, v in tc['perfvalues'].items()})
+               for tc in cases if tc['result'] == 'pass']
+    before = write_report(tmp_path, earlier, start=END - 7200, name='earlier.json')
+    now = write_report(run_dir, cases + [first], retry=retry)
+    history.store_reports([before, now])
     return run_dir
+
+
+FIGURES = ['collectives-vcluster-fast-shm.png', 'ebb-vcluster-fast-shm.png', 'history-vcluster-fast-shm.png',
+           'history-vcluster-gige-gige.png', 'links-vcluster-gige-gige-gnu.png', 'sweep-vcluster-fast-shm.png']
 
 
 def run_tool(*args):
@@ -174,7 +212,7 @@ def test_report_tables_as_a_person_reads_them(fake_run):
     assert '| 8 B latency (nr-mpitest) (us) | 0.500 (1.00) pass | 1.00 (0.50) pass | failed | skipped | ' \
            '4.00 (0.12) fail |' in md
     assert '| TCP kernels and peers (no MPI) | gnu |' in md
-    assert '- osu.latency: skipped: openmpi4, mpich4' in md
+    assert '| OSU latency latency_us @ 8 B (us) | skipped | skipped | not measured | not measured | 0.302 pass |' in md
     assert '- 2 x no Spack on this system' in md and '- 1 x no kernels for mpich5' in md
     # every failure once, on one line, with its reason; the performance retry named
     assert re.search(r'^- mpi_latency %interconnect=shm @vcluster:fast\+openmpi5: sanity error: MPI took another '
@@ -185,9 +223,25 @@ def test_report_tables_as_a_person_reads_them(fake_run):
     page = (out / 'index.html').read_text()
     assert '<script>alert' not in page and '&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; friends' in page
     figures = sorted(p.name for p in out.glob('*.png'))
-    assert figures == ['collectives-vcluster-fast-shm.png', 'links-vcluster-gige-gige-gnu.png',
-                       'sweep-vcluster-fast-shm.png']
+    assert figures == FIGURES
     assert 'points from report and result.json' in md        # openmpi4's full sweep, mpich4's asserted points
+    # the size curves: openmpi4's 21 sweep points, mpich4's 2 asserted ones, intelmpi's OSU latency
+    curves = {(c.label, c.kind): c for c in report.size_curves(report.collect(fake_run).sections[0], END)}
+    assert len(curves['openmpi4 nr-mpitest pingpong', 'latency'].points) == 21
+    assert curves['mpich4 nr-mpitest pingpong', 'latency'].points[-1] == (2 ** 20, pytest.approx(8 * 2 ** 20 / 30000))
+    assert curves['intelmpi OSU latency', 'latency'].points[0] == (1, pytest.approx(0.3002))
+    # what changed: openmpi4's latency was 0.4 us in the run before, now 0.5 (+25%, worse); mpich4 unchanged
+    assert '### report-vcluster.json' in md
+    assert re.search(r'against the last passing run: 1 of \d+ figures moved by 5% or more', md)
+    assert '| mpi_latency %interconnect=shm @vcluster:fast+openmpi4 | rtt_us (us) | 0.500 | 0.400 | +25.0% worse | ' \
+           'pass |' in md
+    changes = read_csv(out / 'changes.csv')
+    lat = [r for r in changes if r['figure'] == 'rtt_us' and r['sysenv'] == 'vcluster:fast+openmpi4']
+    assert [(r['against'], r['now'], r['before'], r['change_pct'], r['worse']) for r in lat] == \
+        [('last pass', '0.5', '0.4', '25.00', 'True')]
+    hist = read_csv(out / 'history.csv')
+    assert sorted(float(r['value']) for r in hist if r['metric'] == 'mpitest.latency:rtt_us'
+                  and r['environ'] == 'openmpi4' and r['partition'] == 'fast') == [0.4, 0.5]
     for name in figures:
         assert (out / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
@@ -275,7 +329,7 @@ def test_page_in_headless_chromium(fake_run, tmp_path):
     page = out / 'index.html'
     parser = _Images()
     parser.feed(page.read_text())
-    assert len(parser.srcs) == 3
+    assert sorted(parser.srcs) == FIGURES
     for src in parser.srcs:
         assert src and (out / src).is_file(), f'<img src="{src}"> has no file'
 
@@ -295,7 +349,7 @@ def test_page_in_headless_chromium(fake_run, tmp_path):
     res = subprocess.run(flags + ['--virtual-time-budget=10000', '--dump-dom', probe.as_uri()],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert 'IMAGES 3 BROKEN []' in res.stdout, res.stdout[-2000:]
+    assert f'IMAGES {len(FIGURES)} BROKEN []' in res.stdout, res.stdout[-2000:]
 
 
 if __name__ == '__main__':

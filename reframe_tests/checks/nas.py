@@ -1,11 +1,12 @@
 """NAS Parallel Benchmarks 3.4 (MPI) per MPI build and interconnect, built through Spack (config/spack/<system>/).
 
-IS EP CG MG FT LU BT SP, each on the process counts it accepts (BT/SP a square number, the others a power of two)
-out of :data:`NPB_PROCS`. The problem class is the system's, from the npb spec of its Spack environment
+IS EP CG MG FT LU on 2 processes, BT and SP on 4 (a square number): each on the smallest count of
+:data:`NPB_PROCS` it accepts. The problem class is the system's, from the npb spec of its Spack environment
 (``classes=S`` on local, ``W`` on vcluster; a site picks its own), never from this file; ``-S npb_class=X``
 overrides (X must have been built). Sanity: the run printed its result block with ``Verification = SUCCESSFUL``,
-the expected benchmark, class and process count; performance: ``Mop/s total``. Where Spack or the environment's
-lock is missing, the build fixture is skipped with the reason (``reframe --list`` still shows every case).
+the expected benchmark, class and process count; performance: ``Mop/s total``. On a machine without Spack the build
+fixture is skipped with the reason (``reframe --list`` still shows every case); where Spack is present but the
+environment is not concretized (or stale, or lacks npb) the fixture fails with the fix.
 """
 import os
 
@@ -15,15 +16,16 @@ from reframe.core.builtins import fixture, parameter, run_after, run_before, var
 
 from netregress import spack_build
 from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
-from netregress.osu_npb import NPB_NAMES, npb_accepts, npb_problems, npb_value, parse_npb, read_text
+from netregress.osu_npb import NPB_NAMES, npb_cases, npb_problems, npb_value, parse_npb, read_text
 
 NPB_PACKAGE = 'npb'
-#: Candidate process counts; each benchmark runs on those it accepts (2 cores here: oversubscribed above 2).
+#: Candidate process counts; each benchmark runs on the smallest it accepts: IS EP CG MG FT LU on 2, BT and SP
+#: (a square number) on 4 (2 cores here: oversubscribed above 2).
 NPB_PROCS = (2, 4)
 
 
 def _cases() -> list[tuple[str, int]]:
-    return [(name, n) for name in NPB_NAMES for n in NPB_PROCS if npb_accepts(name, n)]
+    return npb_cases(NPB_PROCS)
 
 
 def system_class(system: str) -> str:

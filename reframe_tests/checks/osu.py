@@ -54,6 +54,14 @@ class osu(ExitStatusPlugin, MpiCheck):
     #: :default: ``100``
     iterations = variable(int, value=100)
 
+    #: Measured iterations per size of the window benchmarks (osu_bw, osu_bibw, osu_mbw_mr: 64 messages per
+    #: iteration) on a link-bound fabric (one with a configured ``rate_mbps``, e.g. gige): 100 x 64 x 1 MiB would
+    #: take a minute per size at 1 Gbit/s.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``10``
+    link_bound_iterations = variable(int, value=10)
+
     #: Warm-up iterations per size (``-x``).
     #:
     #: :type: :class:`int`
@@ -97,18 +105,25 @@ class osu(ExitStatusPlugin, MpiCheck):
                 self.perf_variables[metric_name(metric, size)] = sn.make_performance_function(
                     osu_value(out, metric, size), unit[metric])
 
+    @property
+    def run_iterations(self) -> int:
+        """``-i`` of this run: fewer for the window benchmarks on a link-bound fabric."""
+        if self.benchmark in ('osu_bw', 'osu_bibw', 'osu_mbw_mr') and getattr(self.ic, 'rate_mbps', None):
+            return min(self.iterations, self.link_bound_iterations)
+        return self.iterations
+
     @run_before('run')
     def set_command(self):
         subdir, _, _ = OSU_BENCHMARKS[self.benchmark]
         self.executable = os.path.join(self.osu_build.kernels_dir, subdir, self.benchmark)
-        self.executable_opts = ['-m', f'1:{self.max_size}', '-i', str(self.iterations), '-x', str(self.warmup),
+        self.executable_opts = ['-m', f'1:{self.max_size}', '-i', str(self.run_iterations), '-x', str(self.warmup),
                                 '-c', *self.extra_opts]
 
     def payload_bytes(self) -> float:
         """Lower bound of the bytes crossing between the ranks in the measured iterations."""
         per_size = {'osu_latency': 2, 'osu_bw': OSU_WINDOW, 'osu_bibw': 2 * OSU_WINDOW,
                     'osu_mbw_mr': OSU_WINDOW * max(1, self.num_tasks // 2)}.get(self.benchmark, 1)
-        return float(sum(per_size * size * self.iterations for size in self.sizes))
+        return float(sum(per_size * size * self.run_iterations for size in self.sizes))
 
     def osu_witness(self) -> list[str]:
         try:

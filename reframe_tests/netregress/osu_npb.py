@@ -222,6 +222,12 @@ def npb_accepts(name: str, nprocs: int) -> bool:
     return nprocs & (nprocs - 1) == 0
 
 
+def npb_cases(procs: tuple[int, ...]) -> list[tuple[str, int]]:
+    """(benchmark, processes) per NPB benchmark: the smallest of ``procs`` it accepts (none accepted: left out)."""
+    return [(name, next(n for n in procs if npb_accepts(name, n))) for name in NPB_NAMES
+            if any(npb_accepts(name, n) for n in procs)]
+
+
 def parse_npb(text: str) -> dict:
     """The ``<XX> Benchmark Completed.`` block as a dict (empty when the run never got there)."""
     m = _NPB_COMPLETED.search(text)

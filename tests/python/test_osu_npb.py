@@ -138,3 +138,12 @@ def test_npb_value_deferred():
 def test_npb_process_counts(name, ok, bad):
     assert all(osu_npb.npb_accepts(name, n) for n in ok)
     assert not any(osu_npb.npb_accepts(name, n) for n in bad)
+
+
+
+def test_nas_cases_are_the_issue_matrix():
+    """IS EP CG MG FT LU on 2 processes, BT and SP on 4: one case each (reframe_tests/checks/nas.py)."""
+    cases = osu_npb.npb_cases((2, 4))
+    assert sorted(cases) == sorted([('is', 2), ('ep', 2), ('cg', 2), ('mg', 2), ('ft', 2), ('lu', 2),
+                                    ('bt', 4), ('sp', 4)])
+    assert osu_npb.npb_cases((4,)) == [(n, 4) for n in osu_npb.NPB_NAMES]

@@ -1,0 +1,127 @@
+"""Seed 004 again: the seed's micro and macro benchmark comparison (NetPIPE latency and throughput, NAS Mop/s per
+MPI implementation) made from one validation run of this project (docs/seed004.md).
+
+    python -m netregress.seed004 run/validate/<stamp>-full [--interconnect gige --interconnect fast]
+
+prints, per interconnect, one Markdown table of the MPI builds side by side (the figures tools/report shows, picked
+and put in the seed's terms) and which build leads each column. Latencies are one-way (half the round trip), as
+NetPIPE reports them and the seed's table gives them. Nothing is estimated: a figure the run did not measure is
+``-``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Mapping, Sequence
+
+from . import report as rpt
+
+#: (column, metric key of report.py, factor, better): the seed's columns in this project's figures.
+COLUMNS = [
+    ('8 B latency, us (nr-mpitest, half round trip)', 'mpitest.latency:rtt_us', 0.5, 'lower'),
+    ('NetPIPE latency, us', 'netpipe.mpi:latency_us', 1.0, 'lower'),
+    ('1 MiB ping-pong, Mbit/s (nr-mpitest)', 'mpitest.pingpong.blocking:throughput_mbps', 1.0, 'higher'),
+    ('1 MiB stream, Mbit/s (nr-mpitest)', 'mpitest.stream.blocking:throughput_mbps', 1.0, 'higher'),
+    ('NetPIPE peak, Mbit/s', 'netpipe.mpi:max_throughput_mbps', 1.0, 'higher'),
+]
+#: The raw TCP row (the seed's first line): our TCP kernel and NPtcp on the same fabric.
+TCP_COLUMNS = {'mpitest.latency:rtt_us': ('tcp.rtt:rtt_us', 0.5), 'netpipe.mpi:latency_us': ('netpipe.tcp:latency_us', 1.0),
+               'mpitest.pingpong.blocking:throughput_mbps': ('tcp.pingpong.blocking:throughput_mbps', 1.0),
+               'mpitest.stream.blocking:throughput_mbps': ('tcp.stream.blocking:throughput_mbps', 1.0),
+               'netpipe.mpi:max_throughput_mbps': ('netpipe.tcp:max_throughput_mbps', 1.0)}
+#: Rows the seed has that this project cannot measure, or that another part of issue 13 fills.
+EXTRA_ROWS = [('LAM/MPI 7.1.4', 'see part 3 (issue 13): not in this run'),
+              ('MPI/PRO 1.6.4', 'impossible: commercial (MPI Software Technology), discontinued, no build exists')]
+
+
+def figures(section: rpt.Section) -> dict[str, dict[str, float]]:
+    """metric key -> environ -> value of a section (both of its tables)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in section.rows:
+        for env, cell in row.cells.items():
+            if cell.figure is not None:
+                out.setdefault(row.metric.key, {})[env] = cell.figure.value
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return '-' if v is None else rpt.fmt_number(v)
+
+
+def leader(values: Mapping[str, float], better: str) -> str:
+    if not values:
+        return '-'
+    pick = min if better == 'lower' else max
+    return pick(values, key=values.get)
+
+
+def micro_table(section: rpt.Section) -> list[str]:
+    fig = figures(section)
+    envs = [e for e in section.environs if e != 'gnu']
+    lines = ['| build | ' + ' | '.join(c[0] for c in COLUMNS) + ' |', '|---|' + '---|' * len(COLUMNS)]
+    tcp = []
+    for _, key, factor, _ in COLUMNS:
+        tkey, tfactor = TCP_COLUMNS[key]
+        v = fig.get(tkey, {}).get('gnu')
+        tcp.append(_fmt(None if v is None else v * tfactor))
+    lines.append('| TCP (nr-tcptest, NPtcp) | ' + ' | '.join(tcp) + ' |')
+    leads = []
+    for env in envs:
+        cells = []
+        for _, key, factor, _ in COLUMNS:
+            v = fig.get(key, {}).get(env)
+            cells.append(_fmt(None if v is None else v * factor))
+        lines.append(f'| {env} | ' + ' | '.join(cells) + ' |')
+    for _, key, _, better in COLUMNS:
+        leads.append(leader({e: v for e, v in fig.get(key, {}).items() if e in envs}, better))
+    for name, text in EXTRA_ROWS:
+        if name.startswith('LAM') and any(e.startswith('lam') for e in envs):
+            continue                      # measured in this run: its own row above
+        lines.append(f'| {name} | {text} |' + ' |' * (len(COLUMNS) - 1))
+    lines.append('| **leads** | ' + ' | '.join(leads) + ' |')
+    return lines
+
+
+def nas_table(section: rpt.Section) -> list[str]:
+    fig = figures(section)
+    keys = sorted(k for k in fig if k.startswith('npb.') and k.endswith(':mops_total'))
+    if not keys:
+        return ['No NAS figure in this run on this interconnect.']
+    envs = [e for e in section.environs if any(e in fig[k] for k in keys)]
+    lines = ['| kernel (Mop/s) | ' + ' | '.join(envs) + ' | leads |', '|---|' + '---|' * (len(envs) + 1)]
+    for key in keys:
+        kernel = key.split(':')[0][len('npb.'):].upper()
+        lines.append(f'| {kernel} | ' + ' | '.join(_fmt(fig[key].get(e)) for e in envs)
+                     + f' | {leader(fig[key], "higher")} |')
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog='python -m netregress.seed004', description=__doc__.split('\n\n')[0])
+    ap.add_argument('run_dir', type=rpt.Path)
+    ap.add_argument('--interconnect', action='append', help='default: gige and fast')
+    args = ap.parse_args(argv)
+    wanted = args.interconnect or ['gige', 'fast']
+    try:
+        report = rpt.collect(args.run_dir)
+    except rpt.ReportError as err:
+        print(f'seed004: {err}', file=sys.stderr)
+        return 2
+    found = False
+    for sec in report.sections:
+        if sec.interconnect not in wanted:
+            continue
+        found = True
+        print(f'### {sec.title}\n')
+        print('\n'.join(micro_table(sec)))
+        print()
+        print('\n'.join(nas_table(sec)))
+        print()
+    if not found:
+        print(f'seed004: no section for {", ".join(wanted)} in {args.run_dir}', file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -308,6 +308,12 @@ def main(argv: Sequence[str] | None = None, *, runner: coverage.Runner = coverag
     if not args.no_compare:
         for line in comparison(report, args.threshold):
             print(line)
+    try:                                  # the MPI builds side by side, figures, history (tools/report)
+        from . import report as run_report
+        page = run_report.write_report(out, with_history=not args.no_compare) / 'index.html'
+        print(f'== report page: {page}')
+    except Exception as err:              # the page is an extra: its failure must not hide the verdict
+        print(f'== no report page: {err}')
     ok, line = verdict(data, rc, uncovered)
     print(line)
     print(f'REPORT: {report}   (console log: {log})')

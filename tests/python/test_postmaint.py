@@ -138,6 +138,7 @@ def test_a_failed_run_names_failures_uncovered_nodes_and_what_changed(env, tmp_p
               and '+40.0% (worse)' in ln)
     assert o4.split()[-4:] == ['11', '+40.0%', '(worse)', 'pass']
     assert "what changed against this host's baseline: " in text and '+46.7% (worse)' in text
+    assert f'== report page: {out / "report" / "index.html"}' in lines and (out / 'report' / 'changes.csv').exists()
     # jobs were confined to the set and nothing pinned them to all of it
     args = Path(env['FAKE_ARGS']).read_text()
     assert 'nodelist' not in args and '--report-file' in args

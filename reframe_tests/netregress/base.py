@@ -465,6 +465,13 @@ class KernelMixin(ExitStatusPlugin):
     #: The build fixture providing the kernels (MPI kernels; TCP checks use TcpKernelBuild).
     kernels = fixture(MpiKernelBuild, scope='environment')
 
+    @run_after('init')
+    def keep_result(self):
+        """A passed case keeps the kernel's JSON in its output directory (tools/report draws every size of a sweep
+        and the ebb histogram from it); the check's own ``keep_files`` stay."""
+        if RESULT_FILE not in self.keep_files:
+            self.keep_files = [*self.keep_files, RESULT_FILE]
+
     def kernel(self, name: str) -> str:
         return os.path.join(self.kernels.kernels_dir, name)
 

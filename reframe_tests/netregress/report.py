@@ -1119,10 +1119,13 @@ def write_markdown(report: Report, path: Path) -> None:
             p(entry['error'])
             p()
             continue
-        for title, changes, listed in (('against the last passing run', entry['last'], entry['listed_last']),
-                                       ("against this host's baseline", entry['base'], entry['listed_base'])):
+        for title, changes, listed, source in (
+                ('against the last passing run', entry['last'], entry['listed_last'],
+                 f"`reframe --performance-compare '{entry['spec']}'`"),
+                ("against this host's baseline", entry['base'], entry['listed_base'],
+                 f'median of {entry["which"] or "no baseline"}')):
             fresh = sum(c.pdiff is None for c in changes)
-            p(f'{title}: {len(listed)} of {len(changes)} figures moved by {CHANGE_LISTED_PCT:g}% or more, '
+            p(f'{title} ({source}): {len(listed)} of {len(changes)} figures moved by {CHANGE_LISTED_PCT:g}% or more, '
               f'{fresh} without an earlier value')
             p()
             if listed:
@@ -1130,7 +1133,8 @@ def write_markdown(report: Report, path: Path) -> None:
                 p('|---|---|---|---|---|---|')
                 for c in listed:
                     p(f'| {_md(c.name)} @{_md(c.sysenv)} | {_md(c.pvar)} ({_md(c.unit)}) | {fmt_number(c.now)} | '
-                      f'{fmt_number(c.before)} | {c.pdiff:+.1f}%{" worse" if c.worse else ""} | {c.result_now or "-"} |')
+                      f'{fmt_number(c.before)} | {c.pdiff:+.1f}%{" worse" if c.worse else ""} | '
+                      f'{c.result_now or "-"} |')
                 p()
     p('Cells: value in the row\'s unit, (ratio to the best build: 1.00 is the best, lower is worse, for latencies '
       'too), verdict against the reference (pass, fail, or no reference: measured and logged only).')

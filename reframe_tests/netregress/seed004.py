@@ -25,7 +25,8 @@ COLUMNS = [
     ('NetPIPE peak, Mbit/s', 'netpipe.mpi:max_throughput_mbps', 1.0, 'higher'),
 ]
 #: The raw TCP row (the seed's first line): our TCP kernel and NPtcp on the same fabric.
-TCP_COLUMNS = {'mpitest.latency:rtt_us': ('tcp.rtt:rtt_us', 0.5), 'netpipe.mpi:latency_us': ('netpipe.tcp:latency_us', 1.0),
+TCP_COLUMNS = {'mpitest.latency:rtt_us': ('tcp.rtt:rtt_us', 0.5),
+               'netpipe.mpi:latency_us': ('netpipe.tcp:latency_us', 1.0),
                'mpitest.pingpong.blocking:throughput_mbps': ('tcp.pingpong.blocking:throughput_mbps', 1.0),
                'mpitest.stream.blocking:throughput_mbps': ('tcp.stream.blocking:throughput_mbps', 1.0),
                'netpipe.mpi:max_throughput_mbps': ('netpipe.tcp:max_throughput_mbps', 1.0)}
@@ -46,6 +47,14 @@ def figures(section: rpt.Section) -> dict[str, dict[str, float]]:
 
 def _fmt(v: float | None) -> str:
     return '-' if v is None else rpt.fmt_number(v)
+
+
+def missing(section: rpt.Section, key: str, env: str) -> str:
+    """Why ``env`` has no figure ``key`` in the section: skipped, failed, ... or '-' (not measured)."""
+    for row in section.rows:
+        if row.metric.key == key and env in row.cells and row.cells[env].figure is None:
+            return row.cells[env].missing if row.cells[env].missing != rpt.NOT_MEASURED else '-'
+    return '-'
 
 
 def leader(values: Mapping[str, float], better: str) -> str:
@@ -70,7 +79,7 @@ def micro_table(section: rpt.Section) -> list[str]:
         cells = []
         for _, key, factor, _ in COLUMNS:
             v = fig.get(key, {}).get(env)
-            cells.append(_fmt(None if v is None else v * factor))
+            cells.append(missing(section, key, env) if v is None else _fmt(v * factor))
         lines.append(f'| {env} | ' + ' | '.join(cells) + ' |')
     for _, key, _, better in COLUMNS:
         leads.append(leader({e: v for e, v in fig.get(key, {}).items() if e in envs}, better))

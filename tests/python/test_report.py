@@ -147,8 +147,8 @@ def fake_run(tmp_path, monkeypatch):
     # the run before this one (passed; openmpi4's latency was 0.4 us): stored with ReFrame's storage as it would
     # have stored it, and this run too
     def before_value(tc, key, entry):
-        return entry[0] * 0.8 if (tc['environ'], tc['interconnect'], key) == ('openmpi4', 'shm', 'vcluster:fast:rtt_us') \
-            else entry[0]
+        mine = (tc['environ'], tc['interconnect'], key) == ('openmpi4', 'shm', 'vcluster:fast:rtt_us')
+        return entry[0] * 0.8 if mine else entry[0]
     earlier = [dict(tc, perfvalues={k: [before_value(tc, k, v), *v[1:]] for k, v in tc['perfvalues'].items()})
                for tc in cases if tc['result'] == 'pass']
     before = write_report(tmp_path, earlier, start=END - 7200, name='earlier.json')
@@ -232,7 +232,8 @@ def test_report_tables_as_a_person_reads_them(fake_run):
     assert curves['intelmpi OSU latency', 'latency'].points[0] == (1, pytest.approx(0.3002))
     # what changed: openmpi4's latency was 0.4 us in the run before, now 0.5 (+25%, worse); mpich4 unchanged
     assert '### report-vcluster.json' in md
-    assert re.search(r'against the last passing run: 1 of \d+ figures moved by 5% or more', md)
+    assert re.search(r'against the last passing run \(`reframe --performance-compare .*num_failures==0/last:/'
+                     r'\+presult.`\): 1 of \d+ figures moved by 5% or more', md)
     assert '| mpi_latency %interconnect=shm @vcluster:fast+openmpi4 | rtt_us (us) | 0.500 | 0.400 | +25.0% worse | ' \
            'pass |' in md
     changes = read_csv(out / 'changes.csv')

@@ -91,6 +91,28 @@ def micro_table(section: rpt.Section) -> list[str]:
     return lines
 
 
+def macro_table(section: rpt.Section, size_label: str = '1 MB') -> list[str]:
+    """The multi-rank figures (4 ranks on 4 nodes): effective bisection bandwidth and the 13 collective tests at
+    one message size, who leads each, and how many each build leads (the seed's "no clear winner" question)."""
+    rows = [row for row in section.rows
+            if row.metric.key == 'ebb:ebb_mibps'
+            or (row.metric.key.startswith('mpicoll:') and row.metric.label.endswith(f'@ {size_label}'))]
+    envs = [e for e in section.environs if e != 'gnu']
+    if not rows:
+        return ['No multi-rank figure in this run on this interconnect.']
+    lines = ['| figure | ' + ' | '.join(envs) + ' | leads |', '|---|' + '---|' * (len(envs) + 1)]
+    wins = {e: 0 for e in envs}
+    for row in rows:
+        values = {e: c.figure.value for e, c in row.cells.items() if c.figure is not None and e in envs}
+        best = leader(values, 'higher')
+        if best in wins:
+            wins[best] += 1
+        cells = [_fmt(values[e]) if e in values else missing(section, row.metric.key, e) for e in envs]
+        lines.append(f'| {rpt.row_label(row.metric)} | ' + ' | '.join(cells) + f' | {best} |')
+    lines.append(f'| **figures led** (of {len(rows)}) | ' + ' | '.join(str(wins[e]) for e in envs) + ' | |')
+    return lines
+
+
 def nas_table(section: rpt.Section) -> list[str]:
     fig = figures(section)
     keys = sorted(k for k in fig if k.startswith('npb.') and k.endswith(':mops_total'))
@@ -123,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = True
         print(f'### {sec.title}\n')
         print('\n'.join(micro_table(sec)))
+        print()
+        print('\n'.join(macro_table(sec)))
         print()
         print('\n'.join(nas_table(sec)))
         print()

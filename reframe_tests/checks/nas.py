@@ -16,7 +16,7 @@ from reframe.core.builtins import fixture, parameter, run_after, run_before, var
 
 from netregress import spack_build
 from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
-from netregress.osu_npb import NPB_NAMES, npb_cases, npb_problems, npb_value, parse_npb, read_text
+from netregress.osu_npb import NPB_C, NPB_NAMES, npb_cases, npb_problems, npb_value, parse_npb, read_text
 
 NPB_PACKAGE = 'npb'
 #: Candidate process counts; each benchmark runs on the smallest it accepts: IS EP CG MG FT LU on 2, BT and SP
@@ -45,7 +45,9 @@ class NpbSpackBuild(spack_build.SpackPackageBuild):
 
     @run_before('compile', always_last=True)
     def expected_executables(self):
-        self.executables = [f'{name}.{system_class(self.current_system.name)}.x' for name in NPB_NAMES]
+        """Every benchmark of the class; only the C ones for an MPI without Fortran bindings (``no_fortran``)."""
+        names = NPB_C if self.current_environ.extras.get('no_fortran') else NPB_NAMES
+        self.executables = [f'{name}.{system_class(self.current_system.name)}.x' for name in names]
 
 
 @rfm.simple_test
@@ -77,6 +79,14 @@ class nas(ExitStatusPlugin, MpiCheck):
         self.bench, self.num_ranks = self.case
         self.fit_host_cpus = False      # NPB fixes its process count (BT/SP: a square)
         self.descr = f'NPB {self.bench.upper()} on {self.num_ranks} processes'
+
+    @run_after('setup')
+    def skip_fortran_without_bindings(self):
+        """A declared limit of the MPI build (environment extra ``no_fortran``: why): its Fortran benchmarks cannot
+        exist, so they are skipped with that reason (IS, in C, still runs)."""
+        reason = self.current_environ.extras.get('no_fortran')
+        self.skip_if(bool(reason) and self.bench not in NPB_C,
+                     f'NPB {self.bench.upper()} is Fortran and {reason}')
 
     @run_after('setup')
     def choose_class(self):

@@ -222,6 +222,10 @@ def npb_accepts(name: str, nprocs: int) -> bool:
     return nprocs & (nprocs - 1) == 0
 
 
+#: NPB 3.4 MPI benchmarks written in C (the others are Fortran and need the MPI's Fortran bindings).
+NPB_C = ('is',)
+
+
 def npb_cases(procs: tuple[int, ...]) -> list[tuple[str, int]]:
     """(benchmark, processes) per NPB benchmark: the smallest of ``procs`` it accepts (none accepted: left out)."""
     return [(name, next(n for n in procs if npb_accepts(name, n))) for name in NPB_NAMES

@@ -91,6 +91,20 @@ def mpi_spec(system: str, environ) -> str:
     return spec
 
 
+def no_spack_mpi_reason(environ) -> str | None:
+    """Why Spack cannot build for this environment's MPI at all (extras ``spack_mpi: none``, e.g. LAM/MPI, which
+    Spack has no package for and so cannot even describe as an external), or None."""
+    if ((getattr(environ, 'extras', None) or {}).get('spack_mpi') or '') != 'none':
+        return None
+    return (f'Spack has no package for the MPI of {environ.name} (extras.spack_mpi: none): nothing can be built '
+            f'through Spack with it')
+
+
+def not_built_reason(environ) -> str | None:
+    """Why the Spack path gives ``environ`` nothing at all: no Spack here, or none for its MPI (None: it can)."""
+    return absent_reason() or no_spack_mpi_reason(environ)
+
+
 def root_specs(system: str) -> list[str]:
     """The package specs of ``config/spack/<system>/spack.yaml`` (the ``packages`` definition)."""
     doc = (_load_yaml(str(source_dir(system) / 'spack.yaml')).get('spack') or {})
@@ -226,7 +240,7 @@ class SpackPackageBuild(rfm.CompileOnlyRegressionTest):
 
     @run_before('compile')
     def use_spack_environment(self):
-        absent = absent_reason()
+        absent = not_built_reason(self.current_environ)
         if absent is not None:
             self.skip_if(not self.optional, absent)
             self.build_system = 'CustomBuild'
@@ -268,8 +282,11 @@ def status(system: str) -> tuple[str, bool]:
         if issue is not None:
             return (f'Spack present ({spack_exe()}) but NOT usable for {system}: {issue}. The OSU, NAS, NPmpi and '
                     f'IMB checks will FAIL with this reason', False)
+        none = [e['name'] for e in _system_environments(system)
+                if ((e.get('extras') or {}).get('spack_mpi') or '') == 'none']
         return (f'Spack ({spack_exe()}), environment {env_dir(system)}: OSU, NAS, NPmpi and IMB built through it '
-                f'for every MPI build', True)
+                f'for every MPI build' + (f' except {", ".join(none)} (Spack has no package for its MPI: skipped)'
+                                          if none else ''), True)
     envs = _system_environments(system)
     names = [e['name'] for e in envs]
     no_np = [e['name'] for e in envs if not (e.get('extras') or {}).get('netpipe_mpi')]
@@ -280,7 +297,7 @@ def status(system: str) -> tuple[str, bool]:
         left_out.append(f'netpipe_mpi for {", ".join(no_np)} (no NetPIPE MPI module without Spack)')
     if no_imb:
         left_out.append(f'imb_pingpong for {", ".join(no_imb)} (no IMB-MPI1 without Spack)')
-    return f'NO Spack: {absent}. This run skips: ' + '; '.join(left_out), True
+    return f'NO Spack: {absent}. Skipped for that (where selected): ' + '; '.join(left_out), True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,12 @@ from netregress.references import metric_name
 OSU_PACKAGE = 'osu-micro-benchmarks'
 OSU_MPI_DIR = 'libexec/osu-micro-benchmarks/mpi'     # <prefix>/<this>/{pt2pt,collective}/<benchmark>
 OSU_WINDOW = 64                                      # OSU's default window size (osu_bw, osu_bibw, osu_mbw_mr)
+#: Reductions run on MPI_INT (``-T mpi_int``), not OSU's default MPI_CHAR: the MPI standard defines MPI_SUM for
+#: integer types, and MPI_CHAR is not one. Measured: Open MPI 4.1.4 and 5.0.11 fail OSU's validation of
+#: osu_allreduce on MPI_CHAR from 16 bytes (4 ranks, shm) and pass on MPI_INT and MPI_FLOAT; the MPICHs and Intel
+#: MPI pass on MPI_CHAR. The sizes stay in bytes.
+OSU_REDUCTIONS = {'osu_allreduce': 'mpi_int'}
+OSU_TYPE_BYTES = {'mpi_int': 4}                      # smallest message of that datatype (OSU starts there)
 
 
 class OsuSpackBuild(spack_build.SpackPackageBuild):
@@ -36,7 +42,7 @@ class OsuSpackBuild(spack_build.SpackPackageBuild):
 
 @rfm.simple_test
 class osu(ExitStatusPlugin, MpiCheck):
-    """One OSU benchmark over the whole size curve 1 B .. ``max_size``, validation on."""
+    """One OSU benchmark over the whole size curve 1 B (a reduction: one element) .. ``max_size``, validation on."""
 
     benchmark = parameter(list(OSU_BENCHMARKS), fmt=lambda b: b[4:], loggable=True)
 
@@ -92,8 +98,12 @@ class osu(ExitStatusPlugin, MpiCheck):
             self.max_size = 1 << 20 if subdir == 'pt2pt' else 1 << 16
 
     @property
+    def min_size(self) -> int:
+        return OSU_TYPE_BYTES.get(OSU_REDUCTIONS.get(self.benchmark, ''), 1)
+
+    @property
     def sizes(self) -> list[int]:
-        return [1 << e for e in range(self.max_size.bit_length()) if 1 << e <= self.max_size]
+        return [1 << e for e in range(self.max_size.bit_length()) if self.min_size <= 1 << e <= self.max_size]
 
     @run_after('setup')
     def osu_metrics(self):
@@ -116,8 +126,9 @@ class osu(ExitStatusPlugin, MpiCheck):
     def set_command(self):
         subdir, _, _ = OSU_BENCHMARKS[self.benchmark]
         self.executable = os.path.join(self.osu_build.kernels_dir, subdir, self.benchmark)
-        self.executable_opts = ['-m', f'1:{self.max_size}', '-i', str(self.run_iterations), '-x', str(self.warmup),
-                                '-c', *self.extra_opts]
+        datatype = ['-T', OSU_REDUCTIONS[self.benchmark]] if self.benchmark in OSU_REDUCTIONS else []
+        self.executable_opts = ['-m', f'{self.min_size}:{self.max_size}', '-i', str(self.run_iterations),
+                                '-x', str(self.warmup), '-c', *datatype, *self.extra_opts]
 
     def payload_bytes(self) -> float:
         """Lower bound of the bytes crossing between the ranks in the measured iterations."""

@@ -7,9 +7,9 @@
     names its install directory in the environment's ``extras.kernels``). The fixture only verifies they exist.
 ``cmake``
     Configure, build and install ``src/`` with the environment's MPI compiler (``extras.mpicc``) into the
-    fixture's stage directory.
+    fixture's stage directory, through ``tools/build-kernels`` (the same CMake invocation as tools/bootstrap).
 ``spack``
-    Build through ReFrame's Spack build system against the pre-concretized environment ``config/spack/<system>/``.
+    Build through ReFrame's Spack build system against the system's pre-concretized environment.
     Implemented by ``netregress.spack_build.configure(fixture)`` (owned by the Spack path; imported only here).
 ``NETREGRESS_KERNELS`` (environment variable, e.g. ``/opt/nr/{env}/bin``) overrides the prebuilt directory.
 
@@ -78,11 +78,12 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
     #: :type: :class:`str`
     kernels_dir = variable(str, value='', loggable=True)
 
-    #: Extra CMake arguments for the ``cmake`` path.
+    #: Extra CMake arguments for the ``cmake`` path (passed through tools/build-kernels, which already sets the
+    #: build type Release, the MPI wrapper and the rpath).
     #:
     #: :type: :class:`List[str]`
-    #: :default: ``['-DCMAKE_BUILD_TYPE=Release']``
-    cmake_args = variable(typ.List[str], value=['-DCMAKE_BUILD_TYPE=Release'])
+    #: :default: ``[]``
+    cmake_args = variable(typ.List[str], value=[])
 
     valid_systems = ['*']
     valid_prog_environs = ['+kernels']
@@ -112,14 +113,14 @@ class KernelBuild(rfm.CompileOnlyRegressionTest):
                                           f'{{ echo "missing prebuilt kernel {prebuilt}/{exe}" >&2; exit 1; }}'
                                           for exe in self.executables]
         else:
-            mpicc = environ.extras.get('mpicc')
-            args = list(self.cmake_args)
-            args.append(f'-DMPI_C_COMPILER={mpicc}' if mpicc else '-DNR_ENABLE_MPI=OFF')
+            # tools/build-kernels: the one CMake invocation (bootstrap and run-tests use it too), with the rpath
+            # to the wrapper's own MPI library that the PyPI builds need (their sonames are Debian's)
+            mpicc = environ.extras.get('mpicc') or 'none'
             self.kernels_dir = os.path.join(self.stagedir, 'install', 'bin')
+            extra = ['--', *self.cmake_args] if self.cmake_args else []
             self.build_system.commands = [
-                f'cmake -S {paths.repo_root()} -B build {" ".join(args)}',
-                f'cmake --build build -j {os.cpu_count() or 1}',     # built locally: this host\'s CPUs
-                'cmake --install build --prefix install',
+                ' '.join([str(paths.repo_root() / 'tools' / 'build-kernels'), '--mpicc', mpicc, '--build', 'build',
+                          '--prefix', 'install', '--jobs', str(os.cpu_count() or 1), *extra]),
             ]
 
     @sanity_function

@@ -605,7 +605,8 @@ def plot_sweeps(sec: Section, out: Path, run_end: float | None) -> None:
         if shown:
             ax.legend(fontsize='x-small')
         else:
-            ax.text(0.5, 0.5, 'no ping-pong sweep here', transform=ax.transAxes, ha='center', color='grey')
+            ax.tick_params(axis='y', which='both', left=False, labelleft=False)
+            ax.text(0.5, 0.5, f'no {kind} curve measured here', transform=ax.transAxes, ha='center', color='grey')
         ax.set_title({'latency': 'Latency', 'bandwidth': 'Bandwidth'}[kind], fontsize=10)
     fig.suptitle(f'Latency and bandwidth against message size: {sec.title}')
     name = f'sweep-{sec.slug}.png'

@@ -356,7 +356,7 @@ int main(int argc, char **argv)
     if (rc == NR_OK) {
         if (o.seed == 0)
             o.seed = nr_now_ns() | 1;
-        rc = nr_mpi_check(MPI_Bcast(&o.seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast (seed)", &err);
+        rc = nr_mpi_check(MPI_Bcast(&o.seed, 1, NR_MPI_UINT64, 0, MPI_COMM_WORLD), "MPI_Bcast (seed)", &err);
         rc = nr_mpi_agree(rc, &err);
         if (rc == NR_OK && mpi.rank == 0) {
             printf("# Info: (0): nr-ebb %s (P=%d) seed %llu, %d rounds of %d exchanges, %d buckets\n", nr_version(),

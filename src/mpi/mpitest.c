@@ -234,13 +234,13 @@ static int nr__ship_log(struct nr__run *r, struct nr_error *err)
         size_t len = 0;
         char *text = nr_sysmon_log_serialize(nr_sysmon_get_log(r->mon), &len);
         uint64_t n = text ? len : 0;
-        rc = nr_mpi_check(MPI_Send(&n, 1, MPI_UINT64_T, 0, NR__TAG_ACK, MPI_COMM_WORLD), "sending the log", err);
+        rc = nr_mpi_check(MPI_Send(&n, 1, NR_MPI_UINT64, 0, NR__TAG_ACK, MPI_COMM_WORLD), "sending the log", err);
         if (rc == NR_OK && n)
             rc = nr_mpi_check(MPI_Send(text, (int)n, MPI_CHAR, 0, NR__TAG_ACK, MPI_COMM_WORLD), "sending the log", err);
         free(text);
     } else {
         uint64_t n = 0;
-        rc = nr_mpi_check(MPI_Recv(&n, 1, MPI_UINT64_T, 1, NR__TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+        rc = nr_mpi_check(MPI_Recv(&n, 1, NR_MPI_UINT64, 1, NR__TAG_ACK, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
                           "receiving the secondary's log", err);
         if (rc == NR_OK && n > (uint64_t)1 << 30)
             rc = nr_error_set(err, NR_E_PROTO, "secondary's system log is implausibly large (%llu bytes)",
@@ -463,7 +463,8 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         return rc;
     /* Exchange host names (for the banner, -o and JSON). */
     char hosts[2][NR_HOST_MAX];
-    rc = nr_mpi_check(MPI_Allgather(g_mpi->host, NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD),
+    rc = nr_mpi_check(MPI_Allgather(NR_MPI_IN(g_mpi->host), NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR,
+                                    MPI_COMM_WORLD),
                       "MPI_Allgather (host names)", err);
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;

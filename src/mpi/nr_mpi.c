@@ -2,6 +2,7 @@
 #include "nr_mpi.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +15,31 @@ int nr_mpi_check(int mpi_rc, const char *what, struct nr_error *err)
     if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "MPI error %d", mpi_rc);
     return nr_error_set(err, NR_E_MPI, "%s: %s", what, msg);
+}
+
+/* Ranks on this rank's node, for the memory budget (1 when it cannot be told). MPI-3 asks the library; an MPI-1/2
+ * library (LAM/MPI 7.1 is MPI 1.2) has no MPI_Comm_split_type, so there the ranks compare host names instead. */
+static int count_local_ranks(const struct nr_mpi *m)
+{
+    int n = 1;
+#if MPI_VERSION >= 3
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        MPI_Comm_free(&node);
+    }
+#else
+    char *all = malloc((size_t)m->size * NR_HOST_MAX);
+    char mine[NR_HOST_MAX] = {0};
+    snprintf(mine, sizeof mine, "%s", m->host);
+    if (all && MPI_Allgather(mine, NR_HOST_MAX, MPI_CHAR, all, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD) == MPI_SUCCESS) {
+        n = 0;
+        for (int r = 0; r < m->size; r++)
+            n += strncmp(all + (size_t)r * NR_HOST_MAX, mine, NR_HOST_MAX) == 0;
+    }
+    free(all);
+#endif
+    return n > 0 ? n : 1;
 }
 
 int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err)
@@ -30,12 +56,7 @@ int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err)
         return rc;
     char full[NR_HOST_MAX];
     nr_hostname_short(nr_hostname(full, sizeof full), m->host, sizeof m->host);
-    MPI_Comm node;
-    m->local_ranks = 1;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_size(node, &m->local_ranks);
-        MPI_Comm_free(&node);
-    }
+    m->local_ranks = count_local_ranks(m);
     return NR_OK;
 }
 

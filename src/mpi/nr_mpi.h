@@ -13,6 +13,22 @@
 
 #include "nr/core.h"
 
+/* The kernels are written against MPI 3; two gaps of older libraries (LAM/MPI 7.1.4 is MPI 1.2) are bridged here,
+ * chosen by the standard's own MPI_VERSION / MPI_SUBVERSION macros:
+ *   NR_MPI_UINT64   MPI_UINT64_T (MPI 2.2) or, before it, MPI_UNSIGNED_LONG_LONG (checked to be 64 bits);
+ *   NR_MPI_IN(p)    a send buffer: MPI 3 declares them const, older headers do not, so a const pointer is cast. */
+#if MPI_VERSION > 2 || (MPI_VERSION == 2 && MPI_SUBVERSION >= 2)
+#define NR_MPI_UINT64 MPI_UINT64_T
+#else
+#define NR_MPI_UINT64 MPI_UNSIGNED_LONG_LONG
+_Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "MPI_UNSIGNED_LONG_LONG stands in for uint64_t");
+#endif
+#if MPI_VERSION >= 3
+#define NR_MPI_IN(p) (p)
+#else
+#define NR_MPI_IN(p) ((void *)(uintptr_t)(p))
+#endif
+
 struct nr_mpi {
     int rank;                     /* rank in MPI_COMM_WORLD */
     int size;                     /* number of ranks */

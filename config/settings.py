@@ -12,7 +12,7 @@ Automatic selection: vcluster while tools/vcluster reports it up (its state unde
 
 Everything is resolved from this file's location (no absolute paths): MPI builds and kernels under .deps/ (made by
 tools/bootstrap), everything a run writes under run/. One programming environment per MPI build (openmpi4, mpich4,
-openmpi5, mpich5, intelmpi) plus ``gnu`` (no MPI: TCP kernels, NPtcp, iperf3).
+openmpi5, mpich5, intelmpi, lam7) plus ``gnu`` (no MPI: TCP kernels, NPtcp, iperf3).
 
 Environment extras read by the netregress library (reframe_tests/netregress):
   mpi_family   row of config/interconnects.yaml that forces this MPI onto an interconnect
@@ -22,6 +22,9 @@ Environment extras read by the netregress library (reframe_tests/netregress):
   kernels      directory with prebuilt kernels (tools/bootstrap: .deps/kernels/<env>/bin)
   netpipe_mpi  NetPIPE MPI module built against this MPI (absent = none exists; the check says so)
   imb          IMB-MPI1 executable (Intel MPI ships one)
+  run_as       user the environment's jobs run as when the suite runs as root (LAM/MPI refuses root): Slurm jobs
+               are submitted with sbatch --uid=USER and the stage directory is handed to USER (netregress/launch.py)
+  spack_mpi    'none': Spack has no package for this MPI; its Spack-built tools are skipped with that reason
   known_faults defects of this MPI build that checks skip, visibly, with the reason: [{checks: [check names],
                min_nodes: N (only runs spanning at least N nodes), oversubscribed: true (only runs with more
                ranks than CPUs), reason: '...'}]
@@ -109,6 +112,10 @@ def _kernels(env):
 # files, e.g. a site's private ones or a drill's) makes them strict like a site system: a missing reference fails.
 EMBEDDED_REFERENCES = 'committed' if os.environ.get('NETREGRESS_REFERENCES') else 'host'
 
+#: The unprivileged user LAM/MPI jobs run as when the suite runs as root (tools/bootstrap creates it).
+LAM_USER = os.environ.get('NETREGRESS_LAM_USER') or 'netregress'
+LAMRUN = str(ROOT / 'tools' / 'lamrun')
+
 OMPI_ROOT_VARS = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']]
 
 # MPI builds: (name, compiler, family, extras, env_vars) shared by every system on this machine.
@@ -141,6 +148,15 @@ MPI_BUILDS = {
     'mpich5': dict(cc=str(_mpi('mpich5') / 'bin' / 'mpicc'), family='mpich-ofi', env_vars=[],
                    extras={'no_fortran': 'the PyPI MPICH 5.0.2 wheel ships no Fortran MPI bindings '
                                          '(no mpifort, no libmpifort)'}),
+    # LAM/MPI 7.1.4 (Debian lam-runtime, lam4-dev), seed 004's second MPI. tools/lamrun boots a LAM universe per job
+    # and takes it down again; LAM refuses to run as root, so when the suite runs as root its jobs run as the
+    # unprivileged `run_as` user (tools/bootstrap creates it): Slurm jobs are submitted with sbatch --uid, a local
+    # job's lamrun switches user itself (netregress/launch.py). No Spack package exists for LAM (spack_mpi: none).
+    # NPmpi: tools/bootstrap builds it against LAM from the NetPIPE archive of the Spack source mirror, when present.
+    'lam7': dict(cc='mpicc.lam', family='lam', env_vars=[],
+                 extras={'run_as': LAM_USER, 'spack_mpi': 'none',
+                         **({'netpipe_mpi': str(DEPS / 'kernels' / 'lam7' / 'bin' / 'NPmpi')}
+                            if (DEPS / 'kernels' / 'lam7' / 'bin' / 'NPmpi').exists() else {})}),
     'intelmpi': dict(cc=str(_mpi('intelmpi') / 'bin' / 'mpicc'), family='intelmpi',
                      env_vars=[['I_MPI_ROOT', str(_mpi('intelmpi'))],
                                ['LD_LIBRARY_PATH', f'{_mpi("intelmpi")}/lib:$LD_LIBRARY_PATH']],
@@ -155,6 +171,7 @@ LOCAL_LAUNCH = {
                  '-np', '{ntasks}'],
     'mpich5': [str(_mpi('mpich5') / 'bin' / 'mpiexec'), '-n', '{ntasks}'],
     'intelmpi': [str(_mpi('intelmpi') / 'bin' / 'mpiexec'), '-n', '{ntasks}'],
+    'lam7': [LAMRUN, '--user', LAM_USER, '-np', '{ntasks}'],
 }
 # Slurm (slurm-vcluster.md): Open MPIs via PMIx; Debian MPICH through its own Hydra (its srun --mpi=pmi2 path hangs
 # in MPI_Finalize in ~10% of runs); MPICH 5 and Intel MPI via PMI-2.
@@ -165,6 +182,8 @@ SLURM_LAUNCH = {
                '-ppn', '{ntasks_per_node}'],
     'mpich5': ['srun', '--mpi=pmi2'],
     'intelmpi': ['srun', '--mpi=pmi2'],
+    # LAM's own slurm boot module starts one lamd per node of the allocation; mpirun.lam places the ranks
+    'lam7': [LAMRUN, '-np', '{ntasks}'],
 }
 
 

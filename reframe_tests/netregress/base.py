@@ -556,6 +556,7 @@ class MpiCheck(NetregressCheck):
         if launcher is not None:
             self.job.launcher = launcher
         self.job.launcher.options += self.mpi_path.launcher
+        launch.run_unprivileged(self)       # environment extra run_as (LAM/MPI refuses root)
 
     @run_before('run', always_last=True)
     def pin_ranks_to_host_cpus(self):
@@ -566,8 +567,8 @@ class MpiCheck(NetregressCheck):
         if not cpus or not self.current_partition.extras.get('pin_ranks'):
             return
         # PMI_RANK: ranks started by Hydra (whose proxies srun starts) or Intel MPI; OMPI_COMM_WORLD_RANK: ranks
-        # mpirun starts (local); SLURM_PROCID: ranks srun starts itself
-        pin = (f'r=${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-${{SLURM_PROCID:-0}}}}}}; '
+        # mpirun starts (local); LAMRANK: ranks LAM's lamd starts; SLURM_PROCID: ranks srun starts itself
+        pin = (f'r=${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-${{LAMRANK:-${{SLURM_PROCID:-0}}}}}}}}; '
                f'exec taskset -c $((r % {int(cpus)})) "$@"')
         self.executable_opts = ['-c', shlex.quote(pin), 'nr-pin', self.executable, *self.executable_opts]
         self.executable = 'sh'

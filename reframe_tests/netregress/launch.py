@@ -10,6 +10,8 @@ Template placeholders: ``{ntasks}``, ``{ntasks_per_node}``, ``{nodes}``.
 from __future__ import annotations
 
 import math
+import os
+import pwd
 from typing import Sequence
 
 from reframe.core.launchers import JobLauncher
@@ -39,3 +41,35 @@ def launcher_for(environ, partition) -> JobLauncher | None:
     if not template:
         return None
     return TemplateLauncher(template)
+
+
+def run_as_user(environ) -> str | None:
+    """The user this environment's jobs must run as: ``extras.run_as`` while the suite runs as root, else None.
+
+    LAM/MPI refuses to run as root. On a real cluster the suite runs as an ordinary user and nothing changes; on
+    the vcluster, whose set-up needs root, LAM jobs alone switch to the unprivileged user tools/bootstrap creates.
+    """
+    user = (environ.extras or {}).get('run_as')
+    if not user or os.geteuid() != 0:
+        return None
+    return str(user)
+
+
+def run_unprivileged(check) -> None:
+    """Make the check's job run as :func:`run_as_user` when the environment asks for it.
+
+    Slurm: the job is submitted with ``--uid=USER`` (root may do so), so the job script, every step and the lamd
+    daemons run as USER; local: the launcher (tools/lamrun ``--user``) switches user itself. Either way the job
+    writes its output, ``result.json`` and the counter snapshots into the stage directory, which is handed to
+    USER here. A user that does not exist is an error naming the fix, not a job that fails obscurely."""
+    user = run_as_user(check.current_environ)
+    if user is None:
+        return
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        raise ValueError(f'environment {check.current_environ.name} runs its jobs as user {user!r} (extras.run_as), '
+                         f'which does not exist: run tools/bootstrap as root to create it') from None
+    if check.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
+        check.job.options += [f'--uid={user}']
+    os.chown(check.stagedir, pw.pw_uid, pw.pw_gid)

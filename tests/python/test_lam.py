@@ -1,0 +1,146 @@
+"""LAM/MPI 7.1 as the `lam7` environment: settings, interconnect rows, transport report, the user switch, lamrun."""
+import importlib.util
+import os
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from netregress import launch, provenance, spack_build
+
+
+def settings(repo_root):
+    spec = importlib.util.spec_from_file_location('nr_settings_lam', repo_root / 'config' / 'settings.py')
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def lam_env(repo_root, system):
+    found = [e for e in settings(repo_root).site_configuration['environments']
+             if e['name'] == 'lam7' and system in e['target_systems']]
+    assert len(found) == 1, f'one lam7 environment on {system}'
+    return found[0]
+
+
+@pytest.mark.parametrize('system', ['local', 'vcluster'])
+def test_lam7_environment(repo_root, system):
+    env = lam_env(repo_root, system)
+    extras = env['extras']
+    assert env['cc'] == 'mpicc.lam' and extras['mpicc'] == 'mpicc.lam'
+    assert extras['mpi_family'] == 'lam'
+    assert extras['run_as'] and extras['run_as'] != 'root'
+    assert extras['spack_mpi'] == 'none'
+    assert 'mpi' in env['features']
+    launcher = extras['launch']
+    assert launcher[0].endswith('tools/lamrun') and os.access(launcher[0], os.X_OK)
+    assert launcher[-2:] == ['-np', '{ntasks}']
+    # locally lamrun switches user itself; under Slurm the job is submitted as the user (sbatch --uid)
+    assert ('--user' in launcher) == (system == 'local')
+
+
+def test_lam_paths_force_the_rpi(table):
+    shm = table.path('shm', 'lam', {})
+    assert shm.env == {'LAM_MPI_SSI_rpi': 'usysv'}
+    assert shm.report == {'LAM_MPI_SSI_rpi_verbose': '1'}
+    for ic, ctx in (('tcp', {'iface': 'lo', 'subnet': '127.0.0.0/8'}),
+                    ('fast', {'iface': 'eth0', 'subnet': '10.92.1.0/24'}),
+                    ('gige', {'iface': 'eth0', 'subnet': '10.92.2.0/24'})):
+        path = table.path(ic, 'lam', ctx)
+        assert path.env == {'LAM_MPI_SSI_rpi': 'tcp'}, ic
+        assert path.launcher == ['--subnet', ctx['subnet']], ic
+        assert provenance.check_transports({'lam:tcp'}, path.transport) == []
+        assert provenance.check_transports({'lam:usysv'}, path.transport), f'{ic}: shared memory must fail'
+    assert provenance.check_transports({'lam:tcp'}, shm.transport), 'shm: tcp must fail'
+    assert provenance.check_transports({'lam:usysv'}, shm.transport) == []
+
+
+# What two ranks print with LAM_MPI_SSI_rpi_verbose=1 (measured here; the usysv module lists the tcp module's
+# parameters too, because it uses tcp between nodes: they name no choice).
+USYSV_OUTPUT = """\
+n0<31882> ssi:rpi:usysv: module initializing
+n0<31882> ssi:rpi:usysv:pollyield: 1
+n0<31882> ssi:rpi:usysv:short: 8192 bytes
+n0<31882> ssi:rpi:tcp:short: 65536 bytes
+n0<31882> ssi:rpi:tcp:sockbuf: 65536 bytes
+n0<31883> ssi:rpi:usysv: module initializing
+n0<31883> ssi:rpi:tcp:sockbuf: 65536 bytes
+vm(Master-node) <--> vm(Secondary-node)
+"""
+TCP_OUTPUT = """\
+n1<2084> ssi:rpi:tcp: module initializing
+n1<2084> ssi:rpi:tcp:short: 65536 bytes
+n0<2083> ssi:rpi:tcp: module initializing
+"""
+
+
+def test_lam_transport_report():
+    assert provenance.transports(USYSV_OUTPUT) == {'lam:usysv'}
+    assert provenance.transports(TCP_OUTPUT) == {'lam:tcp'}
+    assert provenance.transports('lamrun: node n0 fast1 10.92.1.11\n') == set()
+
+
+def fake_check(tmp_path, scheduler, run_as='nobody'):
+    job = SimpleNamespace(options=[])
+    return SimpleNamespace(
+        current_environ=SimpleNamespace(name='lam7', extras={'run_as': run_as} if run_as else {}),
+        current_partition=SimpleNamespace(scheduler=SimpleNamespace(registered_name=scheduler)),
+        job=job, stagedir=str(tmp_path))
+
+
+@pytest.mark.parametrize('scheduler,uid_option', [('slurm', True), ('squeue', True), ('local', False)])
+def test_run_unprivileged_as_root(tmp_path, monkeypatch, scheduler, uid_option):
+    chowned = []
+    monkeypatch.setattr(launch.os, 'geteuid', lambda: 0)
+    monkeypatch.setattr(launch.os, 'chown', lambda path, uid, gid: chowned.append((path, uid, gid)))
+    check = fake_check(tmp_path, scheduler)
+    launch.run_unprivileged(check)
+    assert (check.job.options == ['--uid=nobody']) == uid_option
+    assert [c[0] for c in chowned] == [str(tmp_path)]
+
+
+def test_run_unprivileged_needs_root_and_run_as(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch.os, 'chown', lambda *a: pytest.fail('nothing to hand over'))
+    monkeypatch.setattr(launch.os, 'geteuid', lambda: 1000)
+    check = fake_check(tmp_path, 'slurm')
+    launch.run_unprivileged(check)              # an ordinary user runs LAM as itself
+    assert check.job.options == []
+    monkeypatch.setattr(launch.os, 'geteuid', lambda: 0)
+    check = fake_check(tmp_path, 'slurm', run_as=None)
+    launch.run_unprivileged(check)              # other MPI builds are untouched
+    assert check.job.options == []
+
+
+def test_run_unprivileged_unknown_user(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch.os, 'geteuid', lambda: 0)
+    with pytest.raises(ValueError, match="user 'no-such-user-nr'.*tools/bootstrap"):
+        launch.run_unprivileged(fake_check(tmp_path, 'slurm', run_as='no-such-user-nr'))
+
+
+def test_spack_is_left_out_for_lam():
+    lam = SimpleNamespace(name='lam7', extras={'spack_mpi': 'none'})
+    assert 'Spack has no package' in spack_build.no_spack_mpi_reason(lam)
+    assert spack_build.no_spack_mpi_reason(SimpleNamespace(name='mpich5', extras={})) is None
+
+
+@pytest.mark.parametrize('args,code,message', [
+    (['-np', 'x', 'prog'], 2, "-np needs a positive number of ranks, got 'x'"),
+    (['-np', '0', 'prog'], 2, '-np needs a positive number'),
+    (['--subnet', '10.1.2.0', '-np', '2', 'prog'], 2, '--subnet takes an IPv4 CIDR'),
+    (['-np', '2'], 2, 'no program to run'),
+    (['--bogus', '-np', '2', 'prog'], 2, "unknown option '--bogus'"),
+])
+def test_lamrun_usage_errors(repo_root, args, code, message):
+    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='the root case')
+def test_lamrun_refuses_root_without_user(repo_root):
+    if subprocess.run(['sh', '-c', 'command -v lamboot'], capture_output=True).returncode:
+        pytest.skip('LAM/MPI not installed')
+    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 1
+    assert 'refuses to run as root' in proc.stderr

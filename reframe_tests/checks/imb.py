@@ -46,5 +46,8 @@ class imb_pingpong(ImbPingPongCheck):
 
     @run_before('run')
     def set_command(self):
-        super().set_command()
+        """The options of ImbPingPongCheck.set_command, on the IMB-MPI1 chosen above (not ``extras.imb``)."""
+        lo, hi = self.msglog
         self.executable = self.imb_exe
+        self.executable_opts = ['PingPong', '-msglog', f'{lo}:{hi}', '-iter_policy', 'off',
+                                '-iter', str(self.iterations)]

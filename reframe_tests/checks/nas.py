@@ -102,7 +102,8 @@ class nas(ExitStatusPlugin, MpiCheck):
         self.executable_opts = []
 
     def payload_bytes(self) -> float:
-        return float(self.min_wire_bytes)
+        # EP only reduces a few sums at its end: Intel MPI over TCP loopback carried 1716 B in all (class S, 2 ranks)
+        return float(min(self.min_wire_bytes, 256) if self.bench == 'ep' else self.min_wire_bytes)
 
     def npb_witness(self) -> list[str]:
         try:

@@ -137,7 +137,9 @@ MPI_BUILDS = {
                                              'reason': 'Debian MPICH 4.0.2 over UCX hangs in MPI_Finalize after '
                                                        'runs across nodes (4 ranks: about 1 run in 2; 2 ranks: about '
                                                        '1 in 30)'},
-                                            {'checks': ['mpi_collectives', 'mpi_ebb'], 'oversubscribed': True,
+                                            # measured: NPB BT on 4 ranks over TCP loopback hit the time limit
+                                            # once (retry passed), 2026-11-23
+                                            {'checks': ['mpi_collectives', 'mpi_ebb', 'nas'], 'oversubscribed': True,
                                              'reason': 'Debian MPICH 4.0.2 over UCX cannot yield an idle rank: '
                                                        'with more ranks than CPUs it measures the scheduler'}]}),
     # The PyPI wheels ship no Fortran MPI bindings (no mpifort/mpif77, no libmpi_mpifh / libmpifort): the NAS

@@ -299,7 +299,11 @@ def main(argv: Sequence[str] | None = None, *, runner: coverage.Runner = coverag
     else:
         uncovered = coverage.uncovered_nodes(data, plan.cover, system=systems[0] if len(systems) == 1 else None)
 
-    text, _ok = runsummary.summarise(data, name=f'post-maintenance run on {",".join(systems) or "?"}')
+    try:                                  # ReFrame's JSON keeps no reason for a skip; its console log does
+        skips = runsummary.skip_reasons(log.read_text(errors='replace'))
+    except OSError:
+        skips = {}
+    text, _ok = runsummary.summarise(data, name=f'post-maintenance run on {",".join(systems) or "?"}', skips=skips)
     print(text)
     for line in failing_cases(data):
         print(line)

@@ -23,6 +23,7 @@ static int count_local_ranks(const struct nr_mpi *m)
 {
     int n = 1;
 #if MPI_VERSION >= 3
+    (void)m;    /* the library knows the node; only the MPI-1/2 path reads host names */
     MPI_Comm node;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &n);

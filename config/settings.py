@@ -35,7 +35,9 @@ interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes 
 task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
 CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml),
 pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus), pair_cpu (both ends of a TCP pair, our kernels,
-iperf3 and NPtcp, run on this CPU: nodes that share one host's CPUs, base.py pair_cpu_prefix).
+iperf3 and NPtcp, run on this CPU: nodes that share one host's CPUs, base.py pair_cpu_prefix), assert_cpu_bound
+(False: against a host baseline, CPU-bound absolute figures are recorded, not asserted; ratios and link-bound
+streams are, base.py asserted_absolute).
 Partition features ``ic-<name>`` say which interconnects a partition offers; checks select partitions by them.
 """
 import os
@@ -242,6 +244,7 @@ local = {
             'host_cpus': os.cpu_count(),    # no more MPI ranks than CPUs (base.py: oversubscribed runs measure the scheduler)
             'pin_ranks': True,              # MPI rank r on CPU r mod host_cpus (base.py)
             'pair_cpu': 0,                  # TCP client and server on one CPU (base.py: unpinned runs were bimodal)
+            'assert_cpu_bound': False,      # its host baseline asserts ratios and link-bound streams only (base.py)
         },
     }],
 }
@@ -267,6 +270,7 @@ def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
             'host_cpus': os.cpu_count(),     # namespace nodes share this host's CPUs (oversubscription, base.py)
             'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (base.py: shm runs were bimodal)
             'pair_cpu': 0,                   # TCP client and server on one CPU (base.py: unpinned runs were bimodal)
+            'assert_cpu_bound': False,       # its host baseline asserts ratios and link-bound streams only (base.py)
             'interconnects': {name: {'iface': VC.get(iface_key, default_iface),
                                      'subnet': VC.get(subnet_key, ''),
                                      # unshaped veth is bounded by the shared CPUs, not the link: its links moved

@@ -437,7 +437,7 @@ def judge_links(links: Sequence[LinkResult], *, min_fraction: float, rate_mbps: 
 
     * every link measured (a link whose tests failed is named with the cause);
     * every link at least ``min_fraction`` x the median link (:func:`upper_median`);
-    * with a line rate, every link at least ``rate_fraction`` x ``rate_mbps``.
+    * with a line rate, every link at least ``rate_fraction`` x ``rate_mbps`` (the most payload a link carries).
     When all offending links (two or more) share one node, the message names it.
     """
     problems = []
@@ -462,8 +462,8 @@ def judge_links(links: Sequence[LinkResult], *, min_fraction: float, rate_mbps: 
         below = sorted((x for x in measured if x.throughput_mbps < rate_fraction * rate_mbps),
                        key=lambda x: x.throughput_mbps)
         if below:
-            parts = [f'{_link_figure(x)} is {x.throughput_mbps / rate_mbps:.3f} x the line rate {rate_mbps:g} '
-                     f'Mbit/s' for x in below[:MAX_NAMED_LINKS]] + _more(below)
+            parts = [f'{_link_figure(x)} is {x.throughput_mbps / rate_mbps:.3f} x the {rate_mbps:g} Mbit/s a link '
+                     f'carries' for x in below[:MAX_NAMED_LINKS]] + _more(below)
             problems.append('; '.join(parts) + f' (min_rate_fraction {rate_fraction:g})'
                             + _attribution(below, 'slow'))
     return problems
@@ -576,17 +576,17 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     #: :default: ``None`` (0.85)
     min_link_fraction = variable(float, type(None), value=None, loggable=True)
 
-    #: Where the fabric has a line rate (``rate_mbps``), every link must reach this fraction of it. None: the
-    #: partition extra ``interconnects.<ic>.min_rate_fraction`` where given, else :data:`MIN_RATE_FRACTION`. TCP
-    #: through a token bucket that counts Ethernet frames carries at most 1448/1514 = 0.956 of the rate (measured
-    #: 956-957 Mbit/s of 1 Gbit/s), so 0.95 leaves 0.7% for a busy host (set in setup).
+    #: Where the fabric has a line rate, every link must reach this fraction of the most payload a link carries
+    #: (``rate_mbps``, the line rate less framing). None: the partition extra
+    #: ``interconnects.<ic>.min_rate_fraction`` where given, else :data:`MIN_RATE_FRACTION` (set in setup).
     #:
     #: :type: :class:`float` or ``None``
     #: :default: ``None`` (0.95)
     min_rate_fraction = variable(float, type(None), value=None, loggable=True)
 
-    #: Line rate of the fabric in Mbit/s; None: the partition extra ``interconnects.<ic>.rate_mbps``, else
-    #: ``rate_mbps`` of the interconnect in ``config/interconnects.yaml``, else no rate test (set in setup).
+    #: The most TCP payload one link carries, Mbit/s; None: the partition extra ``interconnects.<ic>.payload_mbps``
+    #: (or its ``rate_mbps``), else ``payload_mbps`` of the interconnect in ``config/interconnects.yaml`` (its line
+    #: rate less framing), else no rate test (set in setup).
     #:
     #: :type: :class:`float` or ``None``
     #: :default: ``None``
@@ -667,8 +667,10 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
         return ((self.current_partition.extras.get('interconnects') or {}).get(self.interconnect) or {}).get(key)
 
     def configured_rate_mbps(self) -> float | None:
-        """The fabric's line rate from the partition extras or the interconnect table (None: not declared)."""
-        for value in (self.fabric_extra('rate_mbps'), getattr(self.ic, 'rate_mbps', None)):
+        """The most payload a link of the fabric carries, from the partition extras or the interconnect table (None:
+        no rate declared)."""
+        for value in (self.fabric_extra('payload_mbps'), self.fabric_extra('rate_mbps'),
+                      getattr(self.ic, 'payload_mbps', None)):
             if value:
                 return float(value)
         return None

@@ -7,7 +7,9 @@ kept outside the repository in the state directory (``NETREGRESS_STATE``, defaul
     <state>/baselines/<system>/<host id>.yaml
 
 The host id is a hash of a stable fingerprint (CPU model, cores, memory, kernel release, virtualisation); the file
-also records which kernel sources (``src/``) measured it, and a baseline measured by other kernels is stale.
+also records what measured it (:func:`measurement_version`: the kernel sources, the checks and the library code
+that launches, pins and reads them, the settings and interconnect table), and a baseline measured otherwise is
+stale: pinning a TCP pair to one CPU moved a loopback round trip 10x without touching ``src/``.
 
 A baseline keeps, per performance variable, the figures of its last ``window`` passing runs. The reference value is
 their median and the band is derived from their spread: each side is ``spread_factor`` x the largest relative
@@ -87,12 +89,30 @@ def host_id(facts: Mapping | None = None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def kernels_version(root: Path | None = None) -> str:
-    """Hash of the kernel sources (``src/``): figures measured by other kernels are not comparable."""
-    src = (root or paths.repo_root()) / 'src'
+#: Library modules that only read finished runs (reports, history, band rules, node checks): editing them does not
+#: change a figure, so it does not make a baseline stale.
+NOT_MEASURING = frozenset({'baselines.py', 'coverage.py', 'drill.py', 'history.py', 'postmaint.py', 'refstool.py',
+                           'report.py', 'runsummary.py', 'seed004.py'})
+
+
+def measurement_version(root: Path | None = None) -> str:
+    """Hash of everything that decides how a figure is measured: the kernel sources (``src/``), the checks and the
+    library that launches, pins and reads them, ``config/settings.py``, the virtual cluster (``tools/vcluster`` and its
+    ``config/vcluster.env``) and the interconnect table (its band rules excluded: they judge figures, they do not
+    make them). Figures measured by another version are not comparable."""
+    root = root or paths.repo_root()
+    files = [p for p in sorted((root / 'src').rglob('*')) if p.is_file()]
+    files += sorted((root / 'reframe_tests').rglob('*.py'))
+    files = [p for p in files if not (p.parent.name == 'netregress' and p.name in NOT_MEASURING)]
     digest = hashlib.sha256()
-    for path in sorted(p for p in src.rglob('*') if p.is_file()):
-        digest.update(str(path.relative_to(src)).encode() + b'\0' + path.read_bytes() + b'\0')
+    # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
+    files += [p for p in (root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster')
+              if p.exists()]
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b'\0' + path.read_bytes() + b'\0')
+    table = yaml.safe_load((root / 'config' / 'interconnects.yaml').read_text()) or {}
+    measuring = {k: v for k, v in table.items() if k not in ('baselines', 'fixed_bands')}
+    digest.update(json.dumps(measuring, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:12]
 
 
@@ -153,7 +173,7 @@ class Baseline:
             raise BaselineError(f'{path}: schema must be {SCHEMA!r}, got {data.get("schema")!r}')
         self.host: dict = dict(data.get('host') or host_facts())
         self.host_id: str = str(data.get('host_id') or host_id(self.host))
-        self.kernels: str = str(data.get('kernels') or '')
+        self.measured_by: str = str(data.get('measured_by') or '')
         self.runs: list = list(data.get('runs') or [])
         # (part, env, ic, test, metric) -> {'unit': str, 'kind': str, 'samples': [float]}
         self.entries: dict[tuple, dict] = {}
@@ -181,12 +201,12 @@ class Baseline:
             raise BaselineError(f'{path}: not valid YAML: {err}') from None
         return cls(system, path, data)
 
-    def stale_reason(self, kernels: str | None = None) -> str | None:
+    def stale_reason(self, version: str | None = None) -> str | None:
         """Why this baseline cannot be compared with (None: it can)."""
-        kernels = kernels or kernels_version()
-        if self.kernels and self.kernels != kernels:
-            return (f'{self.path} was measured by other kernel sources ({self.kernels}, now {kernels}): '
-                    f'its figures do not describe these kernels')
+        version = version or measurement_version()
+        if self.measured_by != version:
+            return (f'{self.path} was measured by another version of the kernels, checks or settings '
+                    f'({self.measured_by or "unknown"}, now {version}): its figures do not describe this one')
         return None
 
     def add(self, measurements: Iterable, rules: BandRules, source: str) -> int:
@@ -210,7 +230,7 @@ class Baseline:
         for (part, env, ic, test, metric), entry in sorted(self.entries.items()):
             metrics.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})[metric] = entry
         return {'schema': SCHEMA, 'system': self.system, 'host_id': self.host_id, 'host': self.host,
-                'kernels': self.kernels, 'runs': self.runs, 'metrics': metrics}
+                'measured_by': self.measured_by, 'runs': self.runs, 'metrics': metrics}
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

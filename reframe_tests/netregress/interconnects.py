@@ -35,8 +35,11 @@ class Interconnect:
     nodes: int
     counters: str
     tolerance: Mapping[str, object]
-    #: Configured line rate (Mbit/s) of a link-bound fabric: its streams are asserted as a fraction of it.
+    #: Configured line rate (Mbit/s) of a link-bound fabric.
     rate_mbps: float | None = None
+    #: The most TCP payload one of its links carries (Mbit/s): the line rate less framing (``payload_mbps`` in the
+    #: table, else the line rate). Link-bound streams are asserted as a fraction of it.
+    payload_mbps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,20 @@ def _fill(value: str, context: Mapping[str, str], where: str) -> str:
             f'extras.interconnects block in config/settings.py') from None
 
 
+def _rate(spec: Mapping, key: str, name: str, source: str) -> float | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        rate = 0.0
+    if rate <= 0:
+        raise InterconnectError(f'{source}: interconnect {name!r}: {key} must be a positive number of Mbit/s, '
+                                f'not {value!r}')
+    return rate
+
+
 class InterconnectTable:
     """The parsed table. Construct with :func:`load` (cached) or directly from a mapping (tests)."""
 
@@ -80,7 +97,9 @@ class InterconnectTable:
             self._ics[name] = Interconnect(name=name, description=spec.get('description', ''),
                                            nodes=int(spec.get('nodes', 1)), counters=counters,
                                            tolerance=spec.get('tolerance') or {},
-                                           rate_mbps=float(spec['rate_mbps']) if spec.get('rate_mbps') else None)
+                                           rate_mbps=_rate(spec, 'rate_mbps', name, source),
+                                           payload_mbps=_rate(spec, 'payload_mbps', name, source)
+                                           or _rate(spec, 'rate_mbps', name, source))
         self._paths: Mapping = data.get('paths') or {}
         self.baselines: Mapping = data.get('baselines') or {}
         self.fixed: Mapping = data.get('fixed_bands') or {}

@@ -110,6 +110,26 @@ def metric_kind(metric: str, unit: str, test: str = '') -> str:
     return 'throughput'
 
 
+def asserted(kind: str, assert_cpu_bound: bool, link_rate: bool) -> bool:
+    """Whether a figure of ``kind`` is asserted against its reference on a partition: always, unless the
+    partition's extra ``assert_cpu_bound`` is False; then only ratios, and link-bound streams on a fabric with a
+    line rate (``link_rate``). Rationale: base.NetregressCheck.asserted_absolute."""
+    return assert_cpu_bound or kind == 'ratio' or (kind == 'throughput' and link_rate)
+
+
+def partition_extras(system: str) -> dict[str, Mapping]:
+    """``{partition: extras}`` of ``system`` in config/settings.py (empty: no such system)."""
+    import importlib.util
+    from . import paths
+    spec = importlib.util.spec_from_file_location('netregress_settings', paths.config_dir() / 'settings.py')
+    settings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(settings)
+    for sysconf in settings.site_configuration['systems']:
+        if sysconf['name'] == system:
+            return {p['name']: dict(p.get('extras') or {}) for p in sysconf['partitions']}
+    return {}
+
+
 def _round(value: float) -> float:
     return float(f'{value:.4g}')
 
@@ -238,13 +258,13 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     rules = baselines.BandRules.from_table(table.baselines)
     base = baselines.Baseline.load(system)
     note = ''
-    kernels = baselines.kernels_version()
-    if base is not None and base.stale_reason(kernels):
-        note = f'{base.stale_reason(kernels)}: starting a new baseline\n'
+    version = baselines.measurement_version()
+    if base is not None and base.stale_reason(version):
+        note = f'{base.stale_reason(version)}: starting a new baseline\n'
         base = None
     if base is None:
         base = baselines.Baseline(system, baselines.baseline_path(system))
-    base.kernels = kernels
+    base.measured_by = version
     added = 0
     for path in reports:
         with open(path) as fp:
@@ -263,14 +283,27 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
                 f'{json.dumps(baselines.host_facts())}) under {baselines.state_dir()}')
     rules = baselines.BandRules.from_table(table.baselines)
     refset = base.reference_set(rules)
+    extras = partition_extras(system)
+
+    def is_asserted(part: str, ic: str, kind: str) -> bool:
+        try:
+            link_rate = bool(table.interconnect(ic).payload_mbps)
+        except interconnects.InterconnectError:
+            link_rate = False
+        return asserted(kind, (extras.get(part) or {}).get('assert_cpu_bound', True), link_rate)
+
+    keys = {key for key, entry in base.entries.items() if is_asserted(key[0], key[2], entry['kind'])}
+    bands = [(ref.lower, ref.upper) for key, ref in refset.entries() if key in keys]
     lines = [f'host baseline {base.path}', f'  host {base.host_id}: {json.dumps(base.host)}',
-             f'  kernels {base.kernels}{" (STALE: " + base.stale_reason() + ")" if base.stale_reason() else ""}',
-             f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables', '',
-             band_table(_reference_bands(refset))]
+             f'  measured by {base.measured_by}{" (STALE: " + base.stale_reason() + ")" if base.stale_reason() else ""}',
+             f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables: {len(keys)} asserted '
+             f'against these bands, {len(base.entries) - len(keys)} recorded only (CPU-bound where the partition '
+             f'asserts ratios instead)', '', band_table(bands)]
     if report:
         with open(report) as fp:
             found = [m for m in measurements(json.load(fp)) if m.system == system]
         out = 0
+        found = [m for m in found if (m.partition, m.environ, m.interconnect, m.test, m.metric) in keys]
         for m in found:
             try:
                 ref = refset.lookup(m.partition, m.environ, m.interconnect, m.test, m.metric)

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from . import baselines
+from . import baselines, refstool
 
 
 def one_line(reason: str | None) -> str:
@@ -89,14 +89,17 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     lines = [f'== {name}: {dict(count)}, {total:.0f} s in test cases; slowest:']
     for tc in sorted(cases, key=lambda t: -(t.get('time_total') or 0))[:5]:
         lines.append(f'   {tc.get("time_total") or 0:6.1f} s  {case_name(tc)}  {tc.get("result")}')
-    asserted = out_of_band = 0
+    asserted = out_of_band = unbanded = 0
     for tc in cases:
         for value, _ref, lower, upper, _unit, result in (tc.get('perfvalues') or {}).values():
             if lower is not None or upper is not None:
                 asserted += 1
                 out_of_band += result == 'fail'
+            else:
+                unbanded += 1
     lines.append(f'   figures asserted against a band: {asserted}, outside it: {out_of_band}'
-                 f'{f" ({1000 * out_of_band / asserted:.1f} per 1,000)" if asserted else ""}')
+                 f'{f" ({1000 * out_of_band / asserted:.1f} per 1,000)" if asserted else ""}; recorded without a '
+                 f'band: {unbanded} (no baseline yet, or CPU-bound where the partition asserts ratios instead)')
     failed = [tc for tc in cases if tc.get('result') == 'fail']
     if failed:
         lines.append(f'   failed ({len(failed)}):')
@@ -126,15 +129,8 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
 
 def uses_host_references(system: str) -> bool:
     """True when every partition of ``system`` in config/settings.py takes its references from a host baseline."""
-    import importlib.util
-    from . import paths
-    spec = importlib.util.spec_from_file_location('netregress_settings', paths.config_dir() / 'settings.py')
-    settings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(settings)
-    for sysconf in settings.site_configuration['systems']:
-        if sysconf['name'] == system:
-            return all((p.get('extras') or {}).get('references') == 'host' for p in sysconf['partitions'])
-    return False
+    extras = refstool.partition_extras(system)
+    return bool(extras) and all(x.get('references') == 'host' for x in extras.values())
 
 
 def baseline_status(system: str) -> str:

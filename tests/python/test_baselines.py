@@ -30,7 +30,7 @@ def test_band_is_the_spread_times_the_factor_above_the_floor():
 def test_baseline_round_trip_window_and_lookup(tmp_path, monkeypatch):
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     base = baselines.Baseline('vc', baselines.baseline_path('vc'))
-    base.kernels = 'k1'
+    base.measured_by = 'k1'
     for v in (900.0, 940.0, 950.0, 960.0):
         base.add([m(v), m(12.0 + v / 1000, metric='rtt_us', unit='us', test='tcp.rtt'), m(1.0, system='other')],
                  RULES, 'r.json')
@@ -43,7 +43,7 @@ def test_baseline_round_trip_window_and_lookup(tmp_path, monkeypatch):
     assert ref.value == 950.0 and ref.lower == -0.05 and 'host baseline' in ref.comment
     with pytest.raises(references.MissingReferenceError):
         again.reference_set(RULES).lookup('gige', 'gnu', 'gige', 'tcp.stream.blocking', 'other_metric')
-    assert again.stale_reason('k1') is None and 'other kernel sources' in again.stale_reason('k2')
+    assert again.stale_reason('k1') is None and 'another version' in again.stale_reason('k2')
 
 
 def test_fingerprint_is_stable_and_names_no_host():
@@ -92,3 +92,25 @@ def test_skip_reasons_come_from_the_console_log():
             'environ': 'openmpi4', 'result': 'skip'}
     text, ok = runsummary.summarise({'runs': [{'testcases': [case]}]}, skips=skips)
     assert ok and '1 x spack is not on PATH' in text
+
+
+def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
+    (tmp_path / 'src').mkdir()
+    (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 0; }\n')
+    lib = tmp_path / 'reframe_tests' / 'netregress'
+    lib.mkdir(parents=True)
+    (lib / 'base.py').write_text('PIN = "taskset -c 0"\n')
+    (lib / 'report.py').write_text('TITLE = "a"\n')
+    (tmp_path / 'config').mkdir()
+    (tmp_path / 'config' / 'settings.py').write_text('site_configuration = {}\n')
+    table = tmp_path / 'config' / 'interconnects.yaml'
+    table.write_text('baselines: {spread_factor: 4}\ninterconnects: {shm: {nodes: 1}}\n')
+    first = baselines.measurement_version(tmp_path)
+    (lib / 'report.py').write_text('TITLE = "b"\n')
+    table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 1}}\n')
+    assert baselines.measurement_version(tmp_path) == first         # reading and judging figures
+    (lib / 'base.py').write_text('PIN = ""\n')
+    second = baselines.measurement_version(tmp_path)
+    assert second != first                                           # how the checks launch the kernels
+    table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 2}}\n')
+    assert baselines.measurement_version(tmp_path) not in (first, second)

@@ -93,3 +93,16 @@ def test_oversubscription_settings_exist_only_for_known_families(table):
     assert set(table._oversubscribed['env']) <= families
     lower, upper, comment = table.tolerance('gige', 'oversubscribed')
     assert (lower, upper) == (-0.9, 9.0) and 'oversubscribed' in comment
+
+
+def test_link_fraction_is_of_the_payload_a_link_carries():
+    from netregress import interconnects
+    table = interconnects.load()
+    gige = table.interconnect('gige')
+    assert gige.rate_mbps == 1000 and gige.payload_mbps == pytest.approx(1000 * 1448 / 1514, abs=0.05)
+    assert table.interconnect('fast').payload_mbps is None           # unshaped: no rate to assert
+    data = {'schema': SCHEMA, 'interconnects': {'eth': {'nodes': 2, 'rate_mbps': 100}}}
+    assert InterconnectTable(data).interconnect('eth').payload_mbps == 100     # default: the rate
+    data['interconnects']['eth']['payload_mbps'] = 'fast'
+    with pytest.raises(InterconnectError, match="eth.*payload_mbps must be a positive number"):
+        InterconnectTable(data)

@@ -133,3 +133,24 @@ def test_mpi_on_another_path_fails_on_both_witnesses(sandbox):
     reason = cases[0]['fail_reason']
     assert 'MPI took another path: reported btl:tcp' in reason
     assert 'the payload went over the network, not shm' in reason
+
+
+def test_host_baseline_records_but_does_not_assert_cpu_bound_figures(sandbox, tmp_path, monkeypatch):
+    """local's host baseline asserts ratios and link-bound streams only (extra assert_cpu_bound False): a round
+    trip 10x off its baseline is recorded, not failed; with committed references the same figure is asserted."""
+    from netregress import baselines, interconnects, refstool
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
+    rules = baselines.BandRules.from_table(interconnects.load().baselines)
+    base = baselines.Baseline('local', baselines.baseline_path('local'))
+    base.measured_by = baselines.measurement_version()
+    for _ in range(3):
+        base.add([refstool.Measurement(system='local', partition='default', environ='gnu', interconnect='tcp',
+                                       test='tcp.rtt', metric='rtt_us', value=2.5, unit='us')], rules, 'test')
+    base.save()
+    rc, cases = run(sandbox, 'tcp_rtt', env={'NETREGRESS_REFERENCES': '', 'NETREGRESS_STATE': str(tmp_path)})
+    assert rc == 0 and cases[0]['result'] == 'pass', cases[0]['fail_reason']
+    assert cases[0]['nr_recorded_only'] == 'rtt_us' and 'host baseline' in cases[0]['nr_reference_source']
+    rc, cases = run(sandbox, 'tcp_rtt', references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 2.5, 'us')
+                    | {'references': {'default': {'gnu': {'tcp': {'tcp.rtt': {'rtt_us': {
+                        'value': 2.5, 'lower': -0.33, 'upper': 0.5, 'unit': 'us', 'comment': 'test'}}}}}}})
+    assert rc != 0 and cases[0]['fail_phase'] == 'performance' and cases[0]['nr_recorded_only'] == ''

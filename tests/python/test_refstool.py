@@ -103,3 +103,11 @@ def test_oversubscribed_runs_get_the_oversubscribed_band(table):
     lower, upper, comment = table.tolerance('gige', 'oversubscribed')
     assert entry['sizes'][1000000] == {'value': 5000.0, 'lower': lower, 'upper': upper}
     assert entry['comment'] == comment and lower != table.tolerance('gige', 'throughput')[0]
+
+
+def test_what_a_partition_asserts():
+    # everything where CPU-bound figures hold (a site's cluster), only ratios and link-bound streams where not
+    assert all(refstool.asserted(kind, True, False) for kind in ('latency', 'cpu_bound', 'throughput', 'ratio'))
+    assert refstool.asserted('ratio', False, False) and refstool.asserted('throughput', False, True)
+    assert not refstool.asserted('throughput', False, False)          # a stream on unshaped veth: CPU-bound
+    assert not refstool.asserted('latency', False, True) and not refstool.asserted('cpu_bound', False, True)

@@ -52,6 +52,7 @@ PRIVATE_NETNS_GUARD = (
     'fi'
 )
 RESULT_FILE = 'result.json'
+SERVER_OUT = 'server.out'       # what a TcpPairCheck's server printed (iperf3's receiver intervals)
 
 
 def _interconnect_names() -> list[str]:
@@ -706,7 +707,7 @@ class TcpPairCheck(NetregressCheck):
     def start_server(self):
         """Find the server's address on ``iface``, start it in the background, stop it after the client."""
         self.prerun_cmds += server_address_cmds(self, 'SERVER_ADDR')
-        self.prerun_cmds += background_server_cmds(self, self.server_command(), 'server.out', 'SERVER_PID',
+        self.prerun_cmds += background_server_cmds(self, self.server_command(), SERVER_OUT, 'SERVER_PID',
                                                    self.server_ready_pattern, self.server_wait_s)
         self.postrun_cmds += ['kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null; true']
 

@@ -146,8 +146,11 @@ def baseline_status(system: str) -> str:
     stale = base.stale_reason()
     if stale:
         return f'{stale}: this run measures a new baseline and asserts only what needs none'
+    shared = sorted(p for p, x in refstool.partition_extras(system).items() if not x.get('assert_cpu_bound', True))
+    scope = (f'; on {", ".join(shared)} it asserts ratios and link-bound streams, CPU-bound figures are recorded '
+             f'only (they swing with the host\'s CPU load: docs/validation.md)' if shared else '')
     return (f'comparing with this host\'s baseline of {system} ({host}, {len(base.runs)} runs recorded, '
-            f'{base.path}); a passing run adds its figures to it')
+            f'{base.path}){scope}; a passing run adds its figures to it')
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,3 +49,37 @@ def test_imb(tmp_path):
     with pytest.raises(SanityError, match='no row for 16'):
         peers.imb_value(str(out), 't_us', 16).evaluate()
     assert peers.parse_imb_pingpong('no table') == []
+
+
+IPERF3_SERVER = '''-----------------------------------------------------------
+Server listening on 38141 (test #1)
+-----------------------------------------------------------
+Accepted connection from 10.92.2.12, port 45344
+[  5] local 10.92.2.11 port 38141 connected to 10.92.2.12 port 45360
+[ ID] Interval           Transfer     Bitrate
+[  5]   0.00-1.00   sec   113 MBytes   948 Mbits/sec
+[  5]   1.00-2.00   sec   109 MBytes   911 Mbits/sec
+[  5]   2.00-3.00   sec   114 MBytes   956 Mbits/sec
+[  5]   3.00-4.00   sec   113 MBytes   951 Mbits/sec
+[  5]   4.00-4.50   sec  56.9 MBytes   954 Mbits/sec
+[  5]   4.50-4.50   sec   255 KBytes   767 Kbits/sec
+- - - - - - - - - - - - - - - - - - - - - - - - -
+[ ID] Interval           Transfer     Bitrate
+[  5]   0.00-4.50   sec   506 MBytes   943 Mbits/sec                  receiver
+'''
+
+
+def test_iperf3_figure_is_the_median_of_the_receivers_whole_seconds(tmp_path):
+    assert peers.iperf3_intervals(IPERF3_SERVER) == [948.0, 911.0, 956.0, 951.0]     # no partial, no summary
+    client = tmp_path / 'iperf3.json'
+    client.write_text('{"end": {"sum_received": {"bits_per_second": 943e6, "bytes": 506e6}}}')
+    server = tmp_path / 'server.out'
+    server.write_text(IPERF3_SERVER)
+    assert peers.iperf3_mbps(str(client), str(server)).evaluate() == 949.5       # one stolen second moves nothing
+    server.write_text('Server listening on 38141\n')
+    with pytest.raises(SanityError, match='no whole one-second interval'):
+        peers.iperf3_mbps(str(client), str(server)).evaluate()
+    client.write_text('{"error": "unable to connect to server"}')
+    with pytest.raises(SanityError, match='unable to connect'):
+        peers.iperf3_mbps(str(client), str(server)).evaluate()
+    assert peers.iperf3_intervals('[  5]   0.00-1.00   sec  1.16 GBytes  9.96 Gbits/sec\n') == [9960.0]

@@ -75,7 +75,7 @@ class Fault:
 class Drill:
     def __init__(self, out: Path):
         self.out = out
-        self.reframe = str(ROOT / '.deps' / 'venv' / 'bin' / 'reframe')
+        self.reframe = str(paths.deps_dir() / 'venv' / 'bin' / 'reframe')
         self.rows: list[tuple[str, str, str, str]] = []
         self.ok = True
 

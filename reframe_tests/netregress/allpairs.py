@@ -43,7 +43,7 @@ from typing import Iterable, Mapping, Sequence
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, parameter, performance_function, run_after, run_before, variable
-from reframe.core.exceptions import SanityError
+from reframe.core.exceptions import PerformanceError, SanityError
 
 from . import coverage, interconnects, provenance, results
 from .base import COUNTERS_FILE, ExitStatusPlugin, NetregressCheck
@@ -433,24 +433,37 @@ def _first_error(link: LinkResult) -> str:
 
 def judge_links(links: Sequence[LinkResult], *, min_fraction: float, rate_mbps: float | None = None,
                 rate_fraction: float = 0.95) -> list[str]:
-    """Baseline-free sanity of a finished all-pairs run: one message per kind of problem (empty: all good).
+    """Baseline-free verdict on a finished all-pairs run: one message per kind of problem (empty: all good).
 
-    * every link measured (a link whose tests failed is named with the cause);
-    * every link at least ``min_fraction`` x the median link (:func:`upper_median`);
-    * with a line rate, every link at least ``rate_fraction`` x ``rate_mbps`` (the most payload a link carries).
+    * every link measured (a link whose tests failed is named with the cause): :func:`unmeasured_links`;
+    * every link at least ``min_fraction`` x the median link (:func:`upper_median`) and, with a line rate, at least
+      ``rate_fraction`` x ``rate_mbps`` (the most payload a link carries): :func:`slow_links`.
     When all offending links (two or more) share one node, the message names it.
     """
-    problems = []
+    return unmeasured_links(links) + slow_links(links, min_fraction=min_fraction, rate_mbps=rate_mbps,
+                                                rate_fraction=rate_fraction)
+
+
+def unmeasured_links(links: Sequence[LinkResult]) -> list[str]:
+    """Links whose tests failed, named with the cause (a sanity failure: nothing was measured)."""
     failed = [x for x in links if x.errors or x.throughput_mbps is None or x.rtt_us is None]
-    if failed:
-        parts = [f'link {x.name} not measured: {_first_error(x)}' for x in failed[:MAX_NAMED_LINKS]]
-        if len(failed) > MAX_NAMED_LINKS:
-            parts.append(f'{len(failed) - MAX_NAMED_LINKS} more of the {len(links)} links not measured '
-                         f'(every cause in {LINKS_TABLE})')
-        problems.append('; '.join(parts) + _attribution(failed, 'failed'))
+    if not failed:
+        return [] if links else ['no link was measured']
+    parts = [f'link {x.name} not measured: {_first_error(x)}' for x in failed[:MAX_NAMED_LINKS]]
+    if len(failed) > MAX_NAMED_LINKS:
+        parts.append(f'{len(failed) - MAX_NAMED_LINKS} more of the {len(links)} links not measured '
+                     f'(every cause in {LINKS_TABLE})')
+    return ['; '.join(parts) + _attribution(failed, 'failed')]
+
+
+def slow_links(links: Sequence[LinkResult], *, min_fraction: float, rate_mbps: float | None = None,
+               rate_fraction: float = 0.95) -> list[str]:
+    """Links below ``min_fraction`` x the median link or ``rate_fraction`` x ``rate_mbps`` (a performance verdict:
+    a retry may measure again)."""
+    problems: list[str] = []
     measured = [x for x in links if x.throughput_mbps is not None]
     if not measured:
-        return problems or ['no link was measured']
+        return problems
     median = upper_median(x.throughput_mbps for x in measured)
     slow = sorted((x for x in measured if x.throughput_mbps < min_fraction * median),
                   key=lambda x: x.throughput_mbps)
@@ -720,7 +733,8 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
         return self._links
 
     def links_witness(self) -> list[str]:
-        """Every link measured and none slow (baseline-free); writes links.json and links.txt."""
+        """Every link measured (how fast is the performance stage's: :meth:`name_slow_links`); writes links.json
+        and links.txt."""
         links = self.links()
         stats = summary(links)
         doc = {'partition': self.current_partition.fullname, 'interconnect': self.interconnect,
@@ -732,8 +746,16 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
             json.dump(doc, fp, indent=2)
         with open(os.path.join(self.stagedir, LINKS_TABLE), 'w') as fp:
             fp.write(format_table(links, stats))
-        return judge_links(links, min_fraction=self.min_link_fraction, rate_mbps=self.rate_mbps,
-                           rate_fraction=self.min_rate_fraction)
+        return unmeasured_links(links)
+
+    @run_before('performance')
+    def name_slow_links(self):
+        """A slow link fails the performance stage, named with its direction and the node slow links share
+        (ReFrame's own message would name only the ratio)."""
+        problems = slow_links(self.links(), min_fraction=self.min_link_fraction, rate_mbps=self.rate_mbps,
+                              rate_fraction=self.min_rate_fraction)
+        if problems:
+            raise PerformanceError('; '.join(problems))
 
     def wire_witness(self) -> list[str]:
         """Each node's interface under test carried at least the bytes its tests moved (payload_fraction)."""

@@ -23,7 +23,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
-from reframe.core.exceptions import SanityError
+from reframe.core.exceptions import PerformanceError, SanityError
 
 from . import coverage, results
 from .allpairs import SLURM_ON_NAMED_NODE, slurm_partition_name
@@ -35,9 +35,19 @@ DRIVER = 'nodes.sh'
 
 
 def judge_nodes(figures: Mapping[str, float | None], min_fraction: float) -> list[str]:
-    """Problems: nodes without a figure, and nodes below ``min_fraction`` x the median node."""
-    missing = [n for n, v in figures.items() if v is None]
-    problems = [f'node {n}: loopback stream not measured (see {NODE_DIR}/{n}.*.err)' for n in missing]
+    """Problems: nodes without a figure (:func:`unmeasured_nodes`), then :func:`slow_nodes`."""
+    return unmeasured_nodes(figures) + slow_nodes(figures, min_fraction)
+
+
+def unmeasured_nodes(figures: Mapping[str, float | None]) -> list[str]:
+    """Nodes whose loopback stream gave no figure (a sanity failure: nothing was measured)."""
+    return [f'node {n}: loopback stream not measured (see {NODE_DIR}/{n}.*.err)' for n, v in figures.items()
+            if v is None]
+
+
+def slow_nodes(figures: Mapping[str, float | None], min_fraction: float) -> list[str]:
+    """Nodes below ``min_fraction`` x the median node (a performance verdict: a retry may measure again)."""
+    problems: list[str] = []
     measured = {n: v for n, v in figures.items() if v is not None}
     if len(measured) < 2:
         return problems
@@ -166,9 +176,14 @@ class NodeLoopbackCheck(NetregressCheck):
 
     @sanity_function
     def validate(self):
-        problems = self.job_witness()
-        if not problems:
-            problems = judge_nodes(self.figures(), self.min_node_fraction)
+        problems = self.job_witness() or unmeasured_nodes(self.figures())
         if problems:
             raise SanityError('; '.join(problems))
         return True
+
+    @run_before('performance')
+    def name_slow_nodes(self):
+        """A slow node fails the performance stage, named (ReFrame's own message would name only the ratio)."""
+        problems = slow_nodes(self.figures(), self.min_node_fraction)
+        if problems:
+            raise PerformanceError('; '.join(problems))

@@ -278,3 +278,15 @@ def test_slurm_partition_name():
     assert allpairs.slurm_partition_name(['--partition=gige', '--overcommit'], 'x') == 'gige'
     assert allpairs.slurm_partition_name(['-p', 'eth'], 'x') == 'eth'
     assert allpairs.slurm_partition_name([], 'fast') == 'fast'
+
+
+def test_a_slow_link_is_a_performance_verdict_a_missing_one_a_sanity_failure():
+    # a retry may measure a slow link again; a link that was not measured is a broken path, not a figure
+    links = [link(gige(a), gige(b), 600 if b == 4 else 955) for a, b in itertools.combinations(range(1, 5), 2)]
+    assert allpairs.unmeasured_links(links) == []
+    (slow,) = allpairs.slow_links(links, min_fraction=0.85)
+    assert 'gige4' in slow and allpairs.judge_links(links, min_fraction=0.85) == [slow]
+    links[0].errors.append('nr-tcptest exited with 1')
+    (missing,) = allpairs.unmeasured_links(links)
+    assert missing.startswith('link gige1-gige2 not measured') and allpairs.unmeasured_links([]) == [
+        'no link was measured']

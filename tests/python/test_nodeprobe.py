@@ -19,3 +19,11 @@ def test_driver_visits_every_node_in_turn_on_its_own_port():
     assert [line.split()[2] for line in lines] == ['n1', 'n2', 'n2', 'n1']      # the second pass rotates
     assert len({line.split('-p ')[1].split()[0] for line in lines}) == 4         # a port per step
     assert 'nodes/n2.1.json' in lines[2] and 'netregress-node: n2 pass=1 status=$?' in lines[2]
+
+
+def test_a_slow_node_is_a_performance_verdict_a_missing_one_a_sanity_failure():
+    figures = {'fast1': 21000.0, 'fast2': None, 'fast3': 7000.0, 'fast4': 20000.0}
+    assert nodeprobe.unmeasured_nodes(figures) == ['node fast2: loopback stream not measured (see nodes/fast2.*.err)']
+    (slow,) = nodeprobe.slow_nodes(figures, 0.8)
+    assert slow.startswith('node fast3: loopback stream 7000 Mbit/s is 0.35 x the median node')
+    assert nodeprobe.judge_nodes(figures, 0.8) == nodeprobe.unmeasured_nodes(figures) + [slow]

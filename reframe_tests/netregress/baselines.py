@@ -106,8 +106,8 @@ def measurement_version(root: Path | None = None) -> str:
     files = [p for p in files if not (p.parent.name == 'netregress' and p.name in NOT_MEASURING)]
     digest = hashlib.sha256()
     # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
-    files += [p for p in (root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster')
-              if p.exists()]
+    config = [root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster']
+    files += [p for p in config if p.exists()]
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b'\0' + path.read_bytes() + b'\0')
     table = yaml.safe_load((root / 'config' / 'interconnects.yaml').read_text()) or {}

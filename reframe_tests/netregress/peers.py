@@ -226,8 +226,9 @@ def load_iperf3(path: str) -> dict:
     return doc
 
 
-_IPERF3_INTERVAL = re.compile(r'^\[\s*\d+\]\s+([0-9.]+)-([0-9.]+)\s+sec\s+[0-9.]+\s+\S+\s+([0-9.]+)\s+([KMG]?)bits/sec\s*$',
-                              re.M)
+#: One interval line of iperf3's text output: start, end, rate and its prefix (summary lines end in sender/receiver).
+_IPERF3_INTERVAL = re.compile(
+    r'^\[\s*\d+\]\s+([0-9.]+)-([0-9.]+)\s+sec\s+[0-9.]+\s+\S+\s+([0-9.]+)\s+([KMG]?)bits/sec\s*$', re.M)
 _BIT_UNITS = {'': 1e-6, 'K': 1e-3, 'M': 1.0, 'G': 1e3}
 
 
@@ -242,7 +243,7 @@ def iperf3_intervals(server_text: str) -> list[float]:
 def iperf3_mbps(path: str, server_out: str) -> float:
     """The median of the receiver's one-second intervals, as our kernels report the median of their one-second
     repetitions: iperf3's mean over the run took in whatever the hypervisor stole (a 2-s yardstick read 911 Mbit/s
-    beside a kernel's 957 on the same link, its steady intervals 950-956)."""
+    beside a kernel's median of 957 on the same link)."""
     load_iperf3(path)           # the client's JSON: the run itself succeeded
     try:
         with open(server_out, errors='replace') as fp:

@@ -295,7 +295,7 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
     keys = {key for key, entry in base.entries.items() if is_asserted(key[0], key[2], entry['kind'])}
     bands = [(ref.lower, ref.upper) for key, ref in refset.entries() if key in keys]
     lines = [f'host baseline {base.path}', f'  host {base.host_id}: {json.dumps(base.host)}',
-             f'  measured by {base.measured_by}{" (STALE: " + base.stale_reason() + ")" if base.stale_reason() else ""}',
+             f'  measured by {base.measured_by}' + (f' (STALE: {base.stale_reason()})' if base.stale_reason() else ''),
              f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables: {len(keys)} asserted '
              f'against these bands, {len(base.entries) - len(keys)} recorded only (CPU-bound where the partition '
              f'asserts ratios instead)', '', band_table(bands)]

@@ -216,6 +216,11 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         cpu = self.current_partition.extras.get('pair_cpu')
         return '' if cpu is None else f'taskset -c {int(cpu)}'
 
+    def end_cpu_prefix(self, end: int) -> str:
+        """CPU placement of end ``end`` (0: the server, 1: the client) of a TCP pair this job runs: the pair's CPU
+        here; an MPI check places a yardstick like its ranks (:meth:`MpiCheck.end_cpu_prefix`)."""
+        return self.pair_cpu_prefix()
+
     @run_before('run', always_last=True)
     def snapshot_counters(self):
         """Counter snapshots enclose the benchmark step alone: after every other pre-run step (servers, an iperf3
@@ -605,6 +610,15 @@ class MpiCheck(NetregressCheck):
         self.executable_opts = ['-c', shlex.quote(pin), 'nr-pin', self.executable, *self.executable_opts]
         self.executable = 'sh'
 
+    def end_cpu_prefix(self, end: int) -> str:
+        """A TCP pair in an MPI job (the iperf3 yardstick) runs where ranks ``end`` run, so that the ratio compares
+        like with like: with both iperf3 ends on one CPU and the ranks on two, the yardstick read 830-866 Mbit/s
+        beside MPI streams of 943-955 while the host's other tenants took CPU."""
+        cpus = self.current_partition.extras.get('host_cpus')
+        if not cpus or not self.current_partition.extras.get('pin_ranks'):
+            return ''
+        return f'taskset -c {end % int(cpus)}'
+
     def transport_witness(self) -> list[str]:
         if not self.check_transport:
             return []
@@ -736,7 +750,7 @@ def background_server_cmds(check: NetregressCheck, command: str, out: str, pid_v
                            ready_pattern: str | None, wait_s: int) -> list[str]:
     """Shell lines starting ``command`` on the first node in the background and waiting until it listens."""
     on_first = check.node_prefix('on_node', index=0)
-    launch = ' '.join(filter(None, [on_first, check.pair_cpu_prefix(), command]))
+    launch = ' '.join(filter(None, [on_first, check.end_cpu_prefix(0), command]))
     cmds = [f'{launch} > {out} 2>&1 &', f'{pid_var}=$!']
     if not ready_pattern:
         return cmds + ['sleep 1']

@@ -344,7 +344,7 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
         self.prerun_cmds += background_server_cmds(self, f'iperf3 -s -1 --forceflush -p {port}',
                                                    YARDSTICK_SERVER_OUT, 'YARDSTICK_PID', 'Server listening', 10)
         self.prerun_cmds += [
-            f'{on_last} {self.pair_cpu_prefix()} iperf3 -c $YARDSTICK_ADDR -p {port} -t {self.yardstick_time_s} '
+            f'{on_last} {self.end_cpu_prefix(1)} iperf3 -c $YARDSTICK_ADDR -p {port} -t {self.yardstick_time_s} '
             f'-O 0.5 -J --logfile {YARDSTICK_OUT} || echo "yardstick iperf3 failed" >&2',
             'wait $YARDSTICK_PID 2>/dev/null',
         ]

@@ -22,9 +22,10 @@ then falls into a busy second.
 The median link is the upper median (a slow node spoils half the links of four nodes).
 
 Results: ``links.json`` and the table ``links.txt`` in the stage directory, the performance variables
-``min_link_mbps``, ``median_link_mbps``, ``min_to_median`` and ``max_rtt_us``, and a baseline-free sanity
-(:func:`judge_links`): every link measured, the slowest link at least ``min_link_fraction`` of the median link,
-and, where the fabric has a line rate, every link at least ``min_rate_fraction`` of it. A failure names the links
+``min_link_mbps``, ``median_link_mbps``, ``min_to_median`` and ``max_rtt_us``, and two baseline-free verdicts:
+every link measured (sanity, :func:`unmeasured_links`); the slowest link at least ``min_link_fraction`` of the
+median link and, where the fabric has a line rate, every link at least ``min_rate_fraction`` of it (performance,
+:func:`slow_links`). A failure names the links
 and, when they all share one node, that node. Byte counters of every node prove that the traffic crossed the
 interface under test.
 
@@ -429,19 +430,6 @@ def _first_error(link: LinkResult) -> str:
         return 'no result'
     more = f' (and {len(link.errors) - 1} more tests)' if len(link.errors) > 1 else ''
     return link.errors[0] + more
-
-
-def judge_links(links: Sequence[LinkResult], *, min_fraction: float, rate_mbps: float | None = None,
-                rate_fraction: float = 0.95) -> list[str]:
-    """Baseline-free verdict on a finished all-pairs run: one message per kind of problem (empty: all good).
-
-    * every link measured (a link whose tests failed is named with the cause): :func:`unmeasured_links`;
-    * every link at least ``min_fraction`` x the median link (:func:`upper_median`) and, with a line rate, at least
-      ``rate_fraction`` x ``rate_mbps`` (the most payload a link carries): :func:`slow_links`.
-    When all offending links (two or more) share one node, the message names it.
-    """
-    return unmeasured_links(links) + slow_links(links, min_fraction=min_fraction, rate_mbps=rate_mbps,
-                                                rate_fraction=rate_fraction)
 
 
 def unmeasured_links(links: Sequence[LinkResult]) -> list[str]:

@@ -595,18 +595,25 @@ class MpiCheck(NetregressCheck):
         self.job.launcher.options += self.mpi_path.launcher
         launch.run_unprivileged(self)       # environment extra run_as (LAM/MPI refuses root)
 
+    def pinned_cpus(self) -> int | None:
+        """The CPUs ranks are pinned over (rank r on CPU r mod this), or None when this partition does not pin."""
+        cpus = self.current_partition.extras.get('host_cpus')
+        if not cpus or not self.current_partition.extras.get('pin_ranks'):
+            return None
+        return int(cpus)
+
     @run_before('run', always_last=True)
     def pin_ranks_to_host_cpus(self):
         """Nodes sharing one host (partition extra ``host_cpus``, the vcluster): rank r runs on CPU r mod
         host_cpus. Unpinned, two shared-memory ranks sometimes shared a core and sometimes not, and the same
         check measured 10x apart (Intel MPI 1 MiB stream 19 vs 227 Gbit/s, 8-byte RTT 3.8 vs 0.32 us)."""
-        cpus = self.current_partition.extras.get('host_cpus')
-        if not cpus or not self.current_partition.extras.get('pin_ranks'):
+        cpus = self.pinned_cpus()
+        if cpus is None:
             return
         # PMI_RANK: ranks started by Hydra (whose proxies srun starts) or Intel MPI; OMPI_COMM_WORLD_RANK: ranks
         # mpirun starts (local); LAMRANK: ranks LAM's lamd starts; SLURM_PROCID: ranks srun starts itself
         pin = (f'r=${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-${{LAMRANK:-${{SLURM_PROCID:-0}}}}}}}}; '
-               f'exec taskset -c $((r % {int(cpus)})) "$@"')
+               f'exec taskset -c $((r % {cpus})) "$@"')
         self.executable_opts = ['-c', shlex.quote(pin), 'nr-pin', self.executable, *self.executable_opts]
         self.executable = 'sh'
 
@@ -614,10 +621,8 @@ class MpiCheck(NetregressCheck):
         """A TCP pair in an MPI job (the iperf3 yardstick) runs where ranks ``end`` run, so that the ratio compares
         like with like: with both iperf3 ends on one CPU and the ranks on two, the yardstick read 830-866 Mbit/s
         beside MPI streams of 943-955 while the host's other tenants took CPU."""
-        cpus = self.current_partition.extras.get('host_cpus')
-        if not cpus or not self.current_partition.extras.get('pin_ranks'):
-            return ''
-        return f'taskset -c {end % int(cpus)}'
+        cpus = self.pinned_cpus()
+        return '' if cpus is None else f'taskset -c {end % cpus}'
 
     def transport_witness(self) -> list[str]:
         if not self.check_transport:

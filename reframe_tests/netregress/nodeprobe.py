@@ -9,8 +9,9 @@ maintenance a node with a wrong CPU governor, a lost memory channel or a runaway
 :class:`NodeLoopbackCheck` allocates every node of the partition by name (like the all-pairs link check) and runs
 ``nr-tcpserver`` + ``nr-tcptest -h 127.0.0.1`` on each node in turn, in ``passes`` passes that rotate the order;
 a node's figure is its best pass (each pass: the median over its repetitions), because on a shared machine a pass
-can lose its CPU to something else, while a slow node is slow in every pass. Sanity (baseline-free): every node measured, and each at least ``min_node_fraction`` of the median node,
-else the slow nodes are named. The pure parts (:func:`judge_nodes`) are tested in tests/python/test_nodeprobe.py.
+can lose its CPU to something else, while a slow node is slow in every pass. Baseline-free verdicts: every node
+measured (sanity, :func:`unmeasured_nodes`), and each at least ``min_node_fraction`` of the median node (performance,
+:func:`slow_nodes`), else the nodes are named. Both are tested in tests/python/test_nodeprobe.py.
 """
 from __future__ import annotations
 
@@ -32,11 +33,6 @@ from .build import TcpKernelBuild
 
 NODE_DIR = 'nodes'
 DRIVER = 'nodes.sh'
-
-
-def judge_nodes(figures: Mapping[str, float | None], min_fraction: float) -> list[str]:
-    """Problems: nodes without a figure (:func:`unmeasured_nodes`), then :func:`slow_nodes`."""
-    return unmeasured_nodes(figures) + slow_nodes(figures, min_fraction)
 
 
 def unmeasured_nodes(figures: Mapping[str, float | None]) -> list[str]:

@@ -3,13 +3,14 @@ from netregress import nodeprobe
 
 
 def test_a_node_at_half_the_median_is_named():
-    problems = nodeprobe.judge_nodes({'fast1': 23800.0, 'fast2': 24100.0, 'fast3': 12800.0, 'fast4': 23500.0}, 0.8)
+    problems = nodeprobe.slow_nodes({'fast1': 23800.0, 'fast2': 24100.0, 'fast3': 12800.0, 'fast4': 23500.0}, 0.8)
     assert len(problems) == 1 and problems[0].startswith('node fast3:') and 'slow' in problems[0]
 
 
 def test_healthy_nodes_pass_and_a_missing_node_is_named():
-    assert nodeprobe.judge_nodes({'a': 100.0, 'b': 90.0, 'c': 95.0}, 0.8) == []
-    problems = nodeprobe.judge_nodes({'a': 100.0, 'b': None, 'c': 95.0}, 0.8)
+    healthy = {'a': 100.0, 'b': 90.0, 'c': 95.0}
+    assert nodeprobe.unmeasured_nodes(healthy) == [] and nodeprobe.slow_nodes(healthy, 0.8) == []
+    problems = nodeprobe.unmeasured_nodes({'a': 100.0, 'b': None, 'c': 95.0})
     assert problems == ['node b: loopback stream not measured (see nodes/b.*.err)']
 
 
@@ -26,4 +27,3 @@ def test_a_slow_node_is_a_performance_verdict_a_missing_one_a_sanity_failure():
     assert nodeprobe.unmeasured_nodes(figures) == ['node fast2: loopback stream not measured (see nodes/fast2.*.err)']
     (slow,) = nodeprobe.slow_nodes(figures, 0.8)
     assert slow.startswith('node fast3: loopback stream 7000 Mbit/s is 0.35 x the median node')
-    assert nodeprobe.judge_nodes(figures, 0.8) == nodeprobe.unmeasured_nodes(figures) + [slow]

@@ -28,6 +28,7 @@ import shlex
 import shutil
 import subprocess
 import zlib
+from collections.abc import Mapping, Sequence
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -74,6 +75,18 @@ def _evaluate(checks) -> bool:
     if problems:
         raise SanityError('; '.join(problems))
     return True
+
+
+def known_fault(faults: Sequence[Mapping], check: str, interconnect: str, oversubscribed: bool) -> str | None:
+    """The reason of the first declared fault (environment extra ``known_faults``) that matches this run, else None:
+    the check is listed, the interconnect is among ``interconnects`` (where given), and the run is oversubscribed
+    (where ``oversubscribed`` is set)."""
+    for fault in faults:
+        if (check in fault.get('checks', [])
+                and ('interconnects' not in fault or interconnect in fault['interconnects'])
+                and (not fault.get('oversubscribed') or oversubscribed)):
+            return fault['reason']
+    return None
 
 
 class NetregressCheck(rfm.RunOnlyRegressionTest):
@@ -582,10 +595,10 @@ class MpiCheck(NetregressCheck):
     def skip_known_faults(self):
         """A defect of the MPI build declared in the environment's ``known_faults`` skips the run, with the
         reason in the report, rather than spending the time limit on a known hang."""
-        for fault in self.current_environ.extras.get('known_faults') or []:
-            if (type(self).__name__ in fault.get('checks', []) and self.ic.nodes >= int(fault.get('min_nodes', 1))
-                    and (not fault.get('oversubscribed') or self.oversubscribed)):
-                self.skip(f'known fault of {self.current_environ.name}: {fault["reason"]}')
+        reason = known_fault(self.current_environ.extras.get('known_faults') or [], type(self).__name__,
+                             self.ic.name, self.oversubscribed)
+        if reason:
+            self.skip(f'known fault of {self.current_environ.name}: {reason}')
 
     @run_after('setup')
     def use_environment_launcher(self):

@@ -106,3 +106,14 @@ def test_link_fraction_is_of_the_payload_a_link_carries():
     data['interconnects']['eth']['payload_mbps'] = 'fast'
     with pytest.raises(InterconnectError, match="eth.*payload_mbps must be a positive number"):
         InterconnectTable(data)
+
+
+def test_mpich4_ucx_tcp_finalize_hang_is_declared_on_every_tcp_path_not_on_shm(repo_root):
+    from netregress.base import known_fault
+    faults = next(e for e in load_settings(repo_root)['environments']
+                  if e['name'] == 'mpich4')['extras']['known_faults']
+    for ic in ('tcp', 'fast', 'gige'):                  # the hang was measured on one node (lo) and across nodes
+        assert 'MPI_Finalize' in known_fault(faults, 'mpi_throughput', ic, oversubscribed=False)
+    assert known_fault(faults, 'mpi_throughput', 'shm', oversubscribed=False) is None
+    assert known_fault(faults, 'tcp_throughput', 'tcp', oversubscribed=False) is None       # not an MPI check
+    assert 'yield' in known_fault(faults, 'mpi_collectives', 'shm', oversubscribed=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -218,15 +219,23 @@ def _faulty_kernels(env: str, mpicc: str) -> Path:
     return DRILL / 'kernels'
 
 
+def with_rate(spec: str, rate: str) -> str:
+    """The tc qdisc words ``spec`` with its ``rate`` replaced (the fabric's shaping, throttled)."""
+    throttled, n = re.subn(r'\brate \S+', f'rate {rate}', spec, count=1)
+    if n != 1:
+        raise ValueError(f'the gige shaping {spec!r} (VC_GIGE_SHAPING) names no rate to throttle')
+    return throttled
+
+
 def faults(clean_report: Path) -> list[Fault]:
-    gige_shaping = VC.get('VC_GIGE_SHAPING', 'tbf rate 1gbit burst 128kb latency 20ms')
+    gige_shaping = VC['VC_GIGE_SHAPING']
     prefix = VC['VC_NS_PREFIX']
     links_gige = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'"]
     refs_holder: dict[str, Path] = {}
     kern_holder: dict[str, Path] = {}
     return [
         Fault('a', 'gige link to gige2 throttled to 70% (tbf 700mbit)', links_gige, ['gige2'],
-              inject=lambda: _shape(f'{prefix}gige2', gige_shaping.replace('1gbit', '700mbit')),
+              inject=lambda: _shape(f'{prefix}gige2', with_rate(gige_shaping, '700mbit')),
               restore=lambda: _shape(f'{prefix}gige2', gige_shaping)),
         Fault('b', "fast3's CPU capped at half (cgroup cpu quota 50%)",
               ['-n', '^(link_allpairs|node_loopback)', '-E', "interconnect == 'fast'"], ['fast3'],

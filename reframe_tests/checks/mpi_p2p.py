@@ -8,7 +8,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
 from netregress.base import MpiKernelCheck, SweepPlugin
-from netregress.peers import Iperf3YardstickPlugin
+from netregress.peers import Iperf3YardstickPlugin, MpiRoundTripPeerPlugin
 
 
 class MpitestBenchmark(MpiKernelCheck):
@@ -87,8 +87,11 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
 
 
 @rfm.simple_test
-class mpi_latency(MpitestBenchmark):
-    """Round-trip time of small messages (``-A SIZE``, Hpcbench latency test); the CI representative."""
+class mpi_latency(MpiRoundTripPeerPlugin, MpitestBenchmark):
+    """Round-trip time of small messages (``-A SIZE``, Hpcbench latency test); the CI representative.
+
+    NetPIPE's NPmpi or IMB-MPI1 PingPong times the same round trip in the same job: ``ratio_to_peer``.
+    """
 
     #: Message size of the latency test.
     #:

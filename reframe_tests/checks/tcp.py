@@ -9,7 +9,7 @@ from reframe.core.builtins import parameter, run_after, variable
 
 from netregress import interconnects
 from netregress.base import SweepPlugin, TcpKernelCheck
-from netregress.peers import Iperf3YardstickPlugin
+from netregress.peers import Iperf3YardstickPlugin, TcpRoundTripPeerPlugin
 
 
 # Ping-pong with TCP_NODELAY, as NetPIPE's NPtcp always runs: with Nagle's algorithm a request/response pattern waits
@@ -88,8 +88,9 @@ class tcp_throughput(Iperf3YardstickPlugin, TcpBenchmark):
 
 
 @rfm.simple_test
-class tcp_rtt(TcpBenchmark):
-    """Round-trip time of small messages (``-a``: Hpcbench latency test)."""
+class tcp_rtt(TcpRoundTripPeerPlugin, TcpBenchmark):
+    """Round-trip time of small messages (``-a``: Hpcbench latency test); NPtcp times the same round trip in the
+    same job (``ratio_to_peer``)."""
 
     #: Message size of the RTT test (``-A``).
     #:

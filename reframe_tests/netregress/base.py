@@ -620,15 +620,19 @@ class MpiCheck(NetregressCheck):
         """Nodes sharing one host (partition extra ``host_cpus``, the vcluster): rank r runs on CPU r mod
         host_cpus. Unpinned, two shared-memory ranks sometimes shared a core and sometimes not, and the same
         check measured 10x apart (Intel MPI 1 MiB stream 19 vs 227 Gbit/s, 8-byte RTT 3.8 vs 0.32 us)."""
+        self.executable, self.executable_opts = self.rank_command(self.executable, self.executable_opts)
+
+    def rank_command(self, executable: str, opts: Sequence[str]) -> tuple[str, list[str]]:
+        """(executable, options) that start one rank of ``executable`` pinned as :meth:`pin_ranks_to_host_cpus`
+        says (unchanged where this partition does not pin); a peer in the same job is started the same way."""
         cpus = self.pinned_cpus()
         if cpus is None:
-            return
+            return executable, list(opts)
         # PMI_RANK: ranks started by Hydra (whose proxies srun starts) or Intel MPI; OMPI_COMM_WORLD_RANK: ranks
         # mpirun starts (local); LAMRANK: ranks LAM's lamd starts; SLURM_PROCID: ranks srun starts itself
         pin = (f'r=${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-${{LAMRANK:-${{SLURM_PROCID:-0}}}}}}}}; '
                f'exec taskset -c $((r % {cpus})) "$@"')
-        self.executable_opts = ['-c', shlex.quote(pin), 'nr-pin', self.executable, *self.executable_opts]
-        self.executable = 'sh'
+        return 'sh', ['-c', shlex.quote(pin), 'nr-pin', executable, *opts]
 
     def end_cpu_prefix(self, end: int) -> str:
         """A TCP pair in an MPI job (the iperf3 yardstick) runs where ranks ``end`` run, so that the ratio compares
@@ -637,11 +641,16 @@ class MpiCheck(NetregressCheck):
         cpus = self.pinned_cpus()
         return '' if cpus is None else f'taskset -c {end % cpus}'
 
+    def console_files(self) -> list:
+        """Where the MPI library's console output (its transport reports) went: the job's stdout and stderr, and
+        the output of a peer that ran in the same job (the peer's path is judged like the benchmark's)."""
+        return [self.stdout, self.stderr]
+
     def transport_witness(self) -> list[str]:
         if not self.check_transport:
             return []
         text = ''
-        for name in (self.stdout, self.stderr):
+        for name in self.console_files():
             path = stage_file(self, name)
             if os.path.exists(path):
                 with open(path, errors='replace') as fp:

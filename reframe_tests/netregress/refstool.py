@@ -89,6 +89,10 @@ def measurements(report: Mapping) -> list[Measurement]:
 LINK_BOUND_BYTES = 65536
 #: Tests whose throughput is a peak over a curve (CPU, scheduler and token-bucket bursts decide it).
 PEAK_TESTS = ('netpipe.', 'imb.')
+#: Ratios of two CPU-bound figures from separate launches (a kernel's round trip to its peer's in the same job):
+#: where the CPUs are shared the two launches can see different hosts (docs/validation.md), so they are judged
+#: like the figures they divide.
+CPU_BOUND_RATIOS = ('ratio_to_peer',)
 
 
 def metric_kind(metric: str, unit: str, test: str = '') -> str:
@@ -102,6 +106,8 @@ def metric_kind(metric: str, unit: str, test: str = '') -> str:
     base, size = references.split_metric(metric)
     if unit in ('us', 'ms', 's', 'ns') or base.endswith(('_us', '_s')):
         return 'latency'
+    if base in CPU_BOUND_RATIOS:
+        return 'cpu_bound'
     if unit == 'ratio' or base.startswith('ratio_'):
         return 'ratio'
     streaming = ('.stream' in test and '.sweep' not in test) or test.startswith('iperf3')

@@ -204,8 +204,12 @@ def describe(ref_test: str, var: str, unit: str, tc: Mapping, seen: int) -> Metr
     order = (fam, '', seen, size or 0)       # (family, sub-group, position, size): one type per slot
     parts = ref_test.split('.')
     label = f'{ref_test} {var}'
-    if ref_test == 'mpitest.latency' and name == 'rtt_us':
-        label = f'{size_label(int(tc.get("size_bytes") or 8))} latency (nr-mpitest)'
+    if ref_test in ('mpitest.latency', 'tcp.rtt'):
+        what = f'{size_label(int(tc.get("size_bytes") or 8))} ' + (
+            'latency (nr-mpitest)' if ref_test == 'mpitest.latency' else 'round trip (nr-tcptest)')
+        peer = 'NetPIPE or IMB' if ref_test == 'mpitest.latency' else 'NPtcp'   # one row for every build
+        label = {'rtt_us': what, 'peer_rtt_us': f'{peer} beside {what}',
+                 'ratio_to_peer': f'{what}: ratio to {peer}'}.get(name, label)
     elif ref_test.startswith('mpitest.') and len(parts) == 3 and parts[1] in ('stream', 'pingpong'):
         what = f'{size_label(int(tc.get("message_bytes") or 2 ** 20))} {parts[1]}, {parts[2]} (nr-mpitest)'
         label = {'throughput_mbps': f'{what}', 'fraction_of_link': f'{what}: fraction of link rate',
@@ -234,8 +238,6 @@ def describe(ref_test: str, var: str, unit: str, tc: Mapping, seen: int) -> Metr
         label = f'OSU {parts[1]} {name} @ {size_label(size)}'
     elif ref_test.startswith('npb.'):
         label = f'NAS {".".join(parts[1:]).upper()} {name}'
-    elif ref_test == 'tcp.rtt':
-        label = '8 B round trip (nr-tcptest)'
     elif ref_test.startswith('tcp.') and len(parts) == 3:
         order = (fam, f'{parts[2] != "blocking":d}{name != "throughput_mbps":d}', seen, 0)
         label = {'throughput_mbps': f'TCP {parts[1]}, {parts[2]} (nr-tcptest)',

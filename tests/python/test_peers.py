@@ -51,6 +51,29 @@ def test_imb(tmp_path):
     assert peers.parse_imb_pingpong('no table') == []
 
 
+def test_round_trip_of_a_peer_from_its_precise_column(tmp_path):
+    """NetPIPE's time column has 0.01-us steps: the round trip comes from its rate (2^20 bit/s Mbps); IMB's best
+    trial of several, from whichever of its two-decimal columns has more digits."""
+    np_out = tmp_path / 'peer-np.out'
+    np_out.write_text('       8   119.60340000   0.00000051\n')
+    assert peers.netpipe_rtt_us(str(np_out), 8).evaluate() == pytest.approx(2e6 * 64 / (119.6034 * 2 ** 20))
+    with pytest.raises(SanityError, match='no 16-byte round trip'):
+        peers.netpipe_rtt_us(str(np_out), 16).evaluate()
+    with pytest.raises(SanityError, match='wrote no'):
+        peers.netpipe_rtt_us(str(tmp_path / 'absent'), 8).evaluate()
+    imb = tmp_path / 'peer.out'
+    imb.write_text(IMB_OUT.replace('            8          200         1.85         4.32\n',
+                                   '            8         1000         0.50        15.92\n'
+                                   '            8         1000         0.47        16.93\n'
+                                   '            8         1000        30.01         0.27\n'))
+    assert peers.imb_rtt_us(str(imb), 8).evaluate() == pytest.approx(2 * 8 / 16.93)     # MB/s: more digits
+    imb.write_text(IMB_OUT.replace('1.85         4.32', '30.01         0.27'))
+    assert peers.imb_rtt_us(str(imb), 8).evaluate() == pytest.approx(2 * 30.01)        # t[usec]: more digits
+    imb.write_text('# All processes entering MPI_Finalize\n')
+    with pytest.raises(SanityError, match='no 8-byte round trip'):
+        peers.imb_rtt_us(str(imb), 8).evaluate()
+
+
 IPERF3_SERVER = '''-----------------------------------------------------------
 Server listening on 38141 (test #1)
 -----------------------------------------------------------

@@ -84,8 +84,13 @@ def run(sandbox, name, *extra, env=None, references=None):
 
 
 def reference(env, ic, test, metric, value, unit):
-    return {'schema': 'netregress-references/1', 'system': 'local', 'references': {'default': {env: {ic: {test: {
-        metric: {'value': value, 'lower': -0.99, 'upper': 99.0, 'unit': unit, 'comment': 'test'}}}}}}}
+    """A committed reference file for one figure (any value within 0.01x..100x passes), and for the peer's round
+    trip and the ratio to it, which tcp_rtt and mpi_latency measure in the same job."""
+    metrics = {metric: {'value': value, 'unit': unit, 'lower': -0.99, 'upper': 99.0, 'comment': 'test'}}
+    anything = {'value': 1.0, 'lower': -0.9999, 'upper': 9999.0, 'comment': 'test'}   # a real peer, a fake kernel
+    metrics |= {'peer_rtt_us': {'unit': 'us', **anything}, 'ratio_to_peer': {'unit': 'ratio', **anything}}
+    return {'schema': 'netregress-references/1', 'system': 'local', 'references': {'default': {env: {ic: {test: (
+        metrics)}}}}}
 
 
 def test_complete_run_passes(sandbox):
@@ -99,6 +104,23 @@ def test_missing_reference_fails_after_measuring(sandbox):
     assert rc != 0 and cases[0]['fail_phase'] == 'performance'
     assert 'no reference for local:default gnu tcp tcp.rtt rtt_us' in cases[0]['fail_reason']
     assert cases[0]['perfvalues']['local:default:rtt_us'][0] == 25.0       # measured, so tools/refs can use it
+
+
+def test_the_round_trip_is_measured_beside_its_peer_in_the_same_job(sandbox):
+    """NPtcp runs in the tcp_rtt job (before the counters); our round trip is also reported over the peer's."""
+    rc, cases = run(sandbox, 'tcp_rtt', references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
+    assert rc == 0, cases[0]['fail_reason']
+    values = {key.split(':')[-1]: v[0] for key, v in cases[0]['perfvalues'].items()}
+    assert values['peer_rtt_us'] > 0 and cases[0]['nr_peer'] == 'NPtcp'
+    assert values['ratio_to_peer'] == pytest.approx(values['rtt_us'] / values['peer_rtt_us'])
+
+
+def test_a_peer_that_measured_nothing_fails_the_check_naming_it(sandbox):
+    rc, cases = run(sandbox, 'tcp_rtt', '-S', 'peer_nptcp=false',
+                    references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
+    assert rc != 0 and cases[0]['fail_phase'] == 'sanity'
+    assert 'the peer NetPIPE wrote no peer-np.out' in cases[0]['fail_reason']
+    assert 'peer false exited with 1' in cases[0]['fail_reason']
 
 
 def test_kernel_error_fails_with_its_message(sandbox):
@@ -149,8 +171,10 @@ def test_host_baseline_records_but_does_not_assert_cpu_bound_figures(sandbox, tm
     base.save()
     rc, cases = run(sandbox, 'tcp_rtt', env={'NETREGRESS_REFERENCES': '', 'NETREGRESS_STATE': str(tmp_path)})
     assert rc == 0 and cases[0]['result'] == 'pass', cases[0]['fail_reason']
-    assert cases[0]['nr_recorded_only'] == 'rtt_us' and 'host baseline' in cases[0]['nr_reference_source']
-    rc, cases = run(sandbox, 'tcp_rtt', references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 2.5, 'us')
-                    | {'references': {'default': {'gnu': {'tcp': {'tcp.rtt': {'rtt_us': {
-                        'value': 2.5, 'lower': -0.33, 'upper': 0.5, 'unit': 'us', 'comment': 'test'}}}}}}})
+    # the peer's round trip and the ratio to it are CPU-bound too
+    assert (set(cases[0]['nr_recorded_only'].split(',')) == {'rtt_us', 'peer_rtt_us', 'ratio_to_peer'}
+            and 'host baseline' in cases[0]['nr_reference_source'])
+    strict = reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 2.5, 'us')
+    strict['references']['default']['gnu']['tcp']['tcp.rtt']['rtt_us'].update(lower=-0.33, upper=0.5)
+    rc, cases = run(sandbox, 'tcp_rtt', references=strict)
     assert rc != 0 and cases[0]['fail_phase'] == 'performance' and cases[0]['nr_recorded_only'] == ''

@@ -88,6 +88,8 @@ def test_metric_kinds_choose_the_band(table):
     assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'iperf3.stream') == 'throughput'
     assert refstool.metric_kind('rtt_us', 'us', 'tcp.rtt') == 'latency'
     assert refstool.metric_kind('ratio_to_iperf3', 'ratio', 'tcp.stream.blocking') == 'ratio'
+    # a round trip over its peer's from another launch: as CPU-bound as the round trips themselves
+    assert refstool.metric_kind('ratio_to_peer', 'ratio', 'mpitest.latency') == 'cpu_bound'
     # gige: tight for link-bound throughput, loose for CPU-bound, -3% for the iperf3 ratio; shm: no distinction
     assert table.tolerance('gige', 'throughput')[:2] == (-0.05, 0.05)
     assert table.tolerance('gige', 'cpu_bound')[0] < -0.5

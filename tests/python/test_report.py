@@ -257,6 +257,10 @@ def test_report_pieces_and_helpers():
     m = report.describe('mpitest.latency', 'rtt_us', 'us', {'size_bytes': 8}, 0)
     assert m.better == 'lower' and m.label == '8 B latency (nr-mpitest)'
     assert report.ratio_to_best(m, {'x': 2.0, 'y': 4.0}) == {'x': 1.0, 'y': 0.5}
+    peer = report.describe('tcp.rtt', 'ratio_to_peer', 'ratio', {'size_bytes': 8}, 2)
+    assert peer.better is None and peer.label == '8 B round trip (nr-tcptest): ratio to NPtcp'
+    assert report.describe('mpitest.latency', 'peer_rtt_us', 'us', {}, 1).label == \
+        'NetPIPE or IMB beside 8 B latency (nr-mpitest)'
     ratio = report.describe('mpitest.stream.blocking', 'ratio_to_iperf3', 'ratio', {}, 0)
     assert ratio.better is None and report.ratio_to_best(ratio, {'x': 1.0, 'y': 0.9}) == {}
     osu = report.case_figures({'ref_test': 'osu.latency', 'environ': 'e', 'perfvalues': {

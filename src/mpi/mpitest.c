@@ -99,9 +99,9 @@ enum nr__pattern_kind {
 /* Move `iters` messages of `size` bytes; only MPI calls inside. Verification (when on) checks the last message
  * after the clock stopped, so it never perturbs the measurement. A round trip stays one even with -n: the master
  * may pre-post its receive, but the secondary sends only after its receive completed, so the master's wait ends
- * one full round trip after its send. The secondary answers from its own send buffer, not from the buffer it just
- * received into (as IMB, OSU and NetPIPE do): returning freshly written, cache-hot data would make the return
- * trip cheaper than a real one. */
+ * one full round trip after its send. Both ranks send from their send buffer, as IMB and OSU do, not from the
+ * buffer they just received into (NetPIPE's default cache mode has one buffer): on a 2-vCPU VM sending freshly
+ * received data made a 1 MiB shared-memory round trip 1.4x slower (bench/mpi_vs_peers). */
 static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
                         unsigned char *rbuf, uint64_t size, uint64_t iters, struct nr_error *err)
 {

@@ -141,14 +141,15 @@ def baseline_status(system: str) -> str:
     host = baselines.host_id()
     if base is None:
         return (f'no baseline of {system} for this host ({host}) under {baselines.state_dir()}: this run MEASURES '
-                f'one; it asserts only what needs no baseline (provenance, link rates, ratios to peers) and '
-                f'records its figures when it passes')
+                f'one; it asserts only what needs no baseline (provenance, link rates, ratios to the iperf3 '
+                f'yardstick) and records its figures when it passes')
     stale = base.stale_reason()
     if stale:
         return f'{stale}: this run measures a new baseline and asserts only what needs none'
     shared = sorted(p for p, x in refstool.partition_extras(system).items() if not x.get('assert_cpu_bound', True))
-    scope = (f'; on {", ".join(shared)} it asserts ratios and link-bound streams, CPU-bound figures are recorded '
-             f'only (they swing with the host\'s CPU load: docs/validation.md)' if shared else '')
+    scope = (f'; on {", ".join(shared)} it asserts link-bound streams and their ratios to iperf3, CPU-bound figures '
+             f'(round trips and their ratios to NetPIPE or IMB too) are recorded only (they swing with where the '
+             f'host runs the CPUs: docs/validation.md)' if shared else '')
     return (f'comparing with this host\'s baseline of {system} ({host}, {len(base.runs)} runs recorded, '
             f'{base.path}){scope}; a passing run adds its figures to it')
 

@@ -216,10 +216,7 @@ def _environments(system, launch):
     return envs
 
 
-# lam7 joins the partitions only with NETREGRESS_LAM=1 until a run on the vcluster has validated it (issue 13 part 3:
-# written while the machine was reserved for measurements, so never run there yet); its environment is defined
-# either way, so `reframe -p lam7` names it.
-ENV_NAMES = ['gnu'] + [n for n in MPI_BUILDS if n != 'lam7' or os.environ.get('NETREGRESS_LAM') == '1']
+ENV_NAMES = ['gnu'] + list(MPI_BUILDS)
 
 local = {
     'name': 'local',

@@ -404,7 +404,7 @@ int nr_proto_recv(struct nr_proto_conn *c, double timeout_s, struct nr_proto_hdr
 int nr_proto_expect(struct nr_proto_conn *c, int type, double timeout_s, union nr_msg *m, const char *peer_name,
                     struct nr_error *err)
 {
-    struct nr_proto_hdr h;
+    struct nr_proto_hdr h = {0};   /* GCC 12 -O3 cannot see nr_proto_decode_header fill it */
     int rc = nr_proto_recv(c, timeout_s, &h, m, err);
     if (rc < 0)
         return rc;

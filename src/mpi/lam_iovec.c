@@ -19,7 +19,10 @@ static ssize_t nr__without_empty(const char *name, nr__vec_fn *real, int fd, con
         errno = ENOSYS;
         return -1;
     }
-    if (n <= 0 || n > IOV_MAX)
+    int empty = 0;   /* this sits on LAM's per-message path: copy only when there is something to drop */
+    for (int i = 0; i < n && !empty; i++)
+        empty = iov[i].iov_len == 0;
+    if (!empty || n > IOV_MAX)
         return (*real)(fd, iov, n);
     struct iovec kept[IOV_MAX];
     int m = 0;

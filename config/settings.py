@@ -181,14 +181,16 @@ LOCAL_LAUNCH = {
     'lam7': [LAMRUN, '--user', LAM_USER, '-np', '{ntasks}'],
 }
 # Slurm (slurm-vcluster.md): Open MPIs via PMIx; Debian MPICH through its own Hydra (its srun --mpi=pmi2 path hangs
-# in MPI_Finalize in ~10% of runs); MPICH 5 and Intel MPI via PMI-2.
+# in MPI_Finalize in ~10% of runs); MPICH 5 and Intel MPI via PMI-2. --kill-on-bad-exit: a rank that dies ends the
+# step at once, with its signal, instead of leaving its partner blocked until the job's time limit.
+KILL = '--kill-on-bad-exit=1'
 SLURM_LAUNCH = {
-    'openmpi4': ['srun', '--mpi=pmix'],
-    'openmpi5': ['srun', '--mpi=pmix'],
+    'openmpi4': ['srun', KILL, '--mpi=pmix'],
+    'openmpi5': ['srun', KILL, '--mpi=pmix'],
     'mpich4': ['mpiexec.mpich', '-launcher', 'slurm', '-rmk', 'slurm', '-n', '{ntasks}',
                '-ppn', '{ntasks_per_node}'],
-    'mpich5': ['srun', '--mpi=pmi2'],
-    'intelmpi': ['srun', '--mpi=pmi2'],
+    'mpich5': ['srun', KILL, '--mpi=pmi2'],
+    'intelmpi': ['srun', KILL, '--mpi=pmi2'],
     # LAM's own slurm boot module starts one lamd per node of the allocation; mpirun.lam places the ranks
     'lam7': [LAMRUN, '-np', '{ntasks}'],
 }
@@ -358,11 +360,11 @@ SITE_ENVIRONMENTS = [
      'extras': {'kernels': '/opt/netregress/bin'}},
     {'name': 'openmpi', 'modules': ['openmpi/4.1.6'], 'cc': 'mpicc', 'features': ['mpi', 'kernels'],
      'target_systems': ['site-example'],
-     'extras': {'mpi_family': 'openmpi-ucx', 'mpicc': 'mpicc', 'launch': ['srun', '--mpi=pmix'],
+     'extras': {'mpi_family': 'openmpi-ucx', 'mpicc': 'mpicc', 'launch': ['srun', KILL, '--mpi=pmix'],
                 'kernels': '/opt/netregress/openmpi/bin'}},
     {'name': 'intelmpi', 'modules': ['intel-oneapi-mpi/2021.13'], 'cc': 'mpiicx', 'features': ['mpi', 'kernels', 'imb'],
      'target_systems': ['site-example'],
-     'extras': {'mpi_family': 'intelmpi', 'mpicc': 'mpiicx', 'launch': ['srun', '--mpi=pmi2'],
+     'extras': {'mpi_family': 'intelmpi', 'mpicc': 'mpiicx', 'launch': ['srun', KILL, '--mpi=pmi2'],
                 'kernels': '/opt/netregress/intelmpi/bin', 'imb': 'IMB-MPI1'}},
 ]
 

@@ -297,7 +297,8 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         return problems
 
     def job_witness(self) -> list[str]:
-        """What the scheduler did to the job (never started, time limit, node failure), named first."""
+        """What the scheduler and srun saw happen to the job (never started, a task that died, time limit, node
+        failure), named first."""
         if not self.job.nodelist and self.current_partition.scheduler.registered_name != 'local':
             return [f'the job never started (state {self.job.state}; cancelled after max_pending_time '
                     f'{self.max_pending_time}): {self.partition_nodes()}']
@@ -305,8 +306,12 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         if not os.path.exists(path):
             return []
         with open(path, errors='replace') as fp:
-            cause = results.scheduler_cancellation(fp.read())
-        return [f'the scheduler cancelled the job {cause} (time_limit {self.time_limit})'] if cause else []
+            text = fp.read()
+        problems = [f'{f} (srun)' for f in results.failed_tasks(text)]
+        cause = results.scheduler_cancellation(text)
+        if cause:
+            problems.append(f'the scheduler cancelled the job {cause} (time_limit {self.time_limit})')
+        return problems
 
     def partition_nodes(self) -> str:
         """Slurm's node states of this partition (``sinfo``), for a job that could not start."""

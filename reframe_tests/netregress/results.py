@@ -118,6 +118,18 @@ def scheduler_cancellation(stderr_text: str) -> str | None:
     return m.group(1) if m else None
 
 
+_TASK_FAILED = re.compile(r'^srun: error: (\S+): (tasks? [\d,-]+): (.+?)\s*$', re.M)
+# what --kill-on-bad-exit does to the other tasks once one has failed: a consequence, not a cause
+_TASK_KILLED = ('Terminated', 'Killed')
+
+
+def failed_tasks(stderr_text: str) -> list[str]:
+    """srun's account of tasks that ended abnormally (``fast2 task 1: Segmentation fault``), causes first."""
+    found = [f'{node} {tasks}: {what}' for node, tasks, what in _TASK_FAILED.findall(stderr_text)]
+    causes = [f for f in found if not f.endswith(_TASK_KILLED)]
+    return causes + [f for f in found if f not in causes]
+
+
 def exit_status(stdout: str | Path) -> int:
     """The benchmark's exit status recorded by the job script (see :data:`EXIT_MARK`); SanityError if absent."""
     text = Path(stdout).read_text(errors='replace') if Path(stdout).exists() else ''

@@ -117,3 +117,13 @@ def test_mpich4_ucx_tcp_finalize_hang_is_declared_on_every_tcp_path_not_on_shm(r
     assert known_fault(faults, 'mpi_throughput', 'shm', oversubscribed=False) is None
     assert known_fault(faults, 'tcp_throughput', 'tcp', oversubscribed=False) is None       # not an MPI check
     assert 'yield' in known_fault(faults, 'mpi_collectives', 'shm', oversubscribed=True)
+
+
+def test_every_srun_launch_ends_the_step_when_a_rank_dies(repo_root):
+    """Without --kill-on-bad-exit a crashed rank leaves its partner blocked until the job's time limit, and the
+    reason reads only 'DUE TO TIME LIMIT'."""
+    launches = [(e['name'], e['extras']['launch']) for e in load_settings(repo_root)['environments']
+                if (e.get('extras') or {}).get('launch', [''])[0] == 'srun']
+    assert len(launches) >= 4
+    for name, launch in launches:
+        assert '--kill-on-bad-exit=1' in launch, f'{name}: {launch}'

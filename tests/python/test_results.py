@@ -86,3 +86,16 @@ def test_scheduler_cancellation_is_named():
                                           'FAILURE ***') == 'DUE TO NODE FAILURE'
     assert results.scheduler_cancellation('*** JOB 9 ON fast1 CANCELLED AT 2026-11-23T01:00:00 ***') is None
     assert results.scheduler_cancellation('') is None
+
+
+def test_a_task_that_died_is_named_before_the_tasks_killed_after_it():
+    # srun --kill-on-bad-exit=1, as measured on the vcluster: rank 0 segfaults, srun terminates rank 1
+    err = ('srun: error: gige1: task 0: Segmentation fault\n'
+           'srun: launch/slurm: _step_signal: Terminating StepId=874.0\n'
+           'srun: error: gige2: task 1: Terminated\n'
+           'srun: Force Terminated StepId=874.0\n')
+    assert results.failed_tasks(err) == ['gige1 task 0: Segmentation fault', 'gige2 task 1: Terminated']
+    err = ('srun: error: fast2: tasks 0-1: Terminated\n'
+           'srun: error: fast1: task 2: Exited with exit code 3\n')
+    assert results.failed_tasks(err) == ['fast1 task 2: Exited with exit code 3', 'fast2 tasks 0-1: Terminated']
+    assert results.failed_tasks('srun: Job step aborted\n') == []

@@ -80,6 +80,24 @@ def skip_reasons(log_text: str) -> dict[str, str]:
     return out
 
 
+_DEPENDENCY_SKIP = 'skipped due to skipped dependencies'
+
+
+def skip_reason(tc: Mapping, cases: list[Mapping], skips: Mapping[str, str], seen: frozenset = frozenset()) -> str:
+    """Why ``tc`` was skipped; a case skipped only because a dependency was (ReFrame's own words) takes the reason
+    of that dependency, so 'no Spack' or a known fault is counted with every case it takes out."""
+    key = f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
+    reason = skips.get(key) or one_line(tc.get('fail_reason'))
+    if reason != _DEPENDENCY_SKIP:
+        return reason
+    for name, sys_part, environ in tc.get('dependencies_actual') or []:
+        for dep in cases:
+            if (dep.get('unique_name') == name and dep.get('result') == 'skip' and dep.get('environ') == environ
+                    and f"{dep.get('system')}:{dep.get('partition')}" == sys_part and name not in seen):
+                return skip_reason(dep, cases, skips, seen | {name})
+    return reason
+
+
 def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | None = None) -> tuple[str, bool]:
     """(text, ok) for one report; ``skips`` from :func:`skip_reasons` names why cases were skipped."""
     res = analyse(report)
@@ -117,8 +135,7 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     skipped = collections.defaultdict(list)
     for tc in cases:
         if tc.get('result') == 'skip':
-            key = f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
-            skipped[(skips or {}).get(key) or one_line(tc.get('fail_reason'))].append(tc)
+            skipped[skip_reason(tc, cases, skips or {})].append(tc)
     if skipped:
         lines.append(f'   skipped ({sum(map(len, skipped.values()))}), by reason:')
         for reason, tcs in sorted(skipped.items(), key=lambda kv: -len(kv[1])):

@@ -94,6 +94,23 @@ def test_skip_reasons_come_from_the_console_log():
     assert ok and '1 x spack is not on PATH' in text
 
 
+def test_a_case_skipped_for_a_skipped_fixture_counts_under_the_fixture_reason():
+    log = ('[ SKIP ] (91/495) NpbSpackBuild ~vcluster:fast+openmpi4 /a6627e78 @vcluster:fast+openmpi4 [no Spack here]\n'
+           '[ SKIP ] (92/495) nas %case=is-np2 /ddffb51a @vcluster:fast+openmpi4 [skipped due to skipped dependencies]\n'
+           '[ SKIP ] (93/495) nas %case=ep-np2 /ddffb51b @vcluster:fast+openmpi4 [skipped due to skipped dependencies]\n')
+    where = {'system': 'vcluster', 'partition': 'fast', 'environ': 'openmpi4', 'result': 'skip'}
+    fixture = {'display_name': 'NpbSpackBuild ~vcluster:fast+openmpi4', 'unique_name': 'NpbSpackBuild_53daa780',
+               **where}
+    dep = [['NpbSpackBuild_53daa780', 'vcluster:fast', 'openmpi4']]
+    cases = [fixture, {'display_name': 'nas %case=is-np2', 'dependencies_actual': dep, **where},
+             {'display_name': 'nas %case=ep-np2', 'dependencies_actual': dep, **where},
+             {'display_name': 'orphan', 'dependencies_actual': [['Gone_1', 'vcluster:fast', 'openmpi4']],
+              'fail_reason': 'skipped due to skipped dependencies', **where}]
+    text, ok = runsummary.summarise({'runs': [{'testcases': cases}]}, skips=runsummary.skip_reasons(log))
+    assert ok and '3 x no Spack here' in text
+    assert '1 x skipped due to skipped dependencies' in text      # a dependency not in the report: ReFrame's words
+
+
 def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
     (tmp_path / 'src').mkdir()
     (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 0; }\n')

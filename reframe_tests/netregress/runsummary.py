@@ -80,6 +80,15 @@ def skip_reasons(log_text: str) -> dict[str, str]:
     return out
 
 
+def case_seconds(tc: Mapping) -> float:
+    """Time a case took. ReFrame's run phase of a case without a job (a fixture that builds nothing) lasts until
+    its last dependent is done (860 s for MpiKernelBuild in a full vcluster run), so it counts only with a job."""
+    phases = ['time_setup', 'time_compile', 'time_sanity', 'time_performance']
+    if tc.get('jobid') is not None:
+        phases.append('time_run')
+    return sum(tc.get(k) or 0 for k in phases)
+
+
 _DEPENDENCY_SKIP = 'skipped due to skipped dependencies'
 
 
@@ -103,10 +112,10 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     res = analyse(report)
     cases = list(res['final'].values())
     count = collections.Counter(tc.get('result') for tc in cases)
-    total = sum(tc.get('time_total') or 0 for tc in cases)
+    total = sum(map(case_seconds, cases))
     lines = [f'== {name}: {dict(count)}, {total:.0f} s in test cases; slowest:']
-    for tc in sorted(cases, key=lambda t: -(t.get('time_total') or 0))[:5]:
-        lines.append(f'   {tc.get("time_total") or 0:6.1f} s  {case_name(tc)}  {tc.get("result")}')
+    for tc in sorted(cases, key=lambda t: -case_seconds(t))[:5]:
+        lines.append(f'   {case_seconds(tc):6.1f} s  {case_name(tc)}  {tc.get("result")}')
     asserted = out_of_band = unbanded = 0
     for tc in cases:
         for value, _ref, lower, upper, _unit, result in (tc.get('perfvalues') or {}).values():

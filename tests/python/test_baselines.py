@@ -94,6 +94,15 @@ def test_skip_reasons_come_from_the_console_log():
     assert ok and '1 x spack is not on PATH' in text
 
 
+def test_a_case_without_a_job_is_not_timed_by_its_dependents():
+    where = {'system': 'vc', 'partition': 'fast', 'environ': 'gnu', 'result': 'pass'}
+    fixture = {'display_name': 'MpiKernelBuild', 'jobid': None, 'time_setup': 0.02, 'time_run': 860.0, **where}
+    check = {'display_name': 'mpi_latency', 'jobid': '42', 'time_setup': 0.1, 'time_run': 12.0, **where}
+    assert runsummary.case_seconds(fixture) == pytest.approx(0.02)
+    text, _ = runsummary.summarise({'runs': [{'testcases': [fixture, check]}]})
+    assert '12 s in test cases' in text and 'mpi_latency' in text.splitlines()[1]
+
+
 def test_a_case_skipped_for_a_skipped_fixture_counts_under_the_fixture_reason():
     log = ('[ SKIP ] (91/495) NpbSpackBuild ~vcluster:fast+openmpi4 /a6627e78 @vcluster:fast+openmpi4 [no Spack here]\n'
            '[ SKIP ] (92/495) nas %case=is-np2 /ddffb51a @vcluster:fast+openmpi4 [skipped due to skipped dependencies]\n'

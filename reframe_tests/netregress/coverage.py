@@ -14,7 +14,7 @@ a node was never touched. This module names those nodes:
     ``gige4: used by no passing check``.
 :func:`main`
     ``python -m netregress.coverage --system vcluster --report REPORT.json --wait 30`` prints both kinds of problem
-    and exits 1 when there is any (2 on a usage error).
+    and exits 1 when there is any (2 on a usage error, 3 when Slurm did not answer at all).
 
 Commands are run through an injectable *runner* (``runner(argv, timeout_s) -> CompletedProcess``), so tests feed
 canned ``sinfo`` / ``scontrol`` output and no cluster is needed.
@@ -133,12 +133,16 @@ def _sinfo_nodes(partitions: Sequence[str], runner: Runner, timeout_s: float) ->
     return rows
 
 
+#: What a problem says when Slurm did not answer at all (main exits 3 then: tools/validate runs nothing there).
+STATES_UNKNOWN = 'node states unknown'
+
+
 def _problems_once(partitions: Sequence[str], runner: Runner, timeout_s: float) -> tuple[list[str], bool]:
     """One sinfo pass: (problems, whether every problem may still pass by itself)."""
     try:
         rows = _sinfo_nodes(partitions, runner, timeout_s)
     except SlurmQueryError as err:
-        return [f'partitions {", ".join(partitions)}: node states unknown: {err}'], False
+        return [f'partitions {", ".join(partitions)}: {STATES_UNKNOWN}: {err}'], False
     problems: list[str] = []
     transient = True
     seen: set[str] = set()
@@ -362,6 +366,8 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_command) -> 
         counted = f'{sum(map(len, nodes.values()))} nodes' if nodes else 'every node'
         print(f'coverage: {counted} of {", ".join(parts)} usable'
               + (' and used by a passing check' if args.report else ''))
+    if any(STATES_UNKNOWN in p for p in problems):
+        return 3
     return 1 if problems else 0
 
 

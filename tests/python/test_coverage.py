@@ -198,6 +198,12 @@ def test_main_prints_problems_and_exits_1(tmp_path, capsys):
     assert out == ['fast2: drained (drained; reason: x)', 'gige4: used by no passing check']
 
 
+def test_main_exits_3_when_slurm_does_not_answer(capsys):
+    fake = FakeSlurm('', returncode=1, stderr='sbatch: fatal: Could not establish a configuration source\n')
+    assert coverage.main(['--system', 'vcluster', '--wait', '0'], runner=fake) == 3
+    assert 'node states unknown: sinfo failed (exit 1)' in capsys.readouterr().out
+
+
 def test_main_all_good_and_bad_report(tmp_path, capsys):
     fake = FakeSlurm(HEALTHY)
     assert coverage.main(['--system', 'vcluster', '--wait', '0'], runner=fake) == 0

@@ -92,19 +92,19 @@ def case_seconds(tc: Mapping) -> float:
 _DEPENDENCY_SKIP = 'skipped due to skipped dependencies'
 
 
-def skip_reason(tc: Mapping, cases: list[Mapping], skips: Mapping[str, str], seen: frozenset = frozenset()) -> str:
+def skip_reason(tc: Mapping, by_name: Mapping[tuple, Mapping], skips: Mapping[str, str]) -> str:
     """Why ``tc`` was skipped; a case skipped only because a dependency was (ReFrame's own words) takes the reason
-    of that dependency, so 'no Spack' or a known fault is counted with every case it takes out."""
-    key = f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
-    reason = skips.get(key) or one_line(tc.get('fail_reason'))
-    if reason != _DEPENDENCY_SKIP:
-        return reason
-    for name, sys_part, environ in tc.get('dependencies_actual') or []:
-        for dep in cases:
-            if (dep.get('unique_name') == name and dep.get('result') == 'skip' and dep.get('environ') == environ
-                    and f"{dep.get('system')}:{dep.get('partition')}" == sys_part and name not in seen):
-                return skip_reason(dep, cases, skips, seen | {name})
-    return reason
+    of that dependency, so 'no Spack' or a known fault is counted with every case it takes out. ``by_name``: the
+    report's skipped cases by (unique name, 'system:partition', environ), the form of ``dependencies_actual``."""
+    seen = set()
+    while True:
+        key = f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
+        reason = skips.get(key) or one_line(tc.get('fail_reason'))
+        deps = [by_name[tuple(d)] for d in tc.get('dependencies_actual') or [] if tuple(d) in by_name]
+        if reason != _DEPENDENCY_SKIP or not deps or id(deps[0]) in seen:
+            return reason
+        seen.add(id(deps[0]))
+        tc = deps[0]
 
 
 def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | None = None) -> tuple[str, bool]:
@@ -142,9 +142,11 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
                      f'is in the report):')
         lines += [f'     {case_name(tc)}: {one_line(tc.get("fail_reason"))}' for tc in res['retried'].values()]
     skipped = collections.defaultdict(list)
+    by_name = {(tc.get('unique_name'), f"{tc.get('system')}:{tc.get('partition')}", tc.get('environ')): tc
+               for tc in cases if tc.get('result') == 'skip'}
     for tc in cases:
         if tc.get('result') == 'skip':
-            skipped[skip_reason(tc, cases, skips or {})].append(tc)
+            skipped[skip_reason(tc, by_name, skips or {})].append(tc)
     if skipped:
         lines.append(f'   skipped ({sum(map(len, skipped.values()))}), by reason:')
         for reason, tcs in sorted(skipped.items(), key=lambda kv: -len(kv[1])):

@@ -159,11 +159,13 @@ MPI_BUILDS = {
     # and takes it down again; LAM refuses to run as root, so when the suite runs as root its jobs run as the
     # unprivileged `run_as` user (tools/bootstrap creates it): Slurm jobs are submitted with sbatch --uid, a local
     # job's lamrun switches user itself (netregress/launch.py). No Spack package exists for LAM (spack_mpi: none).
-    # NPmpi: tools/bootstrap builds it against LAM from the NetPIPE archive of the Spack source mirror, when present.
+    # NPmpi and NPB: tools/bootstrap builds them against LAM from the archives of the Spack source mirror, if any.
     'lam7': dict(cc='mpicc.lam', family='lam', env_vars=[],
                  extras={'run_as': LAM_USER, 'spack_mpi': 'none',
                          **({'netpipe_mpi': str(DEPS / 'kernels' / 'lam7' / 'bin' / 'NPmpi')}
-                            if (DEPS / 'kernels' / 'lam7' / 'bin' / 'NPmpi').exists() else {})}),
+                            if (DEPS / 'kernels' / 'lam7' / 'bin' / 'NPmpi').exists() else {}),
+                         **({'npb_dir': str(DEPS / 'kernels' / 'lam7' / 'npb' / 'bin')}
+                            if (DEPS / 'kernels' / 'lam7' / 'npb' / 'bin').is_dir() else {})}),
     'intelmpi': dict(cc=str(_mpi('intelmpi') / 'bin' / 'mpicc'), family='intelmpi',
                      env_vars=[['I_MPI_ROOT', str(_mpi('intelmpi'))],
                                ['LD_LIBRARY_PATH', f'{_mpi("intelmpi")}/lib:$LD_LIBRARY_PATH']],

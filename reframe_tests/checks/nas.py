@@ -4,15 +4,17 @@ IS EP CG MG FT LU on 2 processes, BT and SP on 4 (a square number): each on the 
 :data:`NPB_PROCS` it accepts. The problem class is the system's, from the npb spec of its Spack environment
 (``classes=S`` on local, ``W`` on vcluster; a site picks its own), never from this file; ``-S npb_class=X``
 overrides (X must have been built). Sanity: the run printed its result block with ``Verification = SUCCESSFUL``,
-the expected benchmark, class and process count; performance: ``Mop/s total``. On a machine without Spack the build
-fixture is skipped with the reason (``reframe --list`` still shows every case); where Spack is present but the
-environment is not concretized (or stale, or lacks npb) the fixture fails with the fix.
+the expected benchmark, class and process count; performance: ``Mop/s total``. On a machine without Spack the check is
+skipped with the reason (``reframe --list`` still shows every case); where Spack is present but the environment is
+not concretized (or stale, or lacks npb) the build fixture fails with the fix. LAM/MPI, which Spack cannot build
+for, runs the NPB tools/bootstrap built against it (``extras.npb_dir``).
 """
 import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
+from reframe.core.exceptions import BuildSystemError
 
 from netregress import spack_build
 from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
@@ -38,10 +40,12 @@ def system_class(system: str) -> str:
 
 class NpbSpackBuild(spack_build.SpackPackageBuild):
     """NPB (MPI implementation) for the current MPI environment, from the system's pre-concretized Spack
-    environment (executables ``<prefix>/bin/<name>.<class>.x``)."""
+    environment (executables ``<prefix>/bin/<name>.<class>.x``); optional: where Spack builds nothing for the
+    environment the check takes its ``extras.npb_dir`` (LAM/MPI's, built by tools/bootstrap) or is skipped."""
 
     package = NPB_PACKAGE
     subdir = 'bin'
+    optional = True
 
     @run_before('compile', always_last=True)
     def expected_executables(self):
@@ -89,6 +93,14 @@ class nas(ExitStatusPlugin, MpiCheck):
                      f'NPB {self.bench.upper()} is Fortran and {reason}')
 
     @run_after('setup')
+    def choose_npb_build(self):
+        """Spack's NPB for this MPI, else the environment's own (``extras.npb_dir``), else skipped, saying why."""
+        self.npb_dir = self.npb_build.kernels_dir or self.current_environ.extras.get('npb_dir', '')
+        self.skip_if(not self.npb_dir,
+                     f'{spack_build.not_built_reason(self.current_environ)}; and no NPB built outside Spack for '
+                     f'this MPI (tools/bootstrap builds one for LAM/MPI only, from a Spack source mirror)')
+
+    @run_after('setup')
     def choose_class(self):
         if not self.npb_class:
             self.npb_class = system_class(self.current_system.name)
@@ -98,7 +110,11 @@ class nas(ExitStatusPlugin, MpiCheck):
 
     @run_before('run')
     def set_command(self):
-        self.executable = os.path.join(self.npb_build.kernels_dir, f'{self.bench}.{self.npb_class}.x')
+        self.executable = os.path.join(self.npb_dir, f'{self.bench}.{self.npb_class}.x')
+        if not os.access(self.executable, os.X_OK):     # a build outside Spack may lack a class
+            raise BuildSystemError(f'{self.executable} does not exist: NPB class {self.npb_class} was not built for '
+                                   f'{self.current_environ.name} (tools/bootstrap builds the classes of '
+                                   f'config/spack/*/spack.yaml)')
         self.executable_opts = []
 
     def payload_bytes(self) -> float:

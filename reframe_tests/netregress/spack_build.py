@@ -285,14 +285,16 @@ def status(system: str) -> tuple[str, bool]:
         none = [e['name'] for e in _system_environments(system)
                 if ((e.get('extras') or {}).get('spack_mpi') or '') == 'none']
         return (f'Spack ({spack_exe()}), environment {env_dir(system)}: OSU, NAS, NPmpi and IMB built through it '
-                f'for every MPI build' + (f' except {", ".join(none)} (Spack has no package for its MPI: skipped)'
+                f'for every MPI build' + (f' except {", ".join(none)} (Spack has no package for its MPI: OSU and IMB '
+                                          f'skipped, NPmpi and NAS from tools/bootstrap\'s builds where they exist)'
                                           if none else ''), True)
     envs = _system_environments(system)
     names = [e['name'] for e in envs]
     no_np = [e['name'] for e in envs if not (e.get('extras') or {}).get('netpipe_mpi')]
+    no_npb = [e['name'] for e in envs if not (e.get('extras') or {}).get('npb_dir')]
     no_imb = [e['name'] for e in envs if not (e.get('extras') or {}).get('imb')]
     left_out = [f'osu (every case: {", ".join(names)}) and its OsuSpackBuild fixtures',
-                f'nas (every case: {", ".join(names)}) and its NpbSpackBuild fixtures']
+                f'nas for {", ".join(no_npb)} (no NPB build without Spack)']
     if no_np:
         left_out.append(f'netpipe_mpi for {", ".join(no_np)} (no NetPIPE MPI module without Spack)')
     if no_imb:

@@ -182,6 +182,11 @@ def test_status_names_exactly_what_a_run_without_spack_leaves_out(deps, monkeypa
     no_imb = text.split('imb_pingpong for ')[1].split(' (')[0].split(', ')
     assert {'openmpi5', 'mpich5', 'intelmpi'} <= set(no_np) and not {'openmpi4', 'mpich4'} & set(no_np)
     assert {'openmpi4', 'mpich4', 'openmpi5', 'mpich5'} <= set(no_imb) and 'intelmpi' not in no_imb
+    # NAS without Spack only where tools/bootstrap built NPB outside it (LAM/MPI, extras.npb_dir)
+    no_npb = text.split('nas for ')[1].split(' (')[0].split(', ')
+    assert {'openmpi4', 'mpich4', 'openmpi5', 'mpich5', 'intelmpi'} <= set(no_npb)
+    has_npb = {e['name'] for e in spack_build._system_environments('vcluster') if e['extras'].get('npb_dir')}
+    assert not has_npb & set(no_npb)
 
 
 def test_prepare_generates_the_environment_outside_the_checkout(tmp_path):
@@ -239,6 +244,34 @@ def test_snapshot_packs_reproducibly_under_its_own_digest(tmp_path):
     out = subprocess.run([tool, 'add', str(tmp_path / 'm1'), 'osu-micro-benchmarks', '7.4', str(src)],
                          capture_output=True, text=True, timeout=60)
     assert len(yaml.safe_load((tmp_path / 'm1' / 'netregress-snapshots.yaml').read_text())['snapshots']) == 1
+
+
+def test_snapshot_find_returns_a_verified_archive_and_refuses_a_replaced_one(tmp_path):
+    """What tools/bootstrap builds against LAM/MPI comes from here: the upstream archive under the recipe's sha256,
+    else a recorded snapshot; a file whose bytes do not match its digest is an error, never used."""
+    tool = str(ROOT / 'tools' / 'spack-snapshot')
+    src = tmp_path / 'NPB3.4.1'
+    src.mkdir()
+    (src / 'README').write_text('npb\n')
+    mirror = tmp_path / 'm'
+    assert subprocess.run([tool, 'add', str(mirror), 'npb', '3.4.1', str(src)], capture_output=True).returncode == 0
+    snap = yaml.safe_load((mirror / 'netregress-snapshots.yaml').read_text())['snapshots'][0]
+    upstream_sha = hashlib.sha256(b'upstream').hexdigest()
+
+    def find(*args):
+        return subprocess.run([tool, 'find', *args], capture_output=True, text=True, timeout=60)
+
+    out = find('npb', '3.4.1', '--sha256', upstream_sha, str(tmp_path / 'absent'), str(mirror))
+    assert out.returncode == 0 and out.stdout.strip() == str(mirror / snap['archive'])
+    upstream = mirror / '_source-cache' / 'archive' / upstream_sha[:2] / f'{upstream_sha}.tar.gz'
+    upstream.parent.mkdir(parents=True)
+    upstream.write_bytes(b'upstream')
+    assert find('npb', '3.4.1', '--sha256', upstream_sha, str(mirror)).stdout.strip() == str(upstream)
+    out = find('npb', '3.4.2', str(mirror))
+    assert out.returncode == 1 and f'no archive of npb@3.4.2 in {mirror}' in out.stderr
+    (mirror / snap['archive']).write_bytes(b'replaced')
+    out = find('npb', '3.4.1', str(mirror))
+    assert out.returncode == 1 and 'expected ' + snap['sha256'] in out.stderr
 
 
 @pytest.mark.parametrize('args, message', [

@@ -180,3 +180,28 @@ def test_the_lam_filter_passes_what_linux_refused(repo_root, tmp_path):
     filtered = subprocess.run([str(tmp_path / 'stale')], capture_output=True, text=True, timeout=30,
                               env={**os.environ, 'LD_PRELOAD': str(tmp_path / 'filter.so')})
     assert filtered.returncode == 0 and filtered.stdout == 'message\n', filtered.stdout
+
+
+def test_lamrun_fails_when_mpirun_could_not_start_a_rank(repo_root, tmp_path):
+    """mpirun.lam prints 'cannot start PROG on nN' and still exits 0 (seen on the vcluster): lamrun fails the run.
+    LAM's tools are stand-ins on PATH (and `id` says an ordinary user, as under Slurm's --uid)."""
+    fakes = {
+        'id': 'echo 1000',
+        'lamboot': 'exit 0', 'lamhalt': 'exit 0', 'lamwipe': 'exit 0',
+        'lamnodes': 'printf "n0\\tlocalhost:1:origin,this_node\\n"',
+        'mpirun.lam': 'echo "mpirun: cannot start sh on n1: invalid address tag" >&2; exit 0',
+    }
+    for name, body in fakes.items():
+        (tmp_path / name).write_text(f'#!/bin/sh\n{body}\n')
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, 'PATH': f'{tmp_path}:{os.environ["PATH"]}', 'NETREGRESS_LAM_PRELOAD': '/dev/null',
+           'TMPDIR': str(tmp_path)}
+    env.pop('SLURM_JOB_ID', None)
+    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert 'could not start the program on every node' in proc.stderr
+    (tmp_path / 'mpirun.lam').write_text('#!/bin/sh\necho ran\n')         # the same run when every rank started
+    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0 and proc.stdout == 'ran\n', proc.stderr

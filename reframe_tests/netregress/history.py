@@ -165,7 +165,9 @@ class Change:
         """True when the change goes the bad way (a latency up, a throughput down); None without a before."""
         if self.pdiff is None:
             return None
-        lower_better = self.pvar.endswith('_us') or 'latency' in self.pvar or 'rtt' in self.pvar
+        # ratio_to_peer is rtt_us / peer_rtt_us (netregress.peers): a round trip, so up is worse too
+        lower_better = (self.pvar.endswith('_us') or 'latency' in self.pvar or 'rtt' in self.pvar
+                        or self.pvar == 'ratio_to_peer')
         return self.pdiff > 0 if lower_better else self.pdiff < 0
 
 

@@ -90,3 +90,13 @@ def test_bad_input_names_what_is_wrong(tmp_path, monkeypatch, stored):
                          env={**__import__('os').environ, 'PYTHONPATH': str(history.paths.repo_root() /
                                                                                'reframe_tests')})
     assert res.returncode == 2 and 'no such run report' in res.stderr
+
+
+@pytest.mark.parametrize('pvar, pdiff, worse', [
+    ('rtt_us', 10.0, True), ('latency_us@8', -10.0, False),
+    ('ratio_to_peer', 10.0, True),            # rtt_us / peer_rtt_us: our round trip slower against the peer's
+    ('ratio_to_iperf3', -10.0, True), ('throughput_mbps', 10.0, False), ('min_to_median', -10.0, True),
+])
+def test_which_way_is_worse(pvar, pdiff, worse):
+    change = history.Change('c', 's', pvar, 'u', 1.0, 1.0, pdiff, 'pass', 'pass')
+    assert change.worse is worse

@@ -357,10 +357,6 @@ def test_page_in_headless_chromium(fake_run, tmp_path):
     assert f'IMAGES {len(FIGURES)} BROKEN []' in res.stdout, res.stdout[-2000:]
 
 
-if __name__ == '__main__':
-    sys.exit(pytest.main([__file__, '-v']))
-
-
 def test_the_version_of_every_debian_build_is_named():
     """The builds table names each Debian MPI's package version (LAM/MPI's read 'unknown' before)."""
     for env, package in report.DEBIAN_MPI.items():
@@ -369,3 +365,7 @@ def test_the_version_of_every_debian_build_is_named():
             continue
         assert report.mpi_version(env) == f'Debian {package} {installed.stdout}'
     assert 'lam7' in report.DEBIAN_MPI
+
+
+if __name__ == '__main__':
+    sys.exit(pytest.main([__file__, '-v']))

@@ -30,8 +30,8 @@ TCP_COLUMNS = {'mpitest.latency:rtt_us': ('tcp.rtt:rtt_us', 0.5),
                'mpitest.pingpong.blocking:throughput_mbps': ('tcp.pingpong.blocking:throughput_mbps', 1.0),
                'mpitest.stream.blocking:throughput_mbps': ('tcp.stream.blocking:throughput_mbps', 1.0),
                'netpipe.mpi:max_throughput_mbps': ('netpipe.tcp:max_throughput_mbps', 1.0)}
-#: Rows the seed has that this project cannot measure, or that another part of issue 13 fills.
-EXTRA_ROWS = [('LAM/MPI 7.1.4', 'see part 3 (issue 13): not in this run'),
+#: Rows the seed has that this project cannot measure, or that a run without LAM/MPI leaves empty.
+EXTRA_ROWS = [('LAM/MPI 7.1.4', 'not in this run (the lam7 environment: Debian lam-runtime, lam4-dev)'),
               ('MPI/PRO 1.6.4', 'impossible: commercial (MPI Software Technology), discontinued, no build exists')]
 
 

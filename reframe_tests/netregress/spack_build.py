@@ -309,7 +309,21 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest='cmd', required=True)
     st = sub.add_parser('status', help='what the Spack path gives a run on SYSTEM (exit 1: present but unusable)')
     st.add_argument('--system', required=True)
+    va = sub.add_parser('variant', help="the values of a variant of PACKAGE's spec on each SYSTEM, one per line "
+                                        "(tools/bootstrap: the NPB classes it builds against LAM/MPI)")
+    va.add_argument('package')
+    va.add_argument('variant')
+    va.add_argument('systems', nargs='+', metavar='SYSTEM')
     args = ap.parse_args(argv)
+    if args.cmd == 'variant':
+        try:
+            values = {v for system in args.systems for v in spec_variant(package_spec(system, args.package),
+                                                                            args.variant)}
+        except BuildSystemError as err:
+            print(f'spack_build variant: {err}', file=sys.stderr)
+            return 1
+        print('\n'.join(sorted(values)))
+        return 0
     text, ok = status(args.system)
     print(text)
     sys.stdout.flush()

@@ -189,6 +189,14 @@ def test_status_names_exactly_what_a_run_without_spack_leaves_out(deps, monkeypa
     assert not has_npb & set(no_npb)
 
 
+def test_variant_prints_what_the_nas_check_reads(capsys):
+    """tools/bootstrap builds LAM's NPB in these classes: the same parsing as nas.system_class, every system."""
+    assert spack_build.main(['variant', 'npb', 'classes', 'vcluster', 'local']) == 0
+    assert capsys.readouterr().out.split() == ['S', 'W']        # local's class S, vcluster's W (config/spack/)
+    assert spack_build.main(['variant', 'npb', 'classes', 'no-such-system']) == 1
+    assert 'npb is not in config/spack/no-such-system/spack.yaml' in capsys.readouterr().err
+
+
 def test_prepare_generates_the_environment_outside_the_checkout(tmp_path):
     env = {**os.environ, 'NETREGRESS_DEPS': str(tmp_path)}
     tool = str(ROOT / 'tools' / 'spack-env')

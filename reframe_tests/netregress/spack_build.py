@@ -30,6 +30,7 @@ import functools
 import hashlib
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -188,6 +189,51 @@ def configure_package(fixture, package_spec_str: str, subdir: str = 'bin') -> No
     fixture.kernels_dir = os.path.join(link, subdir)
 
 
+@functools.lru_cache(maxsize=None)
+def installed_prefixes(system: str) -> dict[str, str]:
+    """Every package root of ``system``'s environment for every MPI of its reframe.yaml, as the build fixtures
+    spell it (``osu-micro-benchmarks@7.4 ^openmpi@4.1``) -> its prefix when Spack has it installed, else ''.
+
+    One ``spack python`` call per system and session (spack_installed.py): a no-op ``spack install`` plus
+    ``spack location`` cost 3-4 s per fixture here, 70 fixtures a full run. The kernels (``netregress@develop``)
+    are never asked: Spack rebuilds a develop spec whose source changed, so they always go through install.
+    Anything Spack does not answer ({} on failure) takes the full install path."""
+    import json
+    import subprocess
+    specs = [f'{package} ^{mpi}' for package in root_specs(system) if not package.startswith('netregress@')
+             for mpi in sorted(set(environment_map(system).values()))]
+    exe = spack_exe()
+    if not exe or not specs:
+        return {}
+    try:
+        out = subprocess.run([exe, '-e', str(env_dir(system)), 'python', str(Path(__file__).with_name(
+            'spack_installed.py')), *specs], capture_output=True, text=True, timeout=300, check=True).stdout
+        answer = json.loads(out.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {}
+    return {spec: prefix for spec, prefix in answer.items() if isinstance(prefix, str)}
+
+
+def use_installed(fixture, package_spec_str: str, subdir: str) -> bool:
+    """Point ``fixture`` at the prefix Spack already installed for ``<package_spec_str> ^<mpi>`` (no ``spack
+    install``): True, or False when Spack has none (the caller installs through the environment)."""
+    system = fixture.current_system.name
+    spec = f'{package_spec_str} ^{mpi_spec(system, fixture.current_environ)}'
+    prefix = installed_prefixes(system).get(spec)
+    if not prefix:
+        return False
+    link = os.path.join(fixture.stagedir, PREFIX_LINK)
+    fixture.build_system = 'CustomBuild'
+    fixture.build_system.commands = [
+        f'echo "installed by Spack: {spec} -> {prefix}"',
+        f'ln -sfn {shlex.quote(prefix)} {link}',
+        f'test -d {link} || {{ echo "{prefix} (Spack\'s prefix of {spec}) is not a directory" >&2; exit 1; }}',
+    ]
+    fixture.spack_spec = spec
+    fixture.kernels_dir = os.path.join(link, subdir)
+    return True
+
+
 def configure(fixture) -> None:
     """The seam called by :class:`netregress.build.KernelBuild` for ``build_path == 'spack'``."""
     configure_package(fixture, KERNEL_SPEC, 'bin')
@@ -251,7 +297,9 @@ class SpackPackageBuild(rfm.CompileOnlyRegressionTest):
         reason = problem(system, (self.package,))
         if reason is not None:
             raise BuildSystemError(f'{self.package} for {self.current_environ.name}: {reason}')
-        configure_package(self, package_spec(system, self.package), self.subdir)
+        spec = package_spec(system, self.package)
+        if not use_installed(self, spec, self.subdir):
+            configure_package(self, spec, self.subdir)
 
     @sanity_function
     def executables_present(self):

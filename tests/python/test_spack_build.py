@@ -5,6 +5,7 @@ tools/spack-env, tools/spack-snapshot, tools/spack-setup. Tests that need a real
 import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import pytest
 
 pytest.importorskip('reframe')
 yaml = pytest.importorskip('yaml')
-from reframe.core.buildsystems import Spack  # noqa: E402
+from reframe.core.buildsystems import CustomBuild, Spack  # noqa: E402
 from reframe.core.exceptions import BuildSystemError  # noqa: E402
 
 from netregress import spack_build  # noqa: E402
@@ -52,8 +53,8 @@ class FakeFixture:
 
     @build_system.setter
     def build_system(self, name):
-        assert name == 'Spack'
-        self._bs = Spack()
+        assert name in ('Spack', 'CustomBuild')
+        self._bs = Spack() if name == 'Spack' else CustomBuild()
 
 
 def lock(deps: Path, system: str, source_sha: str | None = None) -> Path:
@@ -138,6 +139,50 @@ def test_environment_extra_overrides_the_map(deps, tmp_path):
     spack_build.configure_package(fx, 'osu-micro-benchmarks@7.4', 'libexec/osu-micro-benchmarks/mpi')
     assert fx.build_system.install_opts[-1] == 'osu-micro-benchmarks@7.4 ^openmpi@4.1.4'
     assert fx.kernels_dir.endswith('spack-prefix/libexec/osu-micro-benchmarks/mpi')
+
+
+def fake_spack(tmp_path: Path, answer: str, status: int = 0) -> str:
+    """A `spack` that, asked `-e ENV python SCRIPT SPEC...`, records its arguments and prints ``answer``."""
+    exe = tmp_path / 'bin' / 'spack'
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/spack-args\necho \'{answer}\'\nexit {status}\n')
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_an_installed_package_is_linked_not_installed_again(deps, tmp_path, monkeypatch):
+    """Spack says the environment's root for this MPI is installed: the fixture links its prefix (no `spack
+    install`, no `spack location`); one `spack python` call answers for every package and MPI of the system."""
+    env = lock(deps, 'local')
+    prefix = tmp_path / 'opt' / 'osu-7.4-abc'
+    (prefix / 'libexec').mkdir(parents=True)
+    osu = spack_build.package_spec('local', 'osu-micro-benchmarks')
+    exe = fake_spack(tmp_path, json.dumps({f'{osu} ^openmpi@4.1': str(prefix), f'{osu} ^mpich@4.0': ''}))
+    monkeypatch.setattr(spack_build, 'spack_exe', lambda: exe)
+    spack_build.installed_prefixes.cache_clear()
+    try:
+        fx = FakeFixture('local', 'openmpi4', tmp_path / 'stage')
+        assert spack_build.use_installed(fx, osu, 'libexec')
+        args = (tmp_path / 'spack-args').read_text().splitlines()
+        assert args[:4] == ['-e', str(env), 'python', str(ROOT / 'reframe_tests/netregress/spack_installed.py')]
+        asked = args[4:]
+        assert f'{osu} ^openmpi@4.1' in asked and f'{osu} ^mpich@5.0' in asked
+        assert not any(a.startswith('netregress@') for a in asked)   # a develop spec always goes through install
+        assert len(asked) == len(set(asked)) == 4 * len(set(spack_build.environment_map('local').values()))
+        (tmp_path / 'stage').mkdir()
+        subprocess.run(['sh', '-ec', '; '.join(fx.build_system.emit_build_commands(None))], check=True,
+                       cwd=tmp_path / 'stage')
+        assert os.path.realpath(fx.kernels_dir) == str(prefix / 'libexec')
+        assert fx.spack_spec == f'{osu} ^openmpi@4.1'
+        # not installed, not asked (another MPI spec), or no answer at all: the full install path
+        assert not spack_build.use_installed(FakeFixture('local', 'mpich4', tmp_path), osu, 'libexec')
+        assert not spack_build.use_installed(FakeFixture('local', 'openmpi4', tmp_path,
+                                                         extras={'spack_mpi': 'openmpi@4.1.4'}), osu, 'libexec')
+        spack_build.installed_prefixes.cache_clear()
+        monkeypatch.setattr(spack_build, 'spack_exe', lambda: fake_spack(tmp_path, 'Error: no env', 1))
+        assert spack_build.installed_prefixes('local') == {}
+    finally:
+        spack_build.installed_prefixes.cache_clear()
 
 
 def test_absent_spack_is_a_skip_reason_and_every_fixable_cause_a_problem(deps, monkeypatch):
@@ -331,6 +376,19 @@ def test_externals_helper_prints_packages_yaml(tmp_path):
     if os.path.exists('/usr/bin/mpicc.mpich'):
         mpich = [e for e in doc['mpich']['externals'] if e['spec'].startswith('mpich@4')]
         assert mpich and mpich[0]['prefix'] == str(tmp_path / 'spack' / 'mpi-prefixes' / 'mpich4')
+
+
+@needs_spack
+def test_spack_answers_which_roots_are_installed():
+    """spack_installed.py under the real Spack: an answer for every package root and MPI of the environment, and
+    a prefix only where it is an installed directory."""
+    if spack_build.problem('local') is not None:
+        pytest.skip(f'the local environment cannot be used here: {spack_build.problem("local")}')
+    spack_build.installed_prefixes.cache_clear()
+    answer = spack_build.installed_prefixes('local')
+    packages = [p for p in spack_build.root_specs('local') if not p.startswith('netregress@')]
+    assert len(answer) == len(packages) * len(set(spack_build.environment_map('local').values()))
+    assert all(os.path.isdir(prefix) for prefix in answer.values() if prefix)
 
 
 @needs_spack

@@ -15,7 +15,8 @@ How a build works (no re-concretization: concretizing costs 25-175 s per spec on
 * ReFrame's ``Spack`` build system with ``environment = <that env dir>`` and no ``specs``, so ReFrame neither
   creates an environment nor runs ``spack add`` (which would re-concretize);
 * ``spack -e <env> install <root spec>`` installs only the environment root for this MPI build, e.g.
-  ``netregress@develop +mpi ^openmpi@4.1`` (already installed: a no-op taking seconds);
+  ``netregress@develop +mpi ^openmpi@4.1`` (already installed: a no-op taking seconds); a package fixture whose
+  root Spack reports installed (:func:`installed_prefixes`, one ``spack python`` call per system and run) skips it;
 * a post-build step links the installed prefix into the fixture's stage directory (``spack-prefix``), so the
   executables' directory is a fixed path the consumer checks read (``kernels_dir``), as on the cmake path.
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import baselines, paths
+from . import baselines, paths, references
 
 #: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
 EPOCH = '19700101T000000+0000'
@@ -165,10 +165,7 @@ class Change:
         """True when the change goes the bad way (a latency up, a throughput down); None without a before."""
         if self.pdiff is None:
             return None
-        # ratio_to_peer is rtt_us / peer_rtt_us (netregress.peers): a round trip, so up is worse too
-        lower_better = (self.pvar.endswith('_us') or 'latency' in self.pvar or 'rtt' in self.pvar
-                        or self.pvar == 'ratio_to_peer')
-        return self.pdiff > 0 if lower_better else self.pdiff < 0
+        return self.pdiff > 0 if references.lower_is_better(self.pvar) else self.pdiff < 0
 
 
 def _num(text: str | None) -> float | None:

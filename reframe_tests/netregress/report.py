@@ -51,7 +51,7 @@ from typing import Iterable, Mapping, Sequence
 
 import jinja2
 
-from . import baselines, history, paths, runsummary
+from . import baselines, history, paths, references, runsummary
 
 REPORT_DIR = 'report'
 REPORT_GLOB = 'report-*.json'
@@ -188,12 +188,10 @@ def _family(ref_test: str) -> int:
 
 
 def _better(var: str) -> str | None:
-    name = var.lower()
-    if 'ratio' in name or 'fraction' in name:
+    """'lower' or 'higher'; None for a figure that is itself a ratio (builds are not ranked on it)."""
+    if 'ratio' in var.lower() or 'fraction' in var.lower():
         return None
-    if name.endswith('_us') or 'latency' in name or 'rtt' in name:
-        return 'lower'
-    return 'higher'
+    return 'lower' if references.lower_is_better(var) else 'higher'
 
 
 def describe(ref_test: str, var: str, unit: str, tc: Mapping, seen: int) -> Metric:

@@ -164,36 +164,10 @@ def unavailable_reason(system: str, packages: tuple[str, ...] = ()) -> str | Non
     return absent_reason() or problem(system, packages)
 
 
-def configure_package(fixture, package_spec_str: str, subdir: str = 'bin') -> None:
-    """Set ``fixture`` up to install ``<package_spec_str> ^<mpi>`` from the environment and point
-    ``fixture.kernels_dir`` at ``<prefix>/<subdir>`` (through the ``spack-prefix`` link in its stage)."""
-    system = fixture.current_system.name
-    env = env_dir(system)
-    reason = unavailable_reason(system)
-    if reason is not None:
-        raise BuildSystemError(f'build path spack: {reason}')
-    spec = f'{package_spec_str} ^{mpi_spec(system, fixture.current_environ)}'
-    exe = spack_exe()
-    fixture.build_system = 'Spack'
-    fixture.build_system.environment = str(env)
-    fixture.build_system.specs = []                  # no `spack add`: the environment is already concretized
-    fixture.build_system.emit_load_cmds = False
-    fixture.build_system.install_opts = ['--fail-fast', spec]
-    # ReFrame's Spack build system runs `spack`: the same Spack that concretized the environment
-    fixture.env_vars['PATH'] = f'{os.path.dirname(exe)}:$PATH'
-    fixture.spack_spec = spec
-    link = os.path.join(fixture.stagedir, PREFIX_LINK)
-    fixture.postbuild_cmds = [
-        f'ln -sfn "$(spack -e {env} location -i {spec})" {link}',
-        f'test -d {link} || {{ echo "spack location -i {spec} found no prefix" >&2; exit 1; }}',
-    ] + list(fixture.postbuild_cmds)
-    fixture.kernels_dir = os.path.join(link, subdir)
-
-
 @functools.lru_cache(maxsize=None)
 def installed_prefixes(system: str) -> dict[str, str]:
     """Every package root of ``system``'s environment for every MPI of its reframe.yaml, as the build fixtures
-    spell it (``osu-micro-benchmarks@7.4 ^openmpi@4.1``) -> its prefix when Spack has it installed, else ''.
+    spell it (:func:`with_mpi`) -> its prefix when Spack has it installed, else ''.
 
     One ``spack python`` call per system and session (spack_installed.py): a no-op ``spack install`` plus
     ``spack location`` cost 3-4 s per fixture here, 70 fixtures a full run. The kernels (``netregress@develop``)
@@ -201,7 +175,7 @@ def installed_prefixes(system: str) -> dict[str, str]:
     Anything Spack does not answer ({} on failure) takes the full install path."""
     import json
     import subprocess
-    specs = [f'{package} ^{mpi}' for package in root_specs(system) if not package.startswith('netregress@')
+    specs = [with_mpi(package, mpi) for package in root_specs(system) if not package.startswith('netregress@')
              for mpi in sorted(set(environment_map(system).values()))]
     exe = spack_exe()
     if not exe or not specs:
@@ -215,24 +189,43 @@ def installed_prefixes(system: str) -> dict[str, str]:
     return {spec: prefix for spec, prefix in answer.items() if isinstance(prefix, str)}
 
 
-def use_installed(fixture, package_spec_str: str, subdir: str) -> bool:
-    """Point ``fixture`` at the prefix Spack already installed for ``<package_spec_str> ^<mpi>`` (no ``spack
-    install``): True, or False when Spack has none (the caller installs through the environment)."""
+def with_mpi(package_spec_str: str, mpi: str) -> str:
+    """The environment root of a package for one MPI build (``osu-micro-benchmarks@7.4 ^openmpi@4.1``)."""
+    return f'{package_spec_str} ^{mpi}'
+
+
+def configure_package(fixture, package_spec_str: str, subdir: str = 'bin', reuse_installed: bool = False) -> None:
+    """Set ``fixture`` up to install ``<package_spec_str> ^<mpi>`` from the environment and point
+    ``fixture.kernels_dir`` at ``<prefix>/<subdir>`` (through the ``spack-prefix`` link in its stage).
+    ``reuse_installed``: where Spack reports that root installed (:func:`installed_prefixes`), only link it."""
     system = fixture.current_system.name
-    spec = f'{package_spec_str} ^{mpi_spec(system, fixture.current_environ)}'
-    prefix = installed_prefixes(system).get(spec)
-    if not prefix:
-        return False
-    link = os.path.join(fixture.stagedir, PREFIX_LINK)
-    fixture.build_system = 'CustomBuild'
-    fixture.build_system.commands = [
-        f'echo "installed by Spack: {spec} -> {prefix}"',
-        f'ln -sfn {shlex.quote(prefix)} {link}',
-        f'test -d {link} || {{ echo "{prefix} (Spack\'s prefix of {spec}) is not a directory" >&2; exit 1; }}',
-    ]
+    env = env_dir(system)
+    reason = unavailable_reason(system)
+    if reason is not None:
+        raise BuildSystemError(f'build path spack: {reason}')
+    spec = with_mpi(package_spec_str, mpi_spec(system, fixture.current_environ))
     fixture.spack_spec = spec
+    link = os.path.join(fixture.stagedir, PREFIX_LINK)
     fixture.kernels_dir = os.path.join(link, subdir)
-    return True
+    installed = installed_prefixes(system).get(spec) if reuse_installed else None
+    if installed:
+        fixture.build_system = 'CustomBuild'
+        fixture.build_system.commands = [f'echo "installed by Spack: {spec} -> {installed}"',
+                                         f'ln -sfn {shlex.quote(installed)} {link}',
+                                         f'test -d {link} || {{ echo "{installed}: no such directory" >&2; exit 1; }}']
+        return
+    exe = spack_exe()
+    fixture.build_system = 'Spack'
+    fixture.build_system.environment = str(env)
+    fixture.build_system.specs = []                  # no `spack add`: the environment is already concretized
+    fixture.build_system.emit_load_cmds = False
+    fixture.build_system.install_opts = ['--fail-fast', spec]
+    # ReFrame's Spack build system runs `spack`: the same Spack that concretized the environment
+    fixture.env_vars['PATH'] = f'{os.path.dirname(exe)}:$PATH'
+    fixture.postbuild_cmds = [
+        f'ln -sfn "$(spack -e {env} location -i {spec})" {link}',
+        f'test -d {link} || {{ echo "spack location -i {spec} found no prefix" >&2; exit 1; }}',
+    ] + list(fixture.postbuild_cmds)
 
 
 def configure(fixture) -> None:
@@ -298,9 +291,7 @@ class SpackPackageBuild(rfm.CompileOnlyRegressionTest):
         reason = problem(system, (self.package,))
         if reason is not None:
             raise BuildSystemError(f'{self.package} for {self.current_environ.name}: {reason}')
-        spec = package_spec(system, self.package)
-        if not use_installed(self, spec, self.subdir):
-            configure_package(self, spec, self.subdir)
+        configure_package(self, package_spec(system, self.package), self.subdir, reuse_installed=True)
 
     @sanity_function
     def executables_present(self):

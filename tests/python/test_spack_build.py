@@ -160,9 +160,14 @@ def test_an_installed_package_is_linked_not_installed_again(deps, tmp_path, monk
     exe = fake_spack(tmp_path, json.dumps({f'{osu} ^openmpi@4.1': str(prefix), f'{osu} ^mpich@4.0': ''}))
     monkeypatch.setattr(spack_build, 'spack_exe', lambda: exe)
     spack_build.installed_prefixes.cache_clear()
+
+    def configured(environ, extras=None, reuse=True):
+        fx = FakeFixture('local', environ, tmp_path / 'stage', extras=extras)
+        spack_build.configure_package(fx, osu, 'libexec', reuse_installed=reuse)
+        return fx
     try:
-        fx = FakeFixture('local', 'openmpi4', tmp_path / 'stage')
-        assert spack_build.use_installed(fx, osu, 'libexec')
+        fx = configured('openmpi4')
+        assert isinstance(fx.build_system, CustomBuild) and fx.postbuild_cmds == []
         args = (tmp_path / 'spack-args').read_text().splitlines()
         assert args[:4] == ['-e', str(env), 'python', str(ROOT / 'reframe_tests/netregress/spack_installed.py')]
         asked = args[4:]
@@ -174,10 +179,12 @@ def test_an_installed_package_is_linked_not_installed_again(deps, tmp_path, monk
                        cwd=tmp_path / 'stage')
         assert os.path.realpath(fx.kernels_dir) == str(prefix / 'libexec')
         assert fx.spack_spec == f'{osu} ^openmpi@4.1'
-        # not installed, not asked (another MPI spec), or no answer at all: the full install path
-        assert not spack_build.use_installed(FakeFixture('local', 'mpich4', tmp_path), osu, 'libexec')
-        assert not spack_build.use_installed(FakeFixture('local', 'openmpi4', tmp_path,
-                                                         extras={'spack_mpi': 'openmpi@4.1.4'}), osu, 'libexec')
+        # not installed, not asked (another MPI spec), not to be reused (the kernels' path), or no answer at all:
+        # the full install path
+        for fx in (configured('mpich4'), configured('openmpi4', extras={'spack_mpi': 'openmpi@4.1.4'}),
+                   configured('openmpi4', reuse=False)):
+            assert isinstance(fx.build_system, Spack) and fx.build_system.install_opts[-1] == fx.spack_spec
+            assert 'location -i' in fx.postbuild_cmds[0]
         spack_build.installed_prefixes.cache_clear()
         monkeypatch.setattr(spack_build, 'spack_exe', lambda: fake_spack(tmp_path, 'Error: no env', 1))
         assert spack_build.installed_prefixes('local') == {}

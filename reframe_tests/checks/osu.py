@@ -17,7 +17,8 @@ from reframe.core.builtins import fixture, parameter, run_after, run_before, var
 
 from netregress import spack_build
 from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
-from netregress.osu_npb import OSU_BENCHMARKS, osu_problems, osu_value, parse_osu, read_text
+from netregress.osu_npb import (OSU_BENCHMARKS, OSU_WINDOW_BENCHMARKS, osu_default_iterations, osu_problems,
+                                osu_value, parse_osu, read_text)
 from netregress.references import metric_name
 
 OSU_PACKAGE = 'osu-micro-benchmarks'
@@ -54,19 +55,25 @@ class osu(ExitStatusPlugin, MpiCheck):
     #: :default: ``0`` (per benchmark as above)
     max_size = variable(int, value=0)
 
-    #: Measured iterations per size (``-i``; OSU then uses it for large messages too).
+    #: Measured iterations per size (``-i``; OSU then uses it for large messages too) of osu_latency and the
+    #: collectives, whose own counts (10000 and 1000 small) would take minutes. The window benchmarks (osu_bw,
+    #: osu_bibw, osu_mbw_mr: 64 messages per iteration) run OSU's own counts on shared memory (100 up to 8 KiB,
+    #: 20 above, warm-up 10 and 2; osu_mbw_mr 100 at every size) and ``link_bound_iterations`` on a network.
+    #: 100 at every size made osu_bw on shared memory 4x slower (7.7-8.4 s against 1.9-2.0 s) for the same
+    #: figures (1 MiB 13.7-15.1 against 14.3-15.2 GB/s; 3 runs each, Open MPI 5, vcluster shm, side by side).
     #:
     #: :type: :class:`int`
     #: :default: ``100``
     iterations = variable(int, value=100)
 
-    #: Measured iterations per size of the window benchmarks (osu_bw, osu_bibw, osu_mbw_mr: 64 messages per
-    #: iteration) on a network (any interconnect but shared memory): 100 x 64 x 1 MiB take a minute per size at
-    #: 1 Gbit/s, and an osu_bibw over TCP loopback took 75 s in all on this machine.
+    #: Measured iterations per size of the window benchmarks on a network (any interconnect but shared memory).
+    #: At 64 KiB and above a link-bound figure is the line rate whatever the count: over the 1 Gbit/s gige link
+    #: osu_bw read 120.7-122.2 MB/s and osu_bibw 242-243 at 64 KiB and 1 MiB with 4 as with 10 (3 runs each,
+    #: Open MPI 5, side by side), in 5.8 s instead of 13.7-14.8 s.
     #:
     #: :type: :class:`int`
-    #: :default: ``10``
-    link_bound_iterations = variable(int, value=10)
+    #: :default: ``4``
+    link_bound_iterations = variable(int, value=4)
 
     #: Untimed repetitions of each window before the timed one, per iteration, with validation on (OSU's ``-u``,
     #: default 5) for the window benchmarks on a network. OSU 7.4 re-fills the buffers for validation every
@@ -78,19 +85,18 @@ class osu(ExitStatusPlugin, MpiCheck):
     #: :default: ``0``
     link_bound_validation_warmup = variable(int, value=0)
 
-    #: Warm-up iterations per size (``-x``).
+    #: Warm-up iterations per size (``-x``) of osu_latency and the collectives (see ``iterations``).
     #:
     #: :type: :class:`int`
     #: :default: ``10``
     warmup = variable(int, value=10)
 
-    #: Warm-up iterations per size of the window benchmarks on a network: OSU's own default for messages above
-    #: 8 KiB (``BW_SKIP_LARGE``). Ten of them moved as many bytes as the ten measured iterations: 23 s of each
-    #: 24-s osu_bw over gige went to warm-up and measurement in equal parts.
+    #: Warm-up iterations per size of the window benchmarks on a network. From 64 KiB one window moves at least
+    #: 4 MiB, more than the gige shaper's 4 MB bucket (docs/vcluster.md); the figures above were measured with 1.
     #:
     #: :type: :class:`int`
-    #: :default: ``2``
-    link_bound_warmup = variable(int, value=2)
+    #: :default: ``1``
+    link_bound_warmup = variable(int, value=1)
 
     #: Ranks of the collective benchmarks.
     #:
@@ -135,17 +141,18 @@ class osu(ExitStatusPlugin, MpiCheck):
 
     @property
     def window_on_network(self) -> bool:
-        return self.benchmark in ('osu_bw', 'osu_bibw', 'osu_mbw_mr') and self.ic.counters != 'none'
+        return self.benchmark in OSU_WINDOW_BENCHMARKS and self.ic.counters != 'none'
 
     @property
-    def run_iterations(self) -> int:
-        """``-i`` of this run: fewer for the window benchmarks on a network."""
-        return min(self.iterations, self.link_bound_iterations) if self.window_on_network else self.iterations
+    def loops(self) -> tuple[int, int] | None:
+        """(``-i``, ``-x``) of this run; None: OSU's own counts (the window benchmarks on shared memory)."""
+        if self.window_on_network:
+            return min(self.iterations, self.link_bound_iterations), min(self.warmup, self.link_bound_warmup)
+        return None if self.benchmark in OSU_WINDOW_BENCHMARKS else (self.iterations, self.warmup)
 
-    @property
-    def run_warmup(self) -> int:
-        """``-x`` of this run: fewer for the window benchmarks on a network."""
-        return min(self.warmup, self.link_bound_warmup) if self.window_on_network else self.warmup
+    def iterations_at(self, size: int) -> int:
+        """Measured iterations of message size ``size`` in this run."""
+        return self.loops[0] if self.loops else osu_default_iterations(self.benchmark, size)
 
     @run_before('run')
     def set_command(self):
@@ -153,14 +160,15 @@ class osu(ExitStatusPlugin, MpiCheck):
         self.executable = os.path.join(self.osu_build.kernels_dir, subdir, self.benchmark)
         datatype = ['-T', OSU_REDUCTIONS[self.benchmark]] if self.benchmark in OSU_REDUCTIONS else []
         warm = ['-u', str(self.link_bound_validation_warmup)] if self.window_on_network else []
-        self.executable_opts = ['-m', f'{self.min_size}:{self.max_size}', '-i', str(self.run_iterations),
-                                '-x', str(self.run_warmup), '-c', *warm, *datatype, *self.extra_opts]
+        loops = ['-i', str(self.loops[0]), '-x', str(self.loops[1])] if self.loops else []
+        self.executable_opts = ['-m', f'{self.min_size}:{self.max_size}', *loops, '-c', *warm, *datatype,
+                                *self.extra_opts]
 
     def payload_bytes(self) -> float:
         """Lower bound of the bytes crossing between the ranks in the measured iterations."""
         per_size = {'osu_latency': 2, 'osu_bw': OSU_WINDOW, 'osu_bibw': 2 * OSU_WINDOW,
                     'osu_mbw_mr': OSU_WINDOW * max(1, self.num_tasks // 2)}.get(self.benchmark, 1)
-        return float(sum(per_size * size * self.run_iterations for size in self.sizes))
+        return float(sum(per_size * size * self.iterations_at(size) for size in self.sizes))
 
     def osu_witness(self) -> list[str]:
         try:

@@ -69,6 +69,24 @@ OSU_BENCHMARKS = {
     'osu_bcast': ('collective', ('latency_us',), None),
 }
 
+#: The benchmarks that send a window of 64 messages per iteration.
+OSU_WINDOW_BENCHMARKS = ('osu_bw', 'osu_bibw', 'osu_mbw_mr')
+#: OSU 7.x's own measured iterations of its window benchmarks when no ``-i`` is given (c/util/osu_util.h
+#: ``BW_LOOP_SMALL``, ``BW_LOOP_LARGE``): osu_bw and osu_bibw switch to the large count above
+#: ``LARGE_MESSAGE_SIZE`` (8 KiB); osu_mbw_mr keeps the small one at every size.
+OSU_WINDOW_ITERATIONS = 100
+OSU_WINDOW_ITERATIONS_LARGE = 20
+OSU_LARGE_MESSAGE = 8192
+
+
+def osu_default_iterations(benchmark: str, size: int) -> int:
+    """Measured iterations OSU itself runs of window benchmark ``benchmark`` at message ``size`` (no ``-i``)."""
+    if benchmark not in OSU_WINDOW_BENCHMARKS:
+        raise ValueError(f'{benchmark} is not a window benchmark ({", ".join(OSU_WINDOW_BENCHMARKS)})')
+    large = benchmark != 'osu_mbw_mr' and size > OSU_LARGE_MESSAGE
+    return OSU_WINDOW_ITERATIONS_LARGE if large else OSU_WINDOW_ITERATIONS
+
+
 _OSU_TITLE = re.compile(r'^#\s*(OSU MPI.*?)(?:\s+v(\d[\w.\-]*))?\s*$')
 _OSU_HEADER = re.compile(r'^#\s*Size\s{2,}(.*\S)\s*$')
 _OSU_ROW = re.compile(r'^\s*(\d+)\s+(\S.*?)\s*$')

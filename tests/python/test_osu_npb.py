@@ -1,5 +1,8 @@
 """OSU and NPB output parsers on format fixtures (tests/python/fixtures/{osu,npb}: hand-written, not measured)."""
+import importlib.util
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -147,3 +150,36 @@ def test_nas_cases_are_the_issue_matrix():
     assert sorted(cases) == sorted([('is', 2), ('ep', 2), ('cg', 2), ('mg', 2), ('ft', 2), ('lu', 2),
                                     ('bt', 4), ('sp', 4)])
     assert osu_npb.npb_cases((4,)) == [(n, 4) for n in osu_npb.NPB_NAMES]
+
+
+def osu_check_module():
+    """reframe_tests/checks/osu.py as a module (ReFrame needs it in sys.modules to define its classes)."""
+    path = Path(__file__).resolve().parents[2] / 'reframe_tests' / 'checks' / 'osu.py'
+    spec = importlib.util.spec_from_file_location('nr_osu_check', path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize('benchmark,network,iterations,loops,at_8k,at_16k', [
+    ('osu_bw', False, 100, None, 100, 20),           # shared memory: OSU's own counts, fewer above 8 KiB
+    ('osu_bibw', False, 100, None, 100, 20),
+    ('osu_mbw_mr', False, 100, None, 100, 100),      # OSU keeps its small count at every size
+    ('osu_bw', True, 100, (4, 1), 4, 4),             # a network: link_bound_iterations, link_bound_warmup
+    ('osu_mbw_mr', True, 2, (2, 1), 2, 2),           # ... never more than a lowered `iterations`
+    ('osu_latency', False, 100, (100, 10), 100, 100),
+    ('osu_allreduce', False, 50, (50, 10), 50, 50),
+])
+def test_osu_iteration_counts(benchmark, network, iterations, loops, at_8k, at_16k):
+    check = osu_check_module().osu
+    run = SimpleNamespace(benchmark=benchmark, window_on_network=network, iterations=iterations, warmup=10,
+                          link_bound_iterations=4, link_bound_warmup=1)
+    run.loops = check.loops.fget(run)
+    assert run.loops == loops
+    assert (check.iterations_at(run, 8192), check.iterations_at(run, 16384)) == (at_8k, at_16k)
+
+
+def test_osu_default_iterations_only_for_window_benchmarks():
+    with pytest.raises(ValueError, match='osu_latency is not a window benchmark'):
+        osu_npb.osu_default_iterations('osu_latency', 8)

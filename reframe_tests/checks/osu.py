@@ -68,8 +68,8 @@ class osu(ExitStatusPlugin, MpiCheck):
 
     #: Measured iterations per size of the window benchmarks on a network (any interconnect but shared memory).
     #: At 64 KiB and above a link-bound figure is the line rate whatever the count: over the 1 Gbit/s gige link
-    #: osu_bw read 120.7-122.2 MB/s and osu_bibw 242-243 at 64 KiB and 1 MiB with 4 as with 10 (3 runs each,
-    #: Open MPI 5, side by side), in 5.8 s instead of 13.7-14.8 s.
+    #: osu_bw read 120.7-122.2 MB/s at 64 KiB and 1 MiB with 4 as with 10, osu_bibw 242-243 with 4 and 231-247
+    #: with 10 (3 runs each, Open MPI 5, side by side), in 5.8-6.0 s instead of 13.7-14.8 s.
     #:
     #: :type: :class:`int`
     #: :default: ``4``

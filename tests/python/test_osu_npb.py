@@ -1,4 +1,5 @@
-"""OSU and NPB output parsers on format fixtures (tests/python/fixtures/{osu,npb}: hand-written, not measured)."""
+"""OSU and NPB output parsers on format fixtures (tests/python/fixtures/{osu,npb}: hand-written, not measured), and
+the iteration counts the OSU check passes."""
 import importlib.util
 import sys
 from pathlib import Path

@@ -152,7 +152,8 @@ class osu(ExitStatusPlugin, MpiCheck):
 
     def iterations_at(self, size: int) -> int:
         """Measured iterations of message size ``size`` in this run."""
-        return self.loops[0] if self.loops else osu_default_iterations(self.benchmark, size)
+        loops = self.loops
+        return loops[0] if loops else osu_default_iterations(self.benchmark, size)
 
     @run_before('run')
     def set_command(self):
@@ -160,8 +161,9 @@ class osu(ExitStatusPlugin, MpiCheck):
         self.executable = os.path.join(self.osu_build.kernels_dir, subdir, self.benchmark)
         datatype = ['-T', OSU_REDUCTIONS[self.benchmark]] if self.benchmark in OSU_REDUCTIONS else []
         warm = ['-u', str(self.link_bound_validation_warmup)] if self.window_on_network else []
-        loops = ['-i', str(self.loops[0]), '-x', str(self.loops[1])] if self.loops else []
-        self.executable_opts = ['-m', f'{self.min_size}:{self.max_size}', *loops, '-c', *warm, *datatype,
+        loops = self.loops
+        counts = ['-i', str(loops[0]), '-x', str(loops[1])] if loops else []
+        self.executable_opts = ['-m', f'{self.min_size}:{self.max_size}', *counts, '-c', *warm, *datatype,
                                 *self.extra_opts]
 
     def payload_bytes(self) -> float:

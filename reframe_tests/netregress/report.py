@@ -189,7 +189,8 @@ def _family(ref_test: str) -> int:
 
 def _better(var: str) -> str | None:
     """'lower' or 'higher'; None for a figure that is itself a ratio (builds are not ranked on it)."""
-    if 'ratio' in var.lower() or 'fraction' in var.lower():
+    name = var.lower()
+    if 'ratio' in name or 'fraction' in name:
         return None
     return 'lower' if references.lower_is_better(var) else 'higher'
 

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import reframe as rfm
@@ -44,7 +46,8 @@ from reframe.core.exceptions import BuildSystemError
 from . import paths
 
 PREFIX_LINK = 'spack-prefix'
-KERNEL_SPEC = 'netregress@develop +mpi'
+KERNEL_PACKAGE = 'netregress'
+KERNEL_SPEC = f'{KERNEL_PACKAGE}@develop +mpi'
 
 
 def source_dir(system: str) -> Path:
@@ -119,9 +122,14 @@ def root_specs(system: str) -> list[str]:
 def package_spec(system: str, package: str) -> str:
     """The environment's spec for ``package`` (e.g. ``npb@3.4.1 implementation=mpi names=... classes=S``)."""
     for spec in root_specs(system):
-        if re.match(rf'{re.escape(package)}(?=[@+~\s]|$)', spec):
+        if spec_of(spec, package):
             return spec
     raise BuildSystemError(f'{package} is not in config/spack/{system}/spack.yaml (definitions: packages)')
+
+
+def spec_of(spec: str, package: str) -> bool:
+    """Whether spec string ``spec`` is one of ``package`` (``npb@3.4.1 ...`` is npb's, ``npbx`` is not)."""
+    return re.match(rf'{re.escape(package)}(?=[@+~\s]|$)', spec) is not None
 
 
 def spec_variant(spec: str, name: str) -> list[str]:
@@ -154,7 +162,7 @@ def problem(system: str, packages: tuple[str, ...] = ()) -> str | None:
                 f'tools/spack-env concretize {system}')
     specs = root_specs(system)
     for package in packages:
-        if not any(re.match(rf'{re.escape(package)}(?=[@+~\s]|$)', s) for s in specs):
+        if not any(spec_of(s, package) for s in specs):
             return f'{package} is not in config/spack/{system}/spack.yaml (definitions: packages)'
     return None
 
@@ -173,9 +181,7 @@ def installed_prefixes(system: str) -> dict[str, str]:
     ``spack location`` cost 3-4 s per fixture here, 70 fixtures a full run. The kernels (``netregress@develop``)
     are never asked: Spack rebuilds a develop spec whose source changed, so they always go through install.
     Anything Spack does not answer ({} on failure) takes the full install path."""
-    import json
-    import subprocess
-    specs = [with_mpi(package, mpi) for package in root_specs(system) if not package.startswith('netregress@')
+    specs = [with_mpi(package, mpi) for package in root_specs(system) if not spec_of(package, KERNEL_PACKAGE)
              for mpi in sorted(set(environment_map(system).values()))]
     exe = spack_exe()
     if not exe or not specs:
@@ -211,8 +217,8 @@ def configure_package(fixture, package_spec_str: str, subdir: str = 'bin', reuse
     if installed:
         fixture.build_system = 'CustomBuild'
         fixture.build_system.commands = [f'echo "installed by Spack: {spec} -> {installed}"',
-                                         f'ln -sfn {shlex.quote(installed)} {link}',
-                                         f'test -d {link} || {{ echo "{installed}: no such directory" >&2; exit 1; }}']
+                                         *link_commands(shlex.quote(installed), link,
+                                                        f'{installed}: no such directory')]
         return
     exe = spack_exe()
     fixture.build_system = 'Spack'
@@ -222,10 +228,14 @@ def configure_package(fixture, package_spec_str: str, subdir: str = 'bin', reuse
     fixture.build_system.install_opts = ['--fail-fast', spec]
     # ReFrame's Spack build system runs `spack`: the same Spack that concretized the environment
     fixture.env_vars['PATH'] = f'{os.path.dirname(exe)}:$PATH'
-    fixture.postbuild_cmds = [
-        f'ln -sfn "$(spack -e {env} location -i {spec})" {link}',
-        f'test -d {link} || {{ echo "spack location -i {spec} found no prefix" >&2; exit 1; }}',
-    ] + list(fixture.postbuild_cmds)
+    fixture.postbuild_cmds = link_commands(f'"$(spack -e {env} location -i {spec})"', link,
+                                           f'spack location -i {spec} found no prefix') + list(fixture.postbuild_cmds)
+
+
+def link_commands(prefix: str, link: str, missing: str) -> list[str]:
+    """Shell commands pointing ``link`` at ``prefix`` (a shell word: a quoted path or a command substitution) and
+    failing with ``missing`` where that is no directory."""
+    return [f'ln -sfn {prefix} {link}', f'test -d {link} || {{ echo {shlex.quote(missing)} >&2; exit 1; }}']
 
 
 def configure(fixture) -> None:

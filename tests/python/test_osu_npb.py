@@ -153,14 +153,15 @@ def test_nas_cases_are_the_issue_matrix():
     assert osu_npb.npb_cases((4,)) == [(n, 4) for n in osu_npb.NPB_NAMES]
 
 
-def osu_check_module():
-    """reframe_tests/checks/osu.py as a module (ReFrame needs it in sys.modules to define its classes)."""
+@pytest.fixture(scope='module')
+def osu_check():
+    """The osu check class of reframe_tests/checks/osu.py (ReFrame needs its module in sys.modules)."""
     path = Path(__file__).resolve().parents[2] / 'reframe_tests' / 'checks' / 'osu.py'
     spec = importlib.util.spec_from_file_location('nr_osu_check', path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module
+    return module.osu
 
 
 @pytest.mark.parametrize('benchmark,network,iterations,loops,at_8k,at_16k', [
@@ -172,8 +173,8 @@ def osu_check_module():
     ('osu_latency', False, 100, (100, 10), 100, 100),
     ('osu_allreduce', False, 50, (50, 10), 50, 50),
 ])
-def test_osu_iteration_counts(benchmark, network, iterations, loops, at_8k, at_16k):
-    check = osu_check_module().osu
+def test_osu_iteration_counts(osu_check, benchmark, network, iterations, loops, at_8k, at_16k):
+    check = osu_check
     run = SimpleNamespace(benchmark=benchmark, window_on_network=network, iterations=iterations, warmup=10,
                           link_bound_iterations=4, link_bound_warmup=1)
     run.loops = check.loops.fget(run)

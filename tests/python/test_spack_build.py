@@ -179,6 +179,10 @@ def test_an_installed_package_is_linked_not_installed_again(deps, tmp_path, monk
                        cwd=tmp_path / 'stage')
         assert os.path.realpath(fx.kernels_dir) == str(prefix / 'libexec')
         assert fx.spack_spec == f'{osu} ^openmpi@4.1'
+        shutil.rmtree(prefix)                      # a prefix gone since Spack answered: the build fails, naming it
+        gone = subprocess.run(['sh', '-ec', '; '.join(fx.build_system.emit_build_commands(None))],
+                              cwd=tmp_path / 'stage', capture_output=True, text=True)
+        assert gone.returncode == 1 and f'{prefix}: no such directory' in gone.stderr
         # not installed, not asked (another MPI spec), not to be reused (the kernels' path), or no answer at all:
         # the full install path
         for fx in (configured('mpich4'), configured('openmpi4', extras={'spack_mpi': 'openmpi@4.1.4'}),

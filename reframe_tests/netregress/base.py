@@ -726,7 +726,7 @@ class TcpPairCheck(NetregressCheck):
     #: :default: ``10``
     server_wait_s = variable(int, value=10)
 
-    #: Regular expression (grep -E) the server prints once it listens; None: wait one second instead.
+    #: Regular expression (grep -E) the server prints once it listens; None: wait until a socket listens on ``port``.
     #:
     #: :type: :class:`str` or ``None``
     #: :default: ``None``
@@ -754,7 +754,7 @@ class TcpPairCheck(NetregressCheck):
         """Find the server's address on ``iface``, start it in the background, stop it after the client."""
         self.prerun_cmds += server_address_cmds(self, 'SERVER_ADDR')
         self.prerun_cmds += background_server_cmds(self, self.server_command(), SERVER_OUT, 'SERVER_PID',
-                                                   self.server_ready_pattern, self.server_wait_s)
+                                                   self.server_ready_pattern, self.port, self.server_wait_s)
         self.postrun_cmds += ['kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null; true']
 
     @run_before('run', always_last=True)
@@ -779,19 +779,19 @@ def server_address_cmds(check: NetregressCheck, var: str) -> list[str]:
 
 
 def background_server_cmds(check: NetregressCheck, command: str, out: str, pid_var: str,
-                           ready_pattern: str | None, wait_s: int) -> list[str]:
-    """Shell lines starting ``command`` on the first node in the background and waiting until it listens."""
+                           ready_pattern: str | None, port: int, wait_s: int) -> list[str]:
+    """Shell lines starting ``command`` on the first node in the background and waiting until it listens: until
+    it prints ``ready_pattern``, or, for a server that prints nothing (NPtcp's receiver), until a socket listens
+    on ``port``. The job script runs on that node (:func:`server_address_cmds`), so ``ss`` sees the socket. A
+    fixed one-second sleep was not enough on a loaded CI runner: NPtcp's transmitter met a refused connection."""
     on_first = check.node_prefix('on_node', index=0)
     launch = ' '.join(filter(None, [on_first, check.end_cpu_prefix(0), command]))
-    cmds = [f'{launch} > {out} 2>&1 &', f'{pid_var}=$!']
-    if not ready_pattern:
-        return cmds + ['sleep 1']
-    pattern = shlex.quote(ready_pattern)
-    return cmds + [
-        f'for i in $(seq {10 * wait_s}); do grep -qE {pattern} {out} && break; '
-        f'kill -0 ${pid_var} 2>/dev/null || break; sleep 0.1; done',
-        f'grep -qE {pattern} {out} || {{ echo "server did not start listening within {wait_s} s:" >&2; '
-        f'cat {out} >&2; }}',
+    ready = (f'grep -qE {shlex.quote(ready_pattern)} {out}' if ready_pattern else
+             f'ss -Hltn "sport = :{int(port)}" | grep -q .')
+    return [
+        f'{launch} > {out} 2>&1 &', f'{pid_var}=$!',
+        f'for i in $(seq {10 * wait_s}); do {ready} && break; kill -0 ${pid_var} 2>/dev/null || break; sleep 0.1; done',
+        f'{ready} || {{ echo "server did not start listening within {wait_s} s:" >&2; cat {out} >&2; }}',
     ]
 
 

@@ -119,7 +119,7 @@ class NetpipeTcpCheck(NetpipeMixin, TcpPairCheck):
 
     @run_before('run')
     def set_transmitter(self):
-        # NPtcp's receiver prints nothing when it listens: TcpPairCheck waits one second (server_ready_pattern None)
+        # NPtcp's receiver prints nothing when it listens: TcpPairCheck waits for its socket (server_ready_pattern None)
         self.executable = self.nptcp
         self.executable_opts = ['-h', '$SERVER_ADDR', '-P', str(self.port), *self.netpipe_opts(),
                                 '-o', os.path.join(self.stagedir, NETPIPE_OUT)]
@@ -372,9 +372,10 @@ class TcpRoundTripPeerPlugin(RoundTripPeerPlugin):
         on_last = self.node_prefix('on_node', index=self.ic.nodes - 1)
         transmitter = ' '.join(filter(None, [on_last, self.end_cpu_prefix(1), executable, '-h', '$PEER_ADDR', *args,
                                              '-o', PEER_NETPIPE_OUT]))
-        # NPtcp's receiver prints nothing when it listens: background_server_cmds waits one second
+        # NPtcp's receiver prints nothing when it listens: background_server_cmds waits for its socket
         return (server_address_cmds(self, 'PEER_ADDR')
-                + background_server_cmds(self, ' '.join([executable, *args]), PEER_SERVER_OUT, 'PEER_PID', None, 1)
+                + background_server_cmds(self, ' '.join([executable, *args]), PEER_SERVER_OUT, 'PEER_PID', None,
+                                         port, self.server_wait_s)
                 + [f'{transmitter} > {PEER_OUT} 2>&1 '
                    f'|| echo "peer {os.path.basename(executable)} exited with $?" >> {PEER_OUT}',
                    'wait $PEER_PID 2>/dev/null'])
@@ -511,7 +512,7 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
         on_last = self.node_prefix('on_node', index=self.ic.nodes - 1)
         self.prerun_cmds += server_address_cmds(self, 'YARDSTICK_ADDR')
         self.prerun_cmds += background_server_cmds(self, f'iperf3 -s -1 --forceflush -p {port}',
-                                                   YARDSTICK_SERVER_OUT, 'YARDSTICK_PID', 'Server listening', 10)
+                                                   YARDSTICK_SERVER_OUT, 'YARDSTICK_PID', 'Server listening', port, 10)
         self.prerun_cmds += [
             f'{on_last} {self.end_cpu_prefix(1)} iperf3 -c $YARDSTICK_ADDR -p {port} -t {self.yardstick_time_s} '
             f'-O 0.5 -J --logfile {YARDSTICK_OUT} || echo "yardstick iperf3 failed" >&2',

@@ -106,3 +106,51 @@ def test_iperf3_figure_is_the_median_of_the_receivers_whole_seconds(tmp_path):
     with pytest.raises(SanityError, match='unable to connect'):
         peers.iperf3_mbps(str(client), str(server)).evaluate()
     assert peers.iperf3_intervals('[  5]   0.00-1.00   sec  1.16 GBytes  9.96 Gbits/sec\n') == [9960.0]
+
+
+class _InPlace:
+    """A check whose nodes are this host: no launcher prefix, no CPU pinning."""
+
+    def node_prefix(self, key, **ctx):
+        return ''
+
+    def end_cpu_prefix(self, end):
+        return ''
+
+
+def _free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _run_lines(tmp_path, lines, after):
+    import subprocess
+    script = '\n'.join(['set -u', *lines, after, 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; true'])
+    return subprocess.run(['bash', '-c', script], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+
+
+# a server that prints nothing and listens only after 1.5 s, as NPtcp's receiver did on a loaded CI runner
+_SILENT_LATE_SERVER = ('python3 -c "import socket, time; time.sleep(1.5); s = socket.socket(); '
+                       "s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(20)\"")
+
+
+def test_a_server_that_prints_nothing_is_waited_for_until_its_socket_listens(tmp_path):
+    from netregress.base import background_server_cmds
+    port = _free_port()
+    lines = background_server_cmds(_InPlace(), _SILENT_LATE_SERVER.format(port=port), 'server.out', 'PID', None,
+                                   port, 5)
+    connect = f'python3 -c "import socket; socket.create_connection((\'127.0.0.1\', {port}), 2)" && echo connected'
+    done = _run_lines(tmp_path, lines, connect)
+    assert 'connected' in done.stdout, done.stderr
+    assert 'did not start listening' not in done.stderr
+
+
+def test_a_server_that_never_listens_is_reported_with_its_output(tmp_path):
+    from netregress.base import background_server_cmds
+    port = _free_port()
+    lines = background_server_cmds(_InPlace(), 'sh -c "echo bind failed; sleep 20"', 'server.out', 'PID', None, port, 1)
+    done = _run_lines(tmp_path, lines, 'true')
+    assert 'server did not start listening within 1 s:' in done.stderr
+    assert 'bind failed' in done.stderr

@@ -42,6 +42,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, sanity_function, variable
 from reframe.core.exceptions import BuildSystemError
+from reframe.core.logging import getlogger
 
 from . import paths
 
@@ -180,7 +181,7 @@ def installed_prefixes(system: str) -> dict[str, str]:
     One ``spack python`` call per system and session (spack_installed.py): a no-op ``spack install`` plus
     ``spack location`` cost 3-4 s per fixture here, 70 fixtures a full run. The kernels (``netregress@develop``)
     are never asked: Spack rebuilds a develop spec whose source changed, so they always go through install.
-    Anything Spack does not answer ({} on failure) takes the full install path."""
+    Anything Spack does not answer ({} on failure, with a warning saying why) takes the full install path."""
     specs = [with_mpi(package, mpi) for package in root_specs(system) if not spec_of(package, KERNEL_PACKAGE)
              for mpi in sorted(set(environment_map(system).values()))]
     exe = spack_exe()
@@ -190,7 +191,10 @@ def installed_prefixes(system: str) -> dict[str, str]:
         out = subprocess.run([exe, '-e', str(env_dir(system)), 'python', str(Path(__file__).with_name(
             'spack_installed.py')), *specs], capture_output=True, text=True, timeout=300, check=True).stdout
         answer = json.loads(out.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as err:
+        detail = (getattr(err, 'stderr', None) or '').strip().splitlines()
+        getlogger().warning(f'Spack could not say which packages of {system} are installed ({err}'
+                            f'{": " + detail[-1] if detail else ""}): every package fixture runs spack install')
         return {}
     return {spec: prefix for spec, prefix in answer.items() if isinstance(prefix, str)}
 

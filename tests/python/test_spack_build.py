@@ -142,10 +142,12 @@ def test_environment_extra_overrides_the_map(deps, tmp_path):
 
 
 def fake_spack(tmp_path: Path, answer: str, status: int = 0) -> str:
-    """A `spack` that, asked `-e ENV python SCRIPT SPEC...`, records its arguments and prints ``answer``."""
+    """A `spack` that, asked `-e ENV python SCRIPT SPEC...`, records its arguments and prints ``answer`` (on stderr
+    when it fails, as Spack prints its errors)."""
     exe = tmp_path / 'bin' / 'spack'
     exe.parent.mkdir(parents=True, exist_ok=True)
-    exe.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/spack-args\necho \'{answer}\'\nexit {status}\n')
+    exe.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/spack-args\n'
+                   f'echo \'{answer}\' >&{2 if status else 1}\nexit {status}\n')
     exe.chmod(0o755)
     return str(exe)
 
@@ -191,7 +193,11 @@ def test_an_installed_package_is_linked_not_installed_again(deps, tmp_path, monk
             assert 'location -i' in fx.postbuild_cmds[0]
         spack_build.installed_prefixes.cache_clear()
         monkeypatch.setattr(spack_build, 'spack_exe', lambda: fake_spack(tmp_path, 'Error: no env', 1))
+        warnings = []
+        monkeypatch.setattr(spack_build, 'getlogger', lambda: types.SimpleNamespace(warning=warnings.append))
         assert spack_build.installed_prefixes('local') == {}
+        assert len(warnings) == 1 and 'could not say which packages of local are installed' in warnings[0]
+        assert warnings[0].endswith(': Error: no env): every package fixture runs spack install')
     finally:
         spack_build.installed_prefixes.cache_clear()
 

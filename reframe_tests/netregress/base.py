@@ -311,6 +311,9 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         cause = results.scheduler_cancellation(text)
         if cause:
             problems.append(f'the scheduler cancelled the job {cause} (time_limit {self.time_limit})')
+        cores = results.core_files(self.stagedir) if problems else []
+        if cores:
+            problems.append(f'core file kept: {", ".join(cores)}')
         return problems
 
     def partition_nodes(self) -> str:

@@ -11,6 +11,7 @@ Key paths: dotted names, ``[N]`` list indices, and ``[key=value]`` selectors on 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,18 @@ def failed_tasks(stderr_text: str) -> list[str]:
     found = [f'{node} {tasks}: {what}' for node, tasks, what in _TASK_FAILED.findall(stderr_text)]
     causes = [f for f in found if not f.endswith(_TASK_KILLED)]
     return causes + [f for f in found if f not in causes]
+
+
+_CORE_FILE = re.compile(r'^core(\.\d+)?$')
+
+
+def core_files(directory: str | Path) -> list[str]:
+    """Core files a crashed process left in ``directory`` (its working directory: the stage directory, kept for a
+    failed test; tools/validate lifts the core size limit). Names ``core`` or ``core.PID``, the kernel's defaults."""
+    try:
+        return sorted(str(Path(directory) / n) for n in os.listdir(directory) if _CORE_FILE.match(n))
+    except OSError:
+        return []
 
 
 def exit_status(stdout: str | Path) -> int:

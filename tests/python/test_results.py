@@ -99,3 +99,10 @@ def test_a_task_that_died_is_named_before_the_tasks_killed_after_it():
            'srun: error: fast1: task 2: Exited with exit code 3\n')
     assert results.failed_tasks(err) == ['fast1 task 2: Exited with exit code 3', 'fast2 tasks 0-1: Terminated']
     assert results.failed_tasks('srun: Job step aborted\n') == []
+
+
+def test_core_files_a_crash_left_are_found_by_the_kernels_default_names(tmp_path):
+    assert results.core_files(tmp_path) == [] and results.core_files(tmp_path / 'gone') == []
+    for name in ('core', 'core.1407', 'counters.txt', 'core.txt', 'score'):
+        (tmp_path / name).write_text('')
+    assert results.core_files(tmp_path) == [str(tmp_path / 'core'), str(tmp_path / 'core.1407')]

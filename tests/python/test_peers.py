@@ -1,10 +1,14 @@
-"""Parsers of the peer benchmarks' output (NetPIPE, IMB-MPI1)."""
+"""Parsers of the peer benchmarks' output (NetPIPE, IMB-MPI1), and how a job script waits for a peer's server."""
+import socket
+import subprocess
+
 import pytest
 
 pytest.importorskip('reframe')
 from reframe.core.exceptions import SanityError  # noqa: E402
 
 from netregress import peers  # noqa: E402
+from netregress.base import background_server_cmds  # noqa: E402
 
 NP_OUT = """      1   0.285132   0.00002676
       2   0.570921   0.00002673
@@ -119,14 +123,12 @@ class _InPlace:
 
 
 def _free_port():
-    import socket
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
 
 
 def _run_lines(tmp_path, lines, after):
-    import subprocess
     script = '\n'.join(['set -u', *lines, after, 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; true'])
     return subprocess.run(['bash', '-c', script], cwd=tmp_path, capture_output=True, text=True, timeout=30)
 
@@ -137,7 +139,6 @@ _SILENT_LATE_SERVER = ('python3 -c "import socket, time; time.sleep(1.5); s = so
 
 
 def test_a_server_that_prints_nothing_is_waited_for_until_its_socket_listens(tmp_path):
-    from netregress.base import background_server_cmds
     port = _free_port()
     lines = background_server_cmds(_InPlace(), _SILENT_LATE_SERVER.format(port=port), 'server.out', 'PID', None,
                                    port, 5)
@@ -148,7 +149,6 @@ def test_a_server_that_prints_nothing_is_waited_for_until_its_socket_listens(tmp
 
 
 def test_a_server_that_never_listens_is_reported_with_its_output(tmp_path):
-    from netregress.base import background_server_cmds
     port = _free_port()
     lines = background_server_cmds(_InPlace(), 'sh -c "echo bind failed; sleep 20"', 'server.out', 'PID', None, port, 1)
     done = _run_lines(tmp_path, lines, 'true')

@@ -42,6 +42,8 @@ from .build import KernelBuild, MpiKernelBuild, TcpKernelBuild
 
 COUNTERS_FILE = 'counters.txt'
 
+CORE_LIMIT_CMD = 'ulimit -c unlimited 2>/dev/null || true'   # see NetregressCheck.keep_cores
+
 # On a one-host system other processes use `lo` too, so host-wide counters cannot prove where a payload went.
 # Partitions with extras.private_netns re-run the job script in a new network namespace holding only `lo` (root:
 # unshare -n; otherwise an unprivileged user namespace, unshare -rn); where neither works, say so and go on.
@@ -66,14 +68,13 @@ def stage_file(check, name) -> str:
     return os.path.join(check.stagedir, str(name))
 
 
-@sn.deferrable
-def _evaluate(checks) -> bool:
-    """Run witness functions in order; raise SanityError with every problem found."""
+def _evaluate(checks, notes) -> bool:
+    """Run witness functions in order; raise SanityError with every problem found, followed by ``notes()``."""
     problems: list[str] = []
     for check in checks:
         problems += check()
     if problems:
-        raise SanityError('; '.join(problems))
+        raise SanityError('; '.join(problems + notes()))
     return True
 
 
@@ -311,9 +312,6 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         cause = results.scheduler_cancellation(text)
         if cause:
             problems.append(f'the scheduler cancelled the job {cause} (time_limit {self.time_limit})')
-        cores = results.core_files(self.stagedir) if problems else []
-        if cores:
-            problems.append(f'core file kept: {", ".join(cores)}')
         return problems
 
     def partition_nodes(self) -> str:
@@ -333,7 +331,20 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     def validate(self):
         """Every witness (scheduler, kernel status, counters, transport) must agree; all problems are reported at
         once."""
-        return _evaluate([self.job_witness] + self.witnesses())
+        return _evaluate([self.job_witness] + self.witnesses(), self.core_notes)
+
+    def core_notes(self) -> list[str]:
+        """Where a failed job's crashed processes left their cores (:meth:`keep_cores`)."""
+        cores = results.core_files(self.stagedir)
+        return [f'core file kept: {", ".join(cores)}'] if cores else []
+
+    @run_before('run')
+    def keep_cores(self):
+        """A process of the job that crashes leaves its core in its working directory, the stage directory, kept
+        for a failed test (where ``core_pattern`` is the kernel's default): the Open MPI 4 SIGSEGV at start-up seen
+        three times is still unexplained for want of one (docs/validation.md). srun passes the limit on to the
+        tasks; the local scheduler's ranks inherit it."""
+        self.prerun_cmds = [CORE_LIMIT_CMD] + self.prerun_cmds
 
     # -- performance ------------------------------------------------------------------------------------------
 

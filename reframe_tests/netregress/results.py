@@ -136,7 +136,7 @@ _CORE_FILE = re.compile(r'^core(\.\d+)?$')
 
 def core_files(directory: str | Path) -> list[str]:
     """Core files a crashed process left in ``directory`` (its working directory: the stage directory, kept for a
-    failed test; tools/validate lifts the core size limit). Names ``core`` or ``core.PID``, the kernel's defaults."""
+    failed test; the job script lifts the core size limit). Names ``core`` or ``core.PID``, the kernel's defaults."""
     try:
         return sorted(str(Path(directory) / n) for n in os.listdir(directory) if _CORE_FILE.match(n))
     except OSError:

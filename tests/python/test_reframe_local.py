@@ -7,6 +7,7 @@ under test fails on both witnesses (transport report and byte counters).
 """
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -135,6 +136,11 @@ def test_kernel_crash_is_named_not_lost_behind_the_missing_result(sandbox):
                     references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
     assert rc != 0 and cases[0]['fail_phase'] == 'sanity'
     assert 'exited with 139 (killed by signal 11)' in cases[0]['fail_reason']
+    # the job script lifts the core size limit, so the crashed process leaves its core in the stage directory
+    if Path('/proc/sys/kernel/core_pattern').read_text().strip() == 'core' and \
+            resource.getrlimit(resource.RLIMIT_CORE)[1] == resource.RLIM_INFINITY:
+        stage = cases[0]['stagedir']
+        assert f'core file kept: {stage}/core' in cases[0]['fail_reason']
 
 
 def test_mpi_on_the_declared_path_passes(sandbox):

@@ -33,7 +33,8 @@ under run/state or $NETREGRESS_STATE (netregress/baselines.py); absent: the comm
 where a missing reference fails), time_limit / max_pending_time (per job; ReFrame's defaults where absent),
 interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
 task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
-CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml),
+CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml;
+on Slurm, tools/validate fails a run whose jobs overlapped in time, netregress/coverage.py),
 pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus), pair_cpu (both ends of a TCP pair, our kernels,
 iperf3 and NPtcp, run on this CPU: nodes that share one host's CPUs, base.py pair_cpu_prefix), assert_cpu_bound
 (False: against a host baseline, CPU-bound absolute figures are recorded, not asserted; ratios and link-bound
@@ -260,17 +261,22 @@ def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
         'descr': f'vcluster nodes linked by the {name} fabric',
         'scheduler': 'slurm',
         'launcher': 'srun',
-        # --overcommit: the 4-rank collectives on one 2-CPU node (shm) need more tasks than CPUs
-        'access': [f'--partition={VC.get(f"VC_PARTITION_{name.upper()}", name)}', '--overcommit'],
+        # --overcommit: the 4-rank collectives on one 2-CPU node (shm) need more tasks than CPUs;
+        # --licenses: one job at a time on the host's CPUs, whichever partition (config/vcluster.env)
+        'access': [f'--partition={VC.get(f"VC_PARTITION_{name.upper()}", name)}', '--overcommit',
+                   f'--licenses={VC.get("VC_HOST_LICENSE", "host_cpus")}:1'],
         'environs': ENV_NAMES,
-        'max_jobs': 1,
+        # the next job waits in Slurm's queue for the license and starts as the last one ends, instead of after
+        # ReFrame has seen it end (about 1 s); Slurm, not ReFrame, keeps them one at a time
+        'max_jobs': 2,
         'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
         'extras': {
             'references': EMBEDDED_REFERENCES,
-            # the slowest case takes 24 s here; a job that cannot start within a minute on an idle cluster of
-            # namespaces will not start: fail and name the node states instead of waiting for Slurm's timeouts
+            # the slowest case takes 35 s here, and up to three jobs queue ahead of one (max_jobs per partition,
+            # one license); a job that has not started within two minutes on an idle cluster of namespaces will
+            # not start: fail and name the node states instead of waiting for Slurm's timeouts
             'time_limit': '90s',
-            'max_pending_time': '60s',
+            'max_pending_time': '120s',
             'host_cpus': os.cpu_count(),     # namespace nodes share this host's CPUs (oversubscription, base.py)
             'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (base.py: shm runs were bimodal)
             'pair_cpu': 0,                   # TCP client and server on one CPU (base.py: unpinned runs were bimodal)

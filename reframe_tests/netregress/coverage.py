@@ -12,8 +12,12 @@ a node was never touched. This module names those nodes:
 :func:`uncovered_nodes`
     the run's view (a ReFrame JSON run report): every node of a partition that no passing test case ran on, e.g.
     ``gige4: used by no passing check``.
+:func:`overlapping_jobs`
+    where the nodes share one host's CPUs (the vcluster: partition extra ``host_cpus``), the run's jobs must have run
+    one at a time (Slurm keeps them so with a license, not ReFrame): every pair that ``sacct`` shows running at the
+    same time, e.g. ``jobs 3012 (osu ... @vcluster:fast+openmpi4) and 3013 (...) ran at the same time``.
 :func:`main`
-    ``python -m netregress.coverage --system vcluster --report REPORT.json --wait 30`` prints both kinds of problem
+    ``python -m netregress.coverage --system vcluster --report REPORT.json --wait 30`` prints every kind of problem
     and exits 1 when there is any (2 on a usage error, 3 when Slurm did not answer at all).
 
 Commands are run through an injectable *runner* (``runner(argv, timeout_s) -> CompletedProcess``), so tests feed
@@ -22,6 +26,7 @@ canned ``sinfo`` / ``scontrol`` output and no cluster is needed.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.util
 import json
 import re
@@ -302,27 +307,72 @@ def uncovered_nodes(report: dict, partition_nodes: dict[str, list[str]], *, syst
     return problems
 
 
+def _sacct_time(text: str) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:                  # Unknown, None: not started or not ended
+        return None
+
+
+def overlapping_jobs(report: Mapping, *, system: str | None = None, runner: Runner = run_command,
+                     timeout_s: float = QUERY_TIMEOUT_S) -> list[str]:
+    """Pairs of the report's Slurm jobs that ran at the same time, as ``sacct`` saw them (whole seconds: an
+    overlap under a second can go unseen). For nodes that share one host's CPUs, where two benchmarks at once
+    measure each other."""
+    names = {str(tc['jobid']): f'{tc.get("name")} @{tc.get("system")}:{tc.get("partition")}+{tc.get("environ")}'
+             for tc in _testcases(report)
+             if tc.get('jobid') and tc.get('scheduler') in ('slurm', 'squeue')
+             and (system is None or tc.get('system') in (system, None))}
+    if not names:
+        return []
+    out = _query(['sacct', '-X', '-P', '-n', '-j', ','.join(names), '-o', 'JobID,Start,End'], runner, timeout_s)
+    spans = []
+    for line in out.splitlines():
+        fields = line.strip().split('|')
+        if len(fields) != 3:
+            continue
+        start, end = _sacct_time(fields[1]), _sacct_time(fields[2])
+        if start and end:
+            spans.append((start, end, fields[0]))
+    problems, ahead = [], None           # ahead: the job that ends last of those started so far
+    for start, end, jid in sorted(spans):
+        if ahead and start < ahead[0]:
+            problems.append(f'jobs {ahead[1]} ({names.get(ahead[1], "?")}) and {jid} ({names.get(jid, "?")}) ran at '
+                            f'the same time ({start:%H:%M:%S}-{min(end, ahead[0]):%H:%M:%S}) on CPUs their nodes '
+                            f'share: each measured the other')
+        if ahead is None or end > ahead[0]:
+            ahead = (end, jid)
+    return problems
+
+
 # --- command line -------------------------------------------------------------------------------------------------
 
-def slurm_partitions(system: str, settings_path: str | None = None) -> dict[str, str]:
-    """ReFrame partition name -> Slurm partition name for the Slurm partitions of ``system`` in
-    ``config/settings.py`` (the ``--partition=`` of ``access``; the ReFrame name where access names none)."""
+def _slurm_partition_configs(system: str, settings_path: str | None = None) -> list[Mapping]:
+    """The Slurm partitions of ``system`` in ``config/settings.py``."""
     from . import paths
     path = settings_path or str(paths.config_dir() / 'settings.py')
     spec = importlib.util.spec_from_file_location('netregress_settings', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for sysconf in module.site_configuration['systems']:
-        if sysconf['name'] != system:
-            continue
-        out = {}
-        for part in sysconf['partitions']:
-            if part.get('scheduler') not in ('slurm', 'squeue'):
-                continue
-            names = [a.split('=', 1)[1] for a in part.get('access', []) if a.startswith('--partition=')]
-            out[part['name']] = names[0] if names else part['name']
-        return out
+        if sysconf['name'] == system:
+            return [p for p in sysconf['partitions'] if p.get('scheduler') in ('slurm', 'squeue')]
     raise SystemExit(f'coverage: system {system!r} is not defined in {path}')
+
+
+def slurm_partitions(system: str, settings_path: str | None = None) -> dict[str, str]:
+    """ReFrame partition name -> Slurm partition name for the Slurm partitions of ``system`` in
+    ``config/settings.py`` (the ``--partition=`` of ``access``; the ReFrame name where access names none)."""
+    out = {}
+    for part in _slurm_partition_configs(system, settings_path):
+        names = [a.split('=', 1)[1] for a in part.get('access', []) if a.startswith('--partition=')]
+        out[part['name']] = names[0] if names else part['name']
+    return out
+
+
+def shares_host_cpus(system: str, settings_path: str | None = None) -> bool:
+    """Whether the Slurm nodes of ``system`` share one host's CPUs (partition extra ``host_cpus``)."""
+    return any((p.get('extras') or {}).get('host_cpus') for p in _slurm_partition_configs(system, settings_path))
 
 
 def main(argv: Sequence[str] | None = None, *, runner: Runner = run_command) -> int:
@@ -347,6 +397,7 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_command) -> 
         return 0
     problems = node_problems(list(dict.fromkeys(parts.values())), args.wait, runner=runner)
     nodes: dict[str, list[str]] = {}
+    serial = ''
     if args.report:
         try:
             with open(args.report) as fp:
@@ -360,12 +411,18 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_command) -> 
             except SlurmQueryError as err:
                 problems.append(f'partition {rfm_part}: node list unknown: {err}')
         problems += [p for p in uncovered_nodes(report, nodes, system=args.system) if p not in problems]
+        if shares_host_cpus(args.system):
+            serial = ', its jobs one at a time'
+            try:
+                problems += overlapping_jobs(report, system=args.system, runner=runner)
+            except SlurmQueryError as err:
+                problems.append(f'jobs of the run: not known whether they ran one at a time: {err}')
     for p in problems:
         print(p)
     if not problems:
         counted = f'{sum(map(len, nodes.values()))} nodes' if nodes else 'every node'
         print(f'coverage: {counted} of {", ".join(parts)} usable'
-              + (' and used by a passing check' if args.report else ''))
+              + (' and used by a passing check' if args.report else '') + serial)
     if any(STATES_UNKNOWN in p for p in problems):
         return 3
     return 1 if problems else 0

@@ -1,17 +1,21 @@
 """Node coverage: sinfo node states, the nodes no passing check used, and the command line (fake Slurm, no cluster)."""
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from netregress import coverage
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 class FakeSlurm:
     """A runner answering sinfo/scontrol from canned outputs; a list of sinfo outputs is served one per call."""
 
-    def __init__(self, sinfo=None, hostnames=None, sinfo_exc=None, returncode=0, stderr=''):
+    def __init__(self, sinfo=None, hostnames=None, sinfo_exc=None, returncode=0, stderr='', sacct=''):
         self.sinfo = sinfo if isinstance(sinfo, list) else [sinfo or '']
+        self.sacct = sacct
         self.hostnames = hostnames or {}
         self.sinfo_exc = sinfo_exc
         self.returncode = returncode
@@ -20,6 +24,8 @@ class FakeSlurm:
 
     def __call__(self, argv, timeout_s):
         self.calls.append((list(argv), timeout_s))
+        if argv[0] == 'sacct':
+            return subprocess.CompletedProcess(argv, 0, self.sacct, '')
         if argv[0] == 'scontrol':
             return subprocess.CompletedProcess(argv, 0, '\n'.join(self.hostnames[argv[-1]]) + '\n', '')
         if self.sinfo_exc is not None:
@@ -213,3 +219,63 @@ def test_main_all_good_and_bad_report(tmp_path, capsys):
     assert coverage.main(['--system', 'vcluster', '--report', str(bad), '--wait', '0'], runner=fake) == 2
     with pytest.raises(SystemExit):
         coverage.main(['--system', 'vcluster', '--partition', 'nosuch'], runner=fake)
+
+
+# --- one job at a time on shared CPUs -------------------------------------------------------------------------------
+
+JOBS = {'runs': [{'testcases': [
+    case('fast', ['fast1'], jobid=11, scheduler='slurm', name='osu'),
+    case('gige', ['gige1'], jobid=12, scheduler='slurm', name='nas'),
+    case('fast', ['fast2'], jobid=13, scheduler='slurm', name='mpi_latency'),
+    case('fast', [], scheduler='local', jobid=999, fixture=True),       # a local build: not Slurm's
+]}]}
+
+
+def sacct(*spans):
+    return ''.join(f'{j}|2026-11-26T01:{s}|2026-11-26T01:{e}\n' for j, s, e in spans)
+
+
+def test_jobs_one_after_another_overlap_nowhere():
+    # the next starts in the second the last one ended (whole seconds); a job not yet ended has End=Unknown
+    fake = FakeSlurm(sacct=sacct((11, '00:00', '00:05'), (12, '00:05', '00:09')) + '13|2026-11-26T01:00:09|Unknown\n')
+    assert coverage.overlapping_jobs(JOBS, runner=fake) == []
+    argv = fake.calls[0][0]
+    assert argv[:6] == ['sacct', '-X', '-P', '-n', '-j', '11,12,13']      # the Slurm jobs only
+
+
+def test_jobs_running_at_once_are_named_pair_by_pair():
+    fake = FakeSlurm(sacct=sacct((11, '00:00', '00:10'), (12, '00:03', '00:05'), (13, '00:08', '00:12')))
+    assert coverage.overlapping_jobs(JOBS, runner=fake) == [
+        'jobs 11 (osu @vcluster:fast+gnu) and 12 (nas @vcluster:gige+gnu) ran at the same time (01:00:03-01:00:05) '
+        'on CPUs their nodes share: each measured the other',
+        'jobs 11 (osu @vcluster:fast+gnu) and 13 (mpi_latency @vcluster:fast+gnu) ran at the same time '
+        '(01:00:08-01:00:10) on CPUs their nodes share: each measured the other']
+    assert coverage.overlapping_jobs({'runs': []}, runner=fake) == []          # nothing ran: nothing asked
+    assert len(fake.calls) == 1
+
+
+def test_main_checks_jobs_one_at_a_time_where_nodes_share_cpus(tmp_path, capsys):
+    report = tmp_path / 'report.json'
+    report.write_text(json.dumps(JOBS))
+    hostnames = {'fast[1-4]': ['fast1', 'fast2'], 'gige[1-4]': ['gige1']}
+    good = FakeSlurm(HEALTHY, hostnames=hostnames, sacct=sacct((11, '00:00', '00:05'), (12, '00:05', '00:09'),
+                                                               (13, '00:09', '00:10')))
+    assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0'], runner=good) == 0
+    assert capsys.readouterr().out.strip() == (
+        'coverage: 3 nodes of fast, gige usable and used by a passing check, its jobs one at a time')
+    bad = FakeSlurm(HEALTHY, hostnames=hostnames, sacct=sacct((11, '00:00', '00:05'), (12, '00:04', '00:09'),
+                                                              (13, '00:09', '00:10')))
+    assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0'], runner=bad) == 1
+    assert 'jobs 11 (osu @vcluster:fast+gnu) and 12 (nas @vcluster:gige+gnu) ran at the same time' \
+        in capsys.readouterr().out
+
+
+def test_only_the_vcluster_shares_host_cpus_and_each_of_its_partitions_takes_the_license():
+    assert coverage.shares_host_cpus('vcluster')
+    assert not coverage.shares_host_cpus('local')              # no Slurm partitions
+    assert not coverage.shares_host_cpus('site-example')       # a real cluster's nodes have CPUs of their own
+    env = dict(line.split('=', 1) for line in (ROOT / 'config' / 'vcluster.env').read_text().splitlines()
+               if line.startswith('VC_HOST_LICENSE='))
+    license_opt = f'--licenses={env["VC_HOST_LICENSE"].split()[0]}:1'
+    parts = coverage._slurm_partition_configs('vcluster')
+    assert parts and all(license_opt in p['access'] for p in parts)

@@ -341,9 +341,9 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     @run_before('run')
     def keep_cores(self):
         """A process of the job that crashes leaves its core in its working directory, the stage directory, kept
-        for a failed test (where ``core_pattern`` is the kernel's default): the Open MPI 4 SIGSEGV at start-up seen
-        three times is still unexplained for want of one (docs/validation.md). srun passes the limit on to the
-        tasks; the local scheduler's ranks inherit it."""
+        for a failed test (where ``core_pattern`` is the kernel's default): the Open MPI 4 SIGSEGV at start-up was
+        placed from such a core (docs/validation.md). srun passes the limit on to the tasks; the local scheduler's
+        ranks inherit it."""
         self.prerun_cmds = [CORE_LIMIT_CMD] + self.prerun_cmds
 
     # -- performance ------------------------------------------------------------------------------------------

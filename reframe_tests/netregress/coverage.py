@@ -347,7 +347,7 @@ def overlapping_jobs(report: Mapping, *, system: str | None = None, runner: Runn
 
 # --- command line -------------------------------------------------------------------------------------------------
 
-def _slurm_partition_configs(system: str, settings_path: str | None = None) -> list[Mapping]:
+def slurm_partition_configs(system: str, settings_path: str | None = None) -> list[Mapping]:
     """The Slurm partitions of ``system`` in ``config/settings.py``."""
     from . import paths
     path = settings_path or str(paths.config_dir() / 'settings.py')
@@ -360,19 +360,24 @@ def _slurm_partition_configs(system: str, settings_path: str | None = None) -> l
     raise SystemExit(f'coverage: system {system!r} is not defined in {path}')
 
 
-def slurm_partitions(system: str, settings_path: str | None = None) -> dict[str, str]:
-    """ReFrame partition name -> Slurm partition name for the Slurm partitions of ``system`` in
-    ``config/settings.py`` (the ``--partition=`` of ``access``; the ReFrame name where access names none)."""
+def slurm_names(configs: Iterable[Mapping]) -> dict[str, str]:
+    """ReFrame partition name -> Slurm partition name (the ``--partition=`` of ``access``; the ReFrame name where
+    access names none)."""
     out = {}
-    for part in _slurm_partition_configs(system, settings_path):
+    for part in configs:
         names = [a.split('=', 1)[1] for a in part.get('access', []) if a.startswith('--partition=')]
         out[part['name']] = names[0] if names else part['name']
     return out
 
 
-def shares_host_cpus(system: str, settings_path: str | None = None) -> bool:
-    """Whether the Slurm nodes of ``system`` share one host's CPUs (partition extra ``host_cpus``)."""
-    return any((p.get('extras') or {}).get('host_cpus') for p in _slurm_partition_configs(system, settings_path))
+def slurm_partitions(system: str, settings_path: str | None = None) -> dict[str, str]:
+    """:func:`slurm_names` of the Slurm partitions of ``system`` in ``config/settings.py``."""
+    return slurm_names(slurm_partition_configs(system, settings_path))
+
+
+def shares_host_cpus(configs: Iterable[Mapping]) -> bool:
+    """Whether these Slurm partitions' nodes share one host's CPUs (partition extra ``host_cpus``)."""
+    return any((p.get('extras') or {}).get('host_cpus') for p in configs)
 
 
 def main(argv: Sequence[str] | None = None, *, runner: Runner = run_command) -> int:
@@ -386,7 +391,8 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_command) -> 
                     help='ReFrame partition to check (repeatable; default: every Slurm partition of the system)')
     args = ap.parse_args(argv)
 
-    parts = slurm_partitions(args.system)
+    configs = slurm_partition_configs(args.system)
+    parts = slurm_names(configs)
     if args.partition:
         unknown = [p for p in args.partition if p not in parts]
         if unknown:
@@ -411,7 +417,7 @@ def main(argv: Sequence[str] | None = None, *, runner: Runner = run_command) -> 
             except SlurmQueryError as err:
                 problems.append(f'partition {rfm_part}: node list unknown: {err}')
         problems += [p for p in uncovered_nodes(report, nodes, system=args.system) if p not in problems]
-        if shares_host_cpus(args.system):
+        if shares_host_cpus(configs):
             serial = ', its jobs one at a time'
             try:
                 problems += overlapping_jobs(report, system=args.system, runner=runner)

@@ -271,11 +271,12 @@ def test_main_checks_jobs_one_at_a_time_where_nodes_share_cpus(tmp_path, capsys)
 
 
 def test_only_the_vcluster_shares_host_cpus_and_each_of_its_partitions_takes_the_license():
-    assert coverage.shares_host_cpus('vcluster')
-    assert not coverage.shares_host_cpus('local')              # no Slurm partitions
-    assert not coverage.shares_host_cpus('site-example')       # a real cluster's nodes have CPUs of their own
+    parts = coverage.slurm_partition_configs('vcluster')
+    assert coverage.shares_host_cpus(parts)
+    assert not coverage.shares_host_cpus(coverage.slurm_partition_configs('local'))    # no Slurm partitions
+    # a real cluster's nodes have CPUs of their own
+    assert not coverage.shares_host_cpus(coverage.slurm_partition_configs('site-example'))
     env = dict(line.split('=', 1) for line in (ROOT / 'config' / 'vcluster.env').read_text().splitlines()
                if line.startswith('VC_HOST_LICENSE='))
     license_opt = f'--licenses={env["VC_HOST_LICENSE"].split()[0]}:1'
-    parts = coverage._slurm_partition_configs('vcluster')
     assert parts and all(license_opt in p['access'] for p in parts)

@@ -2,6 +2,7 @@
 import importlib.util
 import os
 import subprocess
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -187,7 +188,7 @@ def test_lamrun_fails_when_mpirun_could_not_start_a_rank(repo_root, tmp_path):
     LAM's tools are stand-ins on PATH (and `id` says an ordinary user, as under Slurm's --uid)."""
     fakes = {
         'id': 'echo 1000',
-        'lamboot': 'exit 0', 'lamhalt': 'exit 0', 'lamwipe': 'exit 0',
+        'lamboot': 'exit 0', 'lamhalt': 'exit 0', 'lamwipe': 'exit 0', 'tkill': 'echo tkill >>"$TMPDIR/stops"',
         'lamnodes': 'printf "n0\\tlocalhost:1:origin,this_node\\n"',
         'mpirun.lam': 'echo "mpirun: cannot start sh on n1: invalid address tag" >&2; exit 0',
     }
@@ -205,3 +206,28 @@ def test_lamrun_fails_when_mpirun_could_not_start_a_rank(repo_root, tmp_path):
     proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
                           timeout=60, env=env)
     assert proc.returncode == 0 and proc.stdout == 'ran\n', proc.stderr
+    # a one-node universe is taken down by LAM's tkill (lamhalt would pause 1 s first), once per run
+    assert (tmp_path / 'stops').read_text() == 'tkill\ntkill\n'
+
+
+def test_lamrun_stops_a_rank_that_failed_in_mpi_init(repo_root, tmp_path):
+    """LAM 7.1.4's MPI_Init failure leaves the other ranks waiting forever: lamrun sees it in the output, stops the
+    run at once and fails."""
+    fakes = {
+        'id': 'echo 1000',
+        'lamboot': 'exit 0', 'lamhalt': 'exit 0', 'lamwipe': 'exit 0', 'tkill': 'exit 0',
+        'lamnodes': 'printf "n0\\tlocalhost:1:origin,this_node\\n"',
+        'mpirun.lam': 'echo "The selected RPI failed to initialize during MPI_INIT." >&2; exec sleep 60',
+    }
+    for name, body in fakes.items():
+        (tmp_path / name).write_text(f'#!/bin/sh\n{body}\n')
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, 'PATH': f'{tmp_path}:{os.environ["PATH"]}', 'NETREGRESS_LAM_PRELOAD': '/dev/null',
+           'TMPDIR': str(tmp_path)}
+    env.pop('SLURM_JOB_ID', None)
+    t0 = time.monotonic()
+    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 1 and 'a rank failed in MPI_Init' in proc.stderr, proc.stderr
+    assert time.monotonic() - t0 < 10, 'the hung run was not stopped'
+

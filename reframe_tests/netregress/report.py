@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import csv
 import datetime
 import io
@@ -911,6 +912,12 @@ def _session_times() -> dict[str, datetime.datetime]:
     return out
 
 
+def ask_history(report: Report) -> dict:
+    """:func:`compare_history`, then :func:`history_series` (only ReFrame's queries: no figures)."""
+    compare_history(report)
+    return history_series(report)
+
+
 def history_series(report: Report) -> dict[tuple, dict[str, list[tuple[datetime.datetime, float]]]]:
     """(system, partition, interconnect, metric key) -> build -> [(session start, value)], oldest first."""
     try:
@@ -1314,10 +1321,12 @@ def write_report(run_dir: Path, out: Path | None = None, with_history: bool = Tr
     for pattern in FIGURE_GLOBS:           # figures of an earlier report of this run (nothing else)
         for old in out.glob(pattern):
             old.unlink()
-    make_figures(report, out)
+    # ReFrame's history queries are subprocesses (about 25 s of a minute here): asked while the figures are drawn
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        asked = pool.submit(ask_history, report) if with_history else None
+        make_figures(report, out)
+        series = asked.result() if asked else {}
     if with_history:
-        compare_history(report)
-        series = history_series(report)
         for sec in report.sections:
             plot_history(sec, series, out)
         write_history_csv(series, out / 'history.csv')

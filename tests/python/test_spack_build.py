@@ -288,6 +288,40 @@ def test_spack_env_usage_errors(tmp_path):
     assert out.stdout.split() == ['local', 'site-example', 'vcluster']
 
 
+def test_mirror_registers_only_what_is_missing(tmp_path):
+    """tools/spack-env mirror asks Spack's user scope once; registered as wanted, it changes nothing there (each
+    Spack call costs seconds, and every bootstrap asks); otherwise it replaces our mirror and snapshot repo.
+    Spack is a stand-in that logs its calls and answers the user-scope question from a file."""
+    deps, mirror = tmp_path / 'deps', tmp_path / 'mirror'
+    (mirror / '_source-cache' / 'archive').mkdir(parents=True)
+    fake = deps / 'spack' / 'bin' / 'spack'
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho "$*" >> "$SPACK_LOG"\n'
+                    '[ "$1" = python ] && cat "$SPACK_STATE"\nexit 0\n')
+    fake.chmod(0o755)
+    state, log = tmp_path / 'state.json', tmp_path / 'calls.log'
+    env = {**os.environ, 'NETREGRESS_DEPS': str(deps), 'SPACK_LOG': str(log), 'SPACK_STATE': str(state)}
+    tool = str(ROOT / 'tools' / 'spack-env')
+
+    def run(*args: str) -> list[str]:
+        log.write_text('')
+        out = subprocess.run([tool, 'mirror', *args], capture_output=True, text=True, env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return [line.split()[0] + ' ' + line.split()[1] for line in log.read_text().splitlines()]
+
+    url = f'file://{mirror}'
+    state.write_text(json.dumps({'mirrors': {'netregress-local': {'url': url}}, 'repos': {'builtin': '/b'}}))
+    assert run(str(mirror)) == ['python -c']                       # as wanted: only the question
+    state.write_text(json.dumps({'mirrors': {'netregress-local': 'file:///elsewhere'}, 'repos': {}}))
+    assert run(str(mirror)) == ['python -c', 'mirror remove', 'mirror add']
+    state.write_text(json.dumps({'mirrors': {'netregress-local': {'url': url}}, 'repos': {}}))
+    assert run('--off') == ['python -c', 'mirror remove']
+    state.write_text(json.dumps({'mirrors': {}, 'repos': {}}))
+    assert run('--off') == ['python -c']
+    state.write_text('')                                            # Spack could not say: register again
+    assert run(str(mirror)) == ['python -c', 'mirror remove', 'repo remove', 'mirror add']
+
+
 def test_snapshot_packs_reproducibly_under_its_own_digest(tmp_path):
     src = tmp_path / 'src' / 'osu-micro-benchmarks-7.4'
     (src / 'c').mkdir(parents=True)

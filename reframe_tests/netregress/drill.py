@@ -87,7 +87,9 @@ class Drill:
                'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1', **fault.env}
         argv = [self.reframe, '-C', str(ROOT / 'config' / 'settings.py'), '-c', str(ROOT / 'reframe_tests'),
                 '--system', 'vcluster', '--exec-policy', 'serial', '--max-retries', '0',
-                '--report-file', str(report), *fault.select, *fault.options, '-r']
+                '--report-file', str(report), *fault.select, *fault.options, '-r',
+                # each run's failed cases (a core, the job's files) stay with its log, not overwritten by the next
+                '--stage', str(self.out / 'stage' / name)]
         with open(self.out / f'reframe-{name}.log', 'w') as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
             if fault.during:

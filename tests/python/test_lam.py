@@ -183,14 +183,14 @@ def test_the_lam_filter_passes_what_linux_refused(repo_root, tmp_path):
     assert filtered.returncode == 0 and filtered.stdout == 'message\n', filtered.stdout
 
 
-def test_lamrun_fails_when_mpirun_could_not_start_a_rank(repo_root, tmp_path):
-    """mpirun.lam prints 'cannot start PROG on nN' and still exits 0 (seen on the vcluster): lamrun fails the run.
-    LAM's tools are stand-ins on PATH (and `id` says an ordinary user, as under Slurm's --uid)."""
+def fake_lam(tmp_path, repo_root, mpirun_body: str) -> tuple[dict, list[str]]:
+    """LAM's tools as stand-ins on PATH (`id` says an ordinary user, as under Slurm's --uid; tkill logs each call
+    to TMPDIR/stops) and a one-node lamrun command line: (environment, argv)."""
     fakes = {
         'id': 'echo 1000',
         'lamboot': 'exit 0', 'lamhalt': 'exit 0', 'lamwipe': 'exit 0', 'tkill': 'echo tkill >>"$TMPDIR/stops"',
         'lamnodes': 'printf "n0\\tlocalhost:1:origin,this_node\\n"',
-        'mpirun.lam': 'echo "mpirun: cannot start sh on n1: invalid address tag" >&2; exit 0',
+        'mpirun.lam': mpirun_body,
     }
     for name, body in fakes.items():
         (tmp_path / name).write_text(f'#!/bin/sh\n{body}\n')
@@ -198,13 +198,17 @@ def test_lamrun_fails_when_mpirun_could_not_start_a_rank(repo_root, tmp_path):
     env = {**os.environ, 'PATH': f'{tmp_path}:{os.environ["PATH"]}', 'NETREGRESS_LAM_PRELOAD': '/dev/null',
            'TMPDIR': str(tmp_path)}
     env.pop('SLURM_JOB_ID', None)
-    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
-                          timeout=60, env=env)
+    return env, [str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true']
+
+
+def test_lamrun_fails_when_mpirun_could_not_start_a_rank(repo_root, tmp_path):
+    """mpirun.lam prints 'cannot start PROG on nN' and still exits 0 (seen on the vcluster): lamrun fails the run."""
+    env, argv = fake_lam(tmp_path, repo_root, 'echo "mpirun: cannot start sh on n1: invalid address tag" >&2; exit 0')
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 1, proc.stderr
     assert 'could not start the program on every node' in proc.stderr
     (tmp_path / 'mpirun.lam').write_text('#!/bin/sh\necho ran\n')         # the same run when every rank started
-    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
-                          timeout=60, env=env)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0 and proc.stdout == 'ran\n', proc.stderr
     # a one-node universe is taken down by LAM's tkill (lamhalt would pause 1 s first), once per run
     assert (tmp_path / 'stops').read_text() == 'tkill\ntkill\n'
@@ -213,21 +217,9 @@ def test_lamrun_fails_when_mpirun_could_not_start_a_rank(repo_root, tmp_path):
 def test_lamrun_stops_a_rank_that_failed_in_mpi_init(repo_root, tmp_path):
     """LAM 7.1.4's MPI_Init failure leaves the other ranks waiting forever: lamrun sees it in the output, stops the
     run at once and fails."""
-    fakes = {
-        'id': 'echo 1000',
-        'lamboot': 'exit 0', 'lamhalt': 'exit 0', 'lamwipe': 'exit 0', 'tkill': 'exit 0',
-        'lamnodes': 'printf "n0\\tlocalhost:1:origin,this_node\\n"',
-        'mpirun.lam': 'echo "The selected RPI failed to initialize during MPI_INIT." >&2; exec sleep 60',
-    }
-    for name, body in fakes.items():
-        (tmp_path / name).write_text(f'#!/bin/sh\n{body}\n')
-        (tmp_path / name).chmod(0o755)
-    env = {**os.environ, 'PATH': f'{tmp_path}:{os.environ["PATH"]}', 'NETREGRESS_LAM_PRELOAD': '/dev/null',
-           'TMPDIR': str(tmp_path)}
-    env.pop('SLURM_JOB_ID', None)
+    env, argv = fake_lam(tmp_path, repo_root,
+                         'echo "The selected RPI failed to initialize during MPI_INIT." >&2; exec sleep 60')
     t0 = time.monotonic()
-    proc = subprocess.run([str(repo_root / 'tools' / 'lamrun'), '-np', '2', 'true'], capture_output=True, text=True,
-                          timeout=60, env=env)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 1 and 'a rank failed in MPI_Init' in proc.stderr, proc.stderr
     assert time.monotonic() - t0 < 10, 'the hung run was not stopped'
-

@@ -106,10 +106,11 @@ def shared_cpu_quota(limits: Mapping[str, list[CpuLimit | None]]) -> str | None:
 
 def own_cpu_quotas(limits: Mapping[str, list[CpuLimit | None]]) -> dict[str, str]:
     """Nodes that ran under a CPU quota not every node ran under: node -> what to add to its verdict."""
-    seen = {n: {(c.cgroup, c.quota_cpus) for c in per_node if c and c.quota_cpus} for n, per_node in limits.items()}
-    return {n: ', '.join(f'under a CPU quota of {q:g} CPU (cgroup {g}) that not every node has' for g, q in sorted(own))
-            for n, groups in seen.items()
-            if (own := {gq for gq in groups if not all(gq in other for other in seen.values())})}
+    quotas = {n: {(c.cgroup, c.quota_cpus) for c in per_node if c and c.quota_cpus} for n, per_node in limits.items()}
+    everywhere = set.intersection(*quotas.values()) if quotas else set()
+    return {n: ', '.join(f'under a CPU quota of {q:g} CPU (cgroup {g}) that not every node has'
+                         for g, q in sorted(own - everywhere))
+            for n, own in quotas.items() if own - everywhere}
 
 
 def driver_script(nodes: list[str], prefixes: Mapping[str, str], kernels_dir: str, opts: list[str],
@@ -258,7 +259,9 @@ class NodeLoopbackCheck(NetregressCheck):
         problems = self.job_witness() or unmeasured_nodes(self.figures())
         if problems:
             raise SanityError('; '.join(problems))
-        self.cpu_quota_note = shared_cpu_quota(self.cpu_limits()) or ''
+        limits = self.cpu_limits()      # read once: the performance stage uses what sanity found
+        self.cpu_quota_note = shared_cpu_quota(limits) or ''
+        self._own_quotas = own_cpu_quotas(limits)
         if self.cpu_quota_note:
             getlogger().warning(f'{self.display_name}: {self.cpu_quota_note}')
         return True
@@ -274,6 +277,6 @@ class NodeLoopbackCheck(NetregressCheck):
         not where every node shares the quota that throttled them (:func:`shared_cpu_quota`)."""
         if self.cpu_quota_note:
             return
-        problems = slow_nodes(self.figures(), self.min_node_fraction, own_cpu_quotas(self.cpu_limits()))
+        problems = slow_nodes(self.figures(), self.min_node_fraction, self._own_quotas)
         if problems:
             raise PerformanceError('; '.join(problems))

@@ -34,7 +34,7 @@ where a missing reference fails), time_limit / max_pending_time (per job; ReFram
 interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
 task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
 CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml;
-on Slurm, tools/validate fails a run whose jobs overlapped in time, netregress/coverage.py),
+on Slurm, tools/validate fails a run whose jobs overlapped in time, netregress_postrun/coverage.py),
 pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus), pair_cpu (both ends of a TCP pair, our kernels,
 iperf3 and NPtcp, run on this CPU: nodes that share one host's CPUs, base.py pair_cpu_prefix), assert_cpu_bound
 (False: against a host baseline, CPU-bound absolute figures are recorded, not asserted; ratios and link-bound
@@ -397,7 +397,7 @@ site_configuration = {
     # ReFrame's results storage: every session's report goes into one SQLite file in the state directory (beside
     # the host baselines, so it survives across runs on a machine and a drill or a test with its own
     # NETREGRESS_STATE keeps its sessions apart). `--performance-report` then compares each run with the last
-    # value of every figure from a session that passed; `netregress.history` and ci/post-maintenance query it.
+    # value of every figure from a session that passed; `netregress_postrun.history` and ci/post-maintenance query it.
     'storage': [{'enable': True, 'sqlite_db_file': str(STATE / 'reframe' / 'results.db')}],
     'logging': [{
         'level': 'debug',

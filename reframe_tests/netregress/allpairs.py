@@ -46,7 +46,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, parameter, performance_function, run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import coverage, interconnects, provenance, results
+from . import interconnects, provenance, results, slurm
 from .base import COUNTERS_FILE, ExitStatusPlugin, NetregressCheck
 from .build import TcpKernelBuild
 
@@ -637,13 +637,13 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
         if part.scheduler.registered_name not in ('slurm', 'squeue'):
             self.skip(f'{part.fullname}: all-pairs needs a Slurm partition (scheduler '
                       f'{part.scheduler.registered_name})')
-        slurm_part = slurm_partition_name(part.access, part.name)
-        problems = coverage.node_problems([slurm_part], self.node_wait_s)
+        slurm_part = slurm.slurm_partition(part.access, part.name)
+        problems = slurm.node_problems([slurm_part], self.node_wait_s)
         if problems:
             raise SanityError(f'partition {slurm_part}: not every node can be used: {"; ".join(problems)}')
         try:
-            self.nodes = coverage.partition_nodes(slurm_part)
-        except coverage.SlurmQueryError as err:
+            self.nodes = slurm.partition_nodes(slurm_part)
+        except slurm.SlurmQueryError as err:
             raise SanityError(f'partition {slurm_part}: {err}') from None
         if len(self.nodes) < 2:
             self.skip(f'partition {slurm_part} has {len(self.nodes)} node: no link to test')
@@ -790,12 +790,3 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     def max_rtt_us(self):
         """The largest of the links' 8-byte round-trip times."""
         return self._figure('max_rtt_us')
-
-
-def slurm_partition_name(access: Sequence[str], default: str) -> str:
-    """The Slurm partition a ReFrame partition submits to (its ``--partition=`` access option)."""
-    names = [a.split('=', 1)[1] for a in access if a.startswith('--partition=')]
-    for i, a in enumerate(access):
-        if a in ('-p', '--partition') and i + 1 < len(access):
-            names.append(access[i + 1])
-    return names[0] if names else default

@@ -37,7 +37,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    sanity_function, variable)
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import baselines, interconnects, launch, provenance, references, refstool, results
+from . import baselines, figures, interconnects, launch, provenance, references, results, slurm
 from .build import KernelBuild, MpiKernelBuild, TcpKernelBuild
 
 COUNTERS_FILE = 'counters.txt'
@@ -316,9 +316,10 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
 
     def partition_nodes(self) -> str:
         """Slurm's node states of this partition (``sinfo``), for a job that could not start."""
-        parts = [o.split('=', 1)[1] for o in self.current_partition.access if o.startswith('--partition=')]
-        if not parts or not shutil.which('sinfo'):
+        part = self.current_partition
+        if part.scheduler.registered_name not in ('slurm', 'squeue') or not shutil.which('sinfo'):
             return 'node states unknown'
+        parts = [slurm.slurm_partition(part.access, part.name)]
         try:
             out = subprocess.run(['sinfo', '-h', '-p', parts[0], '-o', '%T:%N'], capture_output=True, text=True,
                                  timeout=30)
@@ -433,7 +434,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         vs 145 Gbit/s, MPI over unshaped veth 11 vs 20 Gbit/s, a collective 10.5 vs 2.8 GB/s): they measured
         the hypervisor's moment (steal time, where it placed the vCPUs), and no band within 0.67x..1.5x holds
         them."""
-        return refstool.asserted(refstool.metric_kind(name, unit, self.ref_test),
+        return figures.asserted(figures.metric_kind(name, unit, self.ref_test),
                                  self.current_partition.extras.get('assert_cpu_bound', True),
                                  bool(self.ic.payload_mbps))
 

@@ -89,12 +89,6 @@ def host_id(facts: Mapping | None = None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-#: Library modules that only read finished runs (reports, history, band rules, node checks): editing them does not
-#: change a figure, so it does not make a baseline stale.
-NOT_MEASURING = frozenset({'baselines.py', 'coverage.py', 'drill.py', 'history.py', 'postmaint.py', 'refstool.py',
-                           'report.py', 'runsummary.py', 'seed004.py'})
-
-
 def measurement_version(root: Path | None = None) -> str:
     """Hash of everything that decides how a figure is measured: the kernel sources (``src/``), the checks and the
     library that launches, pins and reads them, ``config/settings.py``, the virtual cluster (``tools/vcluster`` and its
@@ -102,8 +96,9 @@ def measurement_version(root: Path | None = None) -> str:
     make them). Figures measured by another version are not comparable."""
     root = root or paths.repo_root()
     files = [p for p in sorted((root / 'src').rglob('*')) if p.is_file()]
-    files += sorted((root / 'reframe_tests').rglob('*.py'))
-    files = [p for p in files if not (p.parent.name == 'netregress' and p.name in NOT_MEASURING)]
+    # the measuring package and the checks; the post-run package (netregress_postrun) reads runs, it makes no figure
+    files += sorted((root / 'reframe_tests' / 'netregress').rglob('*.py'))
+    files += sorted((root / 'reframe_tests' / 'checks').rglob('*.py'))
     digest = hashlib.sha256()
     # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
     config = [root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster']

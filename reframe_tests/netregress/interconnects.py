@@ -7,7 +7,6 @@ error (:class:`InterconnectError`): a check must never run an MPI over a path no
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Mapping
 
 import yaml
 
-from . import paths
+from . import site
 
 SCHEMA = 'netregress-interconnects/1'
 COUNTER_KINDS = ('none', 'interface', 'infiniband')
@@ -176,35 +175,28 @@ class InterconnectTable:
         return float(lower), float(upper), str(tol.get('comment', '')).strip()
 
 
-def _overlay(base: dict, site: dict) -> dict:
-    """``site`` merged over ``base``: mappings key by key (recursively), anything else replaced."""
-    out = dict(base)
-    for key, value in site.items():
-        out[key] = _overlay(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) \
-            else value
-    return out
-
-
 @functools.lru_cache(maxsize=8)
-def _load_cached(path: str, site: str = '') -> InterconnectTable:
-    with open(path) as fp:
+def _load_cached(*files: str) -> InterconnectTable:
+    with open(files[0]) as fp:
         doc = yaml.safe_load(fp)
-    if not site:
-        return InterconnectTable(doc, source=path)
-    try:
-        with open(site) as fp:
-            extra = yaml.safe_load(fp) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise InterconnectError(f'NETREGRESS_INTERCONNECTS={site}: {err}') from None
-    if not isinstance(extra, dict) or not set(extra) <= {'schema', 'interconnects', 'paths', 'oversubscribed'}:
-        raise InterconnectError(f'NETREGRESS_INTERCONNECTS={site}: a mapping with interconnects: and paths: '
-                                f'(and schema:) expected')
-    return InterconnectTable(_overlay(doc, extra), source=f'{path} + {site}')
+    for extra_path in files[1:]:
+        try:
+            with open(extra_path) as fp:
+                extra = yaml.safe_load(fp) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise InterconnectError(f'{extra_path}: {err}') from None
+        if not isinstance(extra, dict) or not set(extra) <= {'schema', 'interconnects', 'paths', 'oversubscribed'}:
+            raise InterconnectError(f'{extra_path}: a mapping with interconnects: and paths: (and schema:) expected')
+        try:
+            doc = site.overlay(doc, extra)
+        except site.SiteError as err:
+            raise InterconnectError(f'{extra_path}: {err}') from None
+    return InterconnectTable(doc, source=' + '.join(files))
 
 
 def load(path: Path | str | None = None) -> InterconnectTable:
-    """Load (once per path) the table; default ``config/interconnects.yaml`` with a site's own table
-    (``NETREGRESS_INTERCONNECTS``: its interconnects and paths, merged over ours) on top."""
+    """Load (once per path) the table; default ``config/interconnects.yaml`` with the site's own table
+    (``$NETREGRESS_SITE/interconnects.yaml``) merged over it (netregress.site.overlay)."""
     if path is not None:
         return _load_cached(str(path))
-    return _load_cached(str(paths.interconnect_table()), os.environ.get('NETREGRESS_INTERCONNECTS', ''))
+    return _load_cached(*(str(f) for f in site.interconnect_files()))

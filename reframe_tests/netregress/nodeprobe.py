@@ -36,8 +36,8 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
-from . import coverage, results
-from .allpairs import SLURM_ON_NAMED_NODE, slurm_partition_name
+from . import results, slurm
+from .allpairs import SLURM_ON_NAMED_NODE
 from .base import NetregressCheck
 from .build import TcpKernelBuild
 
@@ -199,10 +199,10 @@ class NodeLoopbackCheck(NetregressCheck):
         part = self.current_partition
         if self.ic.nodes < 2 or part.scheduler.registered_name not in ('slurm', 'squeue'):
             self.skip(f'{part.fullname} {self.interconnect}: one node, or no Slurm partition to list nodes of')
-        slurm_part = slurm_partition_name(part.access, part.name)
+        slurm_part = slurm.slurm_partition(part.access, part.name)
         try:
-            self.nodes = coverage.partition_nodes(slurm_part)
-        except coverage.SlurmQueryError as err:
+            self.nodes = slurm.partition_nodes(slurm_part)
+        except slurm.SlurmQueryError as err:
             raise SanityError(f'partition {slurm_part}: {err}') from None
         self.num_tasks = len(self.nodes)
         self.num_tasks_per_node = 1

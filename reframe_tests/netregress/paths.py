@@ -23,12 +23,6 @@ def interconnect_table() -> Path:
     return config_dir() / 'interconnects.yaml'
 
 
-def reference_dir() -> Path:
-    """``reference_values/``; ``NETREGRESS_REFERENCES`` points elsewhere (tests, a site's private baselines)."""
-    env = os.environ.get('NETREGRESS_REFERENCES')
-    return Path(env).resolve() if env else repo_root() / 'reference_values'
-
-
 def run_dir() -> Path:
     """Where every run writes (stage, output, perflogs, reports, vcluster state)."""
     return repo_root() / 'run'

@@ -31,7 +31,7 @@ from typing import Mapping
 
 import yaml
 
-from . import paths
+from . import site
 
 SCHEMA = 'netregress-references/1'
 
@@ -82,7 +82,7 @@ def lower_is_better(metric: str) -> bool:
 
 
 def reference_file(system: str, directory: Path | None = None) -> Path:
-    return (directory or paths.reference_dir()) / f'{system}.yaml'
+    return (directory or site.reference_dir()) / f'{system}.yaml'
 
 
 def _number(value, where: str) -> float:

@@ -36,6 +36,7 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Mapping
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -44,7 +45,7 @@ from reframe.core.builtins import run_before, sanity_function, variable
 from reframe.core.exceptions import BuildSystemError
 from reframe.core.logging import getlogger
 
-from . import paths
+from . import paths, site
 
 PREFIX_LINK = 'spack-prefix'
 KERNEL_PACKAGE = 'netregress'
@@ -52,12 +53,8 @@ KERNEL_SPEC = f'{KERNEL_PACKAGE}@develop +mpi'
 
 
 def source_dir(system: str) -> Path:
-    """The description of ``system``'s environment (spack.yaml, reframe.yaml): a site's own
-    ``$NETREGRESS_SPACK_ENVS/<system>/`` when it exists, else ``config/spack/<system>/``."""
-    site = os.environ.get('NETREGRESS_SPACK_ENVS')
-    if site and (Path(site) / system / 'spack.yaml').exists():
-        return Path(site).resolve() / system
-    return paths.config_dir() / 'spack' / system
+    """The description of ``system``'s environment (spack.yaml, reframe.yaml): netregress.site.spack_env_source."""
+    return site.spack_env_source(system)
 
 
 def env_dir(system: str) -> Path:
@@ -152,7 +149,7 @@ def problem(system: str, packages: tuple[str, ...] = ()) -> str | None:
     src, env = source_dir(system), env_dir(system)
     if not (src / 'spack.yaml').exists():
         return (f'no Spack environment config/spack/{system}/ for system {system} (copy config/spack/site-example/ '
-                f'there or to $NETREGRESS_SPACK_ENVS/{system}/)')
+                f'there or to $NETREGRESS_SITE/spack/{system}/)')
     if not (env / 'spack.lock').exists():
         return (f'the Spack environment of {system} is not concretized on this machine: run '
                 f'tools/spack-env concretize {system} (once; the lock stays in {env})')
@@ -317,14 +314,9 @@ class SpackPackageBuild(rfm.CompileOnlyRegressionTest):
                        for exe in self.executables])
 
 
-def _system_environments(system: str) -> list[dict]:
-    """The MPI environments (``+mpi``) of ``system`` in config/settings.py."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('netregress_settings', paths.config_dir() / 'settings.py')
-    settings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(settings)
-    return [e for e in settings.site_configuration['environments']
-            if system in (e.get('target_systems') or [system]) and 'mpi' in (e.get('features') or [])]
+def _system_environments(system: str) -> list[Mapping]:
+    """The MPI environments (``+mpi``) of ``system``."""
+    return [e for e in site.environments(system) if 'mpi' in (e.get('features') or [])]
 
 
 def status(system: str) -> tuple[str, bool]:

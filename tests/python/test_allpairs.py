@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 pytest.importorskip('reframe')
-from netregress import allpairs  # noqa: E402
+from netregress import allpairs, slurm  # noqa: E402
 from netregress.allpairs import LinkResult  # noqa: E402
 
 
@@ -276,9 +276,9 @@ def test_format_table_lists_every_link():
 
 
 def test_slurm_partition_name():
-    assert allpairs.slurm_partition_name(['--partition=gige', '--overcommit'], 'x') == 'gige'
-    assert allpairs.slurm_partition_name(['-p', 'eth'], 'x') == 'eth'
-    assert allpairs.slurm_partition_name([], 'fast') == 'fast'
+    assert slurm.slurm_partition(['--partition=gige', '--overcommit'], 'x') == 'gige'
+    assert slurm.slurm_partition(['-p', 'eth'], 'x') == 'eth'
+    assert slurm.slurm_partition([], 'fast') == 'fast'
 
 
 def test_a_slow_link_is_a_performance_verdict_a_missing_one_a_sanity_failure():

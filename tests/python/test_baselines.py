@@ -1,7 +1,8 @@
-"""Host baselines (netregress.baselines), their bands, and what a run report means (netregress.runsummary)."""
+"""Host baselines (netregress.baselines), their bands, and what a run report means (netregress_postrun.runsummary)."""
 import pytest
 
-from netregress import baselines, references, refstool, runsummary
+from netregress import baselines, references
+from netregress_postrun import refstool, runsummary
 
 RULES = baselines.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
                             cap=(-0.33, 0.5))
@@ -126,13 +127,15 @@ def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
     lib = tmp_path / 'reframe_tests' / 'netregress'
     lib.mkdir(parents=True)
     (lib / 'base.py').write_text('PIN = "taskset -c 0"\n')
-    (lib / 'report.py').write_text('TITLE = "a"\n')
+    post = tmp_path / 'reframe_tests' / 'netregress_postrun'
+    post.mkdir()
+    (post / 'report.py').write_text('TITLE = "a"\n')
     (tmp_path / 'config').mkdir()
     (tmp_path / 'config' / 'settings.py').write_text('site_configuration = {}\n')
     table = tmp_path / 'config' / 'interconnects.yaml'
     table.write_text('baselines: {spread_factor: 4}\ninterconnects: {shm: {nodes: 1}}\n')
     first = baselines.measurement_version(tmp_path)
-    (lib / 'report.py').write_text('TITLE = "b"\n')
+    (post / 'report.py').write_text('TITLE = "b"\n')
     table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 1}}\n')
     assert baselines.measurement_version(tmp_path) == first         # reading and judging figures
     (lib / 'base.py').write_text('PIN = ""\n')

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from netregress import coverage
+from netregress import site, slurm
+from netregress_postrun import coverage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,7 +65,7 @@ HEALTHY = rows(('fast*', 'fast1', 'idle', 'none'), ('fast*', 'fast2', 'mixed', '
 def problems(sinfo, parts=('fast', 'gige'), wait_s=0.0, **kw):
     clock = Clock()
     fake = sinfo if isinstance(sinfo, FakeSlurm) else FakeSlurm(sinfo)
-    out = coverage.node_problems(list(parts), wait_s, runner=fake, clock=clock, sleep=clock.sleep, **kw)
+    out = slurm.node_problems(list(parts), wait_s, runner=fake, clock=clock, sleep=clock.sleep, **kw)
     return out, clock, fake
 
 
@@ -109,7 +110,7 @@ def test_waits_at_most_wait_s_then_reports():
     assert out == ['fast2: not responding (down*)']
     assert sum(clock.slept) == pytest.approx(5)           # 2 + 2 + 1: never beyond wait_s
     assert clock.now - 100.0 <= 5
-    assert all(t <= coverage.QUERY_TIMEOUT_S for _, t in fake.calls)
+    assert all(t <= slurm.QUERY_TIMEOUT_S for _, t in fake.calls)
     assert fake.calls[-1][1] >= 1.0
 
 
@@ -139,28 +140,28 @@ def test_sinfo_error_exit_and_unknown_partition():
 
 
 def test_describe_state():
-    assert coverage.describe_state('idle') == (None, False)
-    assert coverage.describe_state('idle~') == (None, False)          # powered off, resumes on demand
-    assert coverage.describe_state('completing') == (None, False)
-    assert coverage.describe_state('down*') == ('not responding', True)
-    assert coverage.describe_state('drained*') == ('not responding, drained', False)
-    assert coverage.describe_state('reboot^') == ('rebooting', True)
-    assert coverage.split_state('MIXED-') == ('mixed', '-')
+    assert slurm.describe_state('idle') == (None, False)
+    assert slurm.describe_state('idle~') == (None, False)          # powered off, resumes on demand
+    assert slurm.describe_state('completing') == (None, False)
+    assert slurm.describe_state('down*') == ('not responding', True)
+    assert slurm.describe_state('drained*') == ('not responding, drained', False)
+    assert slurm.describe_state('reboot^') == ('rebooting', True)
+    assert slurm.split_state('MIXED-') == ('mixed', '-')
 
 
 def test_expand_hostlist():
-    assert coverage.expand_hostlist('fast[1-3,5],gige1') == ['fast1', 'fast2', 'fast3', 'fast5', 'gige1']
-    assert coverage.expand_hostlist('n[008-010]') == ['n008', 'n009', 'n010']
-    assert coverage.expand_hostlist('r[1-2]n[1-2]') == ['r1n1', 'r1n2', 'r2n1', 'r2n2']
-    assert coverage.expand_hostlist('') == []
+    assert slurm.expand_hostlist('fast[1-3,5],gige1') == ['fast1', 'fast2', 'fast3', 'fast5', 'gige1']
+    assert slurm.expand_hostlist('n[008-010]') == ['n008', 'n009', 'n010']
+    assert slurm.expand_hostlist('r[1-2]n[1-2]') == ['r1n1', 'r1n2', 'r2n1', 'r2n2']
+    assert slurm.expand_hostlist('') == []
 
 
 def test_partition_nodes_asks_scontrol_to_expand():
     fake = FakeSlurm(hostnames={'fast[1-4]': ['fast1', 'fast2', 'fast3', 'fast4']})
-    assert coverage.partition_nodes('fast', runner=fake) == ['fast1', 'fast2', 'fast3', 'fast4']
+    assert slurm.partition_nodes('fast', runner=fake) == ['fast1', 'fast2', 'fast3', 'fast4']
     assert fake.calls[0][0] == ['sinfo', '-h', '-p', 'fast', '-o', '%N']
-    with pytest.raises(coverage.SlurmQueryError, match='no nodes in partition nosuch'):
-        coverage.partition_nodes('nosuch', runner=fake)
+    with pytest.raises(slurm.SlurmQueryError, match='no nodes in partition nosuch'):
+        slurm.partition_nodes('nosuch', runner=fake)
 
 
 # --- coverage of a report -------------------------------------------------------------------------------------------
@@ -271,11 +272,11 @@ def test_main_checks_jobs_one_at_a_time_where_nodes_share_cpus(tmp_path, capsys)
 
 
 def test_only_the_vcluster_shares_host_cpus_and_each_of_its_partitions_takes_the_license():
-    parts = coverage.slurm_partition_configs('vcluster')
+    parts = site.slurm_partitions('vcluster')
     assert coverage.shares_host_cpus(parts)
-    assert not coverage.shares_host_cpus(coverage.slurm_partition_configs('local'))    # no Slurm partitions
+    assert not coverage.shares_host_cpus(site.slurm_partitions('local'))    # no Slurm partitions
     # a real cluster's nodes have CPUs of their own
-    assert not coverage.shares_host_cpus(coverage.slurm_partition_configs('site-example'))
+    assert not coverage.shares_host_cpus(site.slurm_partitions('site-example'))
     env = dict(line.split('=', 1) for line in (ROOT / 'config' / 'vcluster.env').read_text().splitlines()
                if line.startswith('VC_HOST_LICENSE='))
     license_opt = f'--licenses={env["VC_HOST_LICENSE"].split()[0]}:1'

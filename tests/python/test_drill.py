@@ -1,7 +1,7 @@
-"""The fault drill's pure parts (netregress.drill)."""
+"""The fault drill's pure parts (netregress_postrun.drill)."""
 import pytest
 
-from netregress import drill
+from netregress_postrun import drill
 
 
 def test_a_throttled_link_keeps_the_fabric_shaping_but_its_rate():

@@ -1,4 +1,4 @@
-"""netregress.history against a real ReFrame results database (ReFrame's own storage and --performance-compare):
+"""netregress_postrun.history against a real ReFrame results database (ReFrame's own storage and --performance-compare):
 sessions are stored in a scratch state directory, then each figure of a run is compared with the last passing run
 (a failing session in between is skipped) and with the median of the host baseline's runs."""
 import json
@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from netregress import baselines, history
+from netregress import baselines
+from netregress_postrun import history
 from reports_fixture import BW, LAT, history_reports
 
 pytestmark = pytest.mark.skipif(not (history.paths.deps_dir() / 'venv' / 'bin' / 'reframe').exists(),
@@ -85,7 +86,7 @@ def test_bad_input_names_what_is_wrong(tmp_path, monkeypatch, stored):
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'other-state'))
     with pytest.raises(history.HistoryError, match='is not in the results database'):
         history.against_last_pass(history.session_of(stored['now']))
-    res = subprocess.run([sys.executable, '-m', 'netregress.history', 'compare', str(tmp_path / 'missing.json')],
+    res = subprocess.run([sys.executable, '-m', 'netregress_postrun.history', 'compare', str(tmp_path / 'missing.json')],
                          capture_output=True, text=True, cwd=history.paths.repo_root(),
                          env={**__import__('os').environ, 'PYTHONPATH': str(history.paths.repo_root() /
                                                                                'reframe_tests')})

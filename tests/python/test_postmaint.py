@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from netregress import baselines, history, postmaint
+from netregress import baselines
+from netregress_postrun import history, postmaint
 from reports_fixture import LAT, T0, case, history_reports, report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ FAKE_REFRAME = '''#!/bin/sh
 # writes $FAKE_REPORT where --report-file says, stores it like ReFrame's results storage, exits $FAKE_RC
 echo "$@" > "$FAKE_ARGS"
 while [ $# -gt 0 ]; do [ "$1" = --report-file ] && out=$2; shift; done
-[ -n "$FAKE_REPORT" ] && cp "$FAKE_REPORT" "$out" && "$FAKE_PYTHON" -m netregress.history import "$out" >/dev/null
+[ -n "$FAKE_REPORT" ] && cp "$FAKE_REPORT" "$out" && "$FAKE_PYTHON" -m netregress_postrun.history import "$out" >/dev/null
 exit ${FAKE_RC:-0}
 '''
 
@@ -107,7 +108,7 @@ def maintenance(env, tmp_path):
     """Three runs before the maintenance stored (one failed), a host baseline from two of them, and the report
     the post-maintenance run will write."""
     paths = history_reports(tmp_path)
-    store = subprocess.run([sys.executable, '-m', 'netregress.history', 'import',
+    store = subprocess.run([sys.executable, '-m', 'netregress_postrun.history', 'import',
                             *(str(paths[n]) for n in ('r1', 'r2', 'r3'))], env=env, capture_output=True, text=True)
     assert store.returncode == 0, store.stderr
     base = baselines.Baseline('vcluster', baselines.baseline_path('vcluster', tmp_path / 'state'))

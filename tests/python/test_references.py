@@ -92,7 +92,7 @@ def test_metric_names_round_trip():
 
 
 def test_stored_reference_files_are_valid(repo_root):
-    from netregress.refstool import _count_entries
+    from netregress_postrun.refstool import _count_entries
     for path in sorted((repo_root / 'reference_values').glob('*.yaml')):
         refset_ = references.load_file(path, path.stem)
         assert _count_entries(refset_) > 0, path

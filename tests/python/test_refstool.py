@@ -3,7 +3,8 @@ import json
 
 import yaml
 
-from netregress import references, refstool
+from netregress import references
+from netregress_postrun import refstool
 
 
 def report(*cases):

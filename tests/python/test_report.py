@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from netregress import history, report
+from netregress_postrun import history, report
 
 ROOT = report.paths.repo_root()
 TOOL = ROOT / 'tools' / 'report'

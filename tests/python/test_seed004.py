@@ -1,6 +1,6 @@
-"""netregress.seed004: the seed's tables from a run's figures (who leads, half round trips, LAM's row, NAS)."""
-from netregress import report as rpt
-from netregress import seed004
+"""netregress_postrun.seed004: the seed's tables from a run's figures (who leads, half round trips, LAM's row, NAS)."""
+from netregress_postrun import report as rpt
+from netregress_postrun import seed004
 
 
 def _row(key, better, values, missing=None):

@@ -14,9 +14,9 @@ asks ReFrame for what it holds, through its command line (``--performance-compar
 * :func:`store_reports`: put run reports written before the storage was on into the database (ReFrame's own
   ``StorageBackend.store``), so that history starts with them.
 
-    python -m netregress.history compare REPORT [--against last-pass|baseline|both]
-    python -m netregress.history sessions
-    python -m netregress.history import REPORT...
+    python -m netregress_postrun.history compare REPORT [--against last-pass|baseline|both]
+    python -m netregress_postrun.history sessions
+    python -m netregress_postrun.history import REPORT...
 
 Errors (no such report, not a run report, the session not stored, ReFrame failing) raise :class:`HistoryError`
 with the reason; the command line prints it and exits 2.
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import baselines, paths, references
+from netregress import baselines, paths, references
 
 #: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
 EPOCH = '19700101T000000+0000'
@@ -143,7 +143,7 @@ def stored_sessions() -> list[dict]:
 def _require_stored(session: Session) -> None:
     if not any(row.get('UUID') == session.uuid for row in reframe(['--list-stored-sessions', session.uuid])):
         raise HistoryError(f'session {session.uuid} of {session.path} is not in the results database '
-                           f'{database()} (run before the storage was on? python -m netregress.history import '
+                           f'{database()} (run before the storage was on? python -m netregress_postrun.history import '
                            f'{session.path})')
 
 
@@ -329,7 +329,7 @@ def format_changes(changes: Sequence[Change], rhs: str, threshold_pct: float = 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog='python -m netregress.history', description=__doc__.split('\n\n')[0])
+    ap = argparse.ArgumentParser(prog='python -m netregress_postrun.history', description=__doc__.split('\n\n')[0])
     sub = ap.add_subparsers(dest='cmd', required=True)
     c = sub.add_parser('compare', help='a run against the last passing run and/or the baseline')
     c.add_argument('report', type=Path, help="the run's ReFrame report (report-<system>.json)")

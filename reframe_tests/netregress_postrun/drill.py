@@ -34,7 +34,8 @@ from typing import Callable
 
 import yaml
 
-from . import coverage, paths, runsummary
+from netregress import paths, slurm
+from . import runsummary
 
 ROOT = paths.repo_root()
 DRILL = paths.run_dir() / 'drill'
@@ -112,7 +113,7 @@ class Drill:
         failed = [tc for tc in res['final'].values() if tc.get('result') == 'fail']
         reasons = [f'{runsummary.case_name(tc)}: {runsummary.failure(tc)}' for tc in failed]
         for part in fault.node_check:
-            reasons += [f'node check: {p}' for p in coverage.node_problems([part], wait_s=45)]
+            reasons += [f'node check: {p}' for p in slurm.node_problems([part], wait_s=45)]
         if fault.key == 'clean':
             caught = bool(res['final']) and not reasons
             verdict = 'passed' if caught else 'FAILED'
@@ -193,7 +194,7 @@ def _site_references(clean_report: Path, missing: tuple[str, ...]) -> Path:
     shutil.rmtree(refs, ignore_errors=True)
     refs.mkdir(parents=True)
     env = {**os.environ, 'PYTHONPATH': str(ROOT / 'reframe_tests')}
-    sh(sys.executable, '-c', 'import sys; from netregress.refstool import main; sys.exit(main(sys.argv[1:]))',
+    sh(sys.executable, '-c', 'import sys; from netregress_postrun.refstool import main; sys.exit(main(sys.argv[1:]))',
        'write', '--dir', str(refs), '--system', 'vcluster', str(clean_report), env=env)
     path = refs / 'vcluster.yaml'
     doc = yaml.safe_load(path.read_text())

@@ -18,7 +18,7 @@ rates, effective bisection bandwidth, sweep points, OSU and NAS where they ran),
 * the transports the MPI library reported (``nr_transports``) and the nodes it ran on.
 
 A build without a figure says why: ``failed``, ``skipped``, ``aborted`` or ``not measured``. The last attempt of a
-test case decides (as in :mod:`netregress.runsummary`, which also supplies the failure, retry and skip lists).
+test case decides (as in :mod:`netregress_postrun.runsummary`, which also supplies the failure, retry and skip lists).
 
 Figures (matplotlib, Agg): throughput against message size per MPI build (log axes; the sweep checks' asserted
 points, or every point of their ``result.json`` where the output or stage directory still holds it), the
@@ -28,7 +28,7 @@ A file in an output directory written after the run ended belongs to a later run
 The host facts (:func:`netregress.baselines.host_facts`) and the MPI versions are read where the report is made,
 which is normally the machine that ran the suite; the page says so.
 
-    python -m netregress.report RUN_DIR [--out DIR]
+    python -m netregress_postrun.report RUN_DIR [--out DIR]
 
 Exit status: 0 written, 2 bad input (no such directory, no readable run report in it).
 """
@@ -52,7 +52,8 @@ from typing import Iterable, Mapping, Sequence
 
 import jinja2
 
-from . import baselines, history, paths, references, runsummary
+from netregress import baselines, paths, references
+from . import history, runsummary
 
 REPORT_DIR = 'report'
 REPORT_GLOB = 'report-*.json'
@@ -881,7 +882,7 @@ HISTORY_PANELS = 16
 
 
 def compare_history(report: Report) -> None:
-    """Each run report's figures against the last passing run and the host baseline (netregress.history, i.e.
+    """Each run report's figures against the last passing run and the host baseline (netregress_postrun.history, i.e.
     ReFrame's --performance-compare); a run that is not in the results database says so."""
     for rep in report.reports:
         entry = {'report': rep.path.name, 'last': [], 'base': [], 'which': '', 'spec': '', 'error': ''}

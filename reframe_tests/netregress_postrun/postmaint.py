@@ -4,14 +4,14 @@ the maintenance ticket, and what changed since before the maintenance.
 * Which nodes: ``--reservation NAME`` (every job inside the reservation; its nodes are the set to cover) or
   ``--nodes LIST`` (a Slurm host list): the set to cover. Jobs may use only those nodes (``--exclude`` of every other
   node of the system's Slurm partitions) and take as many as they need (a 2-node check gets 2 of them, not the
-  whole list); afterwards every node of the set must have run at least one passing check (:mod:`netregress.coverage`).
+  whole list); afterwards every node of the set must have run at least one passing check (:mod:`netregress_postrun.coverage`).
   The all-pairs link check asks for every node of its partition by name: where the set holds only part of a
   partition it cannot run there, and the run says so.
 * The verdict counts ReFrame 4's results (``pass``, ``fail``, ``abort``, ``skip``; the last attempt of each case
-  decides, a failure outside the performance stage is never excused by a retry: :mod:`netregress.runsummary`) and
+  decides, a failure outside the performance stage is never excused by a retry: :mod:`netregress_postrun.runsummary`) and
   names every failing case with its reason.
 * What changed: each figure against its last value from an earlier passing session and against this host's
-  baseline, both through ReFrame's ``--performance-compare`` on its results storage (:mod:`netregress.history`).
+  baseline, both through ReFrame's ``--performance-compare`` on its results storage (:mod:`netregress_postrun.history`).
 
 The last two lines are for the ticket::
 
@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import coverage, history, paths, runsummary
+from netregress import paths, slurm
+from . import coverage, history, runsummary
 
 REPORT_NAME = 'report-maintenance.json'
 #: Changes smaller than this (percent) are counted, not listed, unless --threshold says otherwise.
@@ -109,10 +110,10 @@ def selected_system() -> str:
 
 
 def node_plan(system: str, partition: str | None, nodes_expr: str, *,
-              runner: coverage.Runner = coverage.run_command,
+              runner: slurm.Runner = slurm.run_command,
               slurm_parts: Mapping[str, str] | None = None) -> Plan:
     """The partitions' nodes against the set ``nodes_expr``: what to exclude and what to cover."""
-    wanted = coverage.expand_hostlist(nodes_expr)
+    wanted = slurm.expand_hostlist(nodes_expr)
     if not wanted:
         raise UsageError(f'--nodes {nodes_expr!r} names no node')
     if slurm_parts is None:
@@ -129,8 +130,8 @@ def node_plan(system: str, partition: str | None, nodes_expr: str, *,
     known: set[str] = set()
     for part, slurm_part in slurm_parts.items():
         try:
-            nodes = coverage.partition_nodes(slurm_part, runner=runner)
-        except coverage.SlurmQueryError as err:
+            nodes = slurm.partition_nodes(slurm_part, runner=runner)
+        except slurm.SlurmQueryError as err:
             raise SlurmUnavailable(f'partition {part}: {err}') from None
         known.update(nodes)
         inside = [n for n in nodes if n in wanted]
@@ -150,14 +151,14 @@ def node_plan(system: str, partition: str | None, nodes_expr: str, *,
     return plan
 
 
-def reservation_nodes(name: str, *, runner: coverage.Runner = coverage.run_command) -> list[str]:
+def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) -> list[str]:
     """The nodes of Slurm reservation ``name`` (``scontrol show reservation``); [] when Slurm cannot say."""
     try:
-        proc = runner(['scontrol', 'show', 'reservation', name], coverage.QUERY_TIMEOUT_S)
+        proc = runner(['scontrol', 'show', 'reservation', name], slurm.QUERY_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError):
         return []
     m = re.search(r'\bNodes=(\S+)', proc.stdout or '') if proc.returncode == 0 else None
-    return coverage.expand_hostlist(m.group(1)) if m and m.group(1) != '(null)' else []
+    return slurm.expand_hostlist(m.group(1)) if m and m.group(1) != '(null)' else []
 
 
 def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -> list[str]:
@@ -215,7 +216,7 @@ def failing_cases(report: Mapping) -> list[str]:
 
 
 def comparison(report_path: Path, threshold: float) -> list[str]:
-    """What changed: this run against the last passing run and against the baseline (netregress.history)."""
+    """What changed: this run against the last passing run and against the baseline (netregress_postrun.history)."""
     try:
         session = history.session_of(report_path)
         lines = []
@@ -236,7 +237,7 @@ def comparison(report_path: Path, threshold: float) -> list[str]:
         return [f'== no comparison with earlier runs: {err}']
 
 
-def main(argv: Sequence[str] | None = None, *, runner: coverage.Runner = coverage.run_command) -> int:
+def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
         system = args.system

@@ -1,7 +1,7 @@
 """Seed 004 again: the seed's micro and macro benchmark comparison (NetPIPE latency and throughput, NAS Mop/s per
 MPI implementation) made from one validation run of this project (docs/seed004.md).
 
-    python -m netregress.seed004 run/validate/<stamp>-full [--interconnect gige --interconnect fast]
+    python -m netregress_postrun.seed004 run/validate/<stamp>-full [--interconnect gige --interconnect fast]
 
 prints, per interconnect, one Markdown table of the MPI builds side by side (the figures tools/report shows, picked
 and put in the seed's terms) and which build leads each column. Latencies are one-way (half the round trip), as
@@ -128,7 +128,7 @@ def nas_table(section: rpt.Section) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog='python -m netregress.seed004', description=__doc__.split('\n\n')[0])
+    ap = argparse.ArgumentParser(prog='python -m netregress_postrun.seed004', description=__doc__.split('\n\n')[0])
     ap.add_argument('run_dir', type=rpt.Path)
     ap.add_argument('--interconnect', action='append', help='default: gige and fast')
     args = ap.parse_args(argv)

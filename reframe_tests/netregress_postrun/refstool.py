@@ -24,7 +24,8 @@ from typing import Iterable, Mapping
 
 import yaml
 
-from . import baselines, interconnects, references
+from netregress import baselines, interconnects, references, site
+from netregress.figures import asserted, metric_kind
 
 HEADER = ('# netregress reference performance for system {system!r} (schema {schema}).\n'
           '# Written by tools/refs from ReFrame run reports; values come from real runs on that system.\n'
@@ -83,57 +84,6 @@ def measurements(report: Mapping) -> list[Measurement]:
                                    value=float(value), unit=str(unit),
                                    oversubscribed=bool(tc.get('oversubscribed'))))
     return out
-
-
-#: Messages at least this large are link-bound; smaller ones are CPU/latency-bound.
-LINK_BOUND_BYTES = 65536
-#: Tests whose throughput is a peak over a curve (CPU, scheduler and token-bucket bursts decide it).
-PEAK_TESTS = ('netpipe.', 'imb.')
-#: Ratios of two CPU-bound figures from separate launches (a kernel's round trip to its peer's in the same job):
-#: where the CPUs are shared the two launches can see different hosts (docs/validation.md), so they are judged
-#: like the figures they divide.
-CPU_BOUND_RATIOS = ('ratio_to_peer',)
-
-
-def metric_kind(metric: str, unit: str, test: str = '') -> str:
-    """Tolerance kind of a metric: 'latency', 'ratio', 'throughput' (link-bound) or 'cpu_bound'.
-
-    Link-bound: streams (``*.stream*``, iperf3) of at least :data:`LINK_BOUND_BYTES`; a ping-pong alternates
-    directions and waits a round trip per message, so its rate depends on latency and scheduling too. Sweep
-    points are never link-bound: each lasts a fraction of a second (a handful of 1 MiB messages on 1 Gbit/s),
-    so start-up and the shaper's queue decide them (a gige 1 MiB stream point: 952 then 532 Mbit/s).
-    """
-    base, size = references.split_metric(metric)
-    if unit in ('us', 'ms', 's', 'ns') or base.endswith(('_us', '_s')):
-        return 'latency'
-    if base in CPU_BOUND_RATIOS:
-        return 'cpu_bound'
-    if unit == 'ratio' or base.startswith('ratio_'):
-        return 'ratio'
-    streaming = ('.stream' in test and '.sweep' not in test) or test.startswith('iperf3')
-    if test.startswith(PEAK_TESTS) or not streaming or (size is not None and size < LINK_BOUND_BYTES):
-        return 'cpu_bound'
-    return 'throughput'
-
-
-def asserted(kind: str, assert_cpu_bound: bool, link_rate: bool) -> bool:
-    """Whether a figure of ``kind`` is asserted against its reference on a partition: always, unless the
-    partition's extra ``assert_cpu_bound`` is False; then only ratios, and link-bound streams on a fabric with a
-    line rate (``link_rate``). Rationale: base.NetregressCheck.asserted_absolute."""
-    return assert_cpu_bound or kind == 'ratio' or (kind == 'throughput' and link_rate)
-
-
-def partition_extras(system: str) -> dict[str, Mapping]:
-    """``{partition: extras}`` of ``system`` in config/settings.py (empty: no such system)."""
-    import importlib.util
-    from . import paths
-    spec = importlib.util.spec_from_file_location('netregress_settings', paths.config_dir() / 'settings.py')
-    settings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(settings)
-    for sysconf in settings.site_configuration['systems']:
-        if sysconf['name'] == system:
-            return {p['name']: dict(p.get('extras') or {}) for p in sysconf['partitions']}
-    return {}
 
 
 def _round(value: float) -> float:
@@ -289,7 +239,7 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
                 f'{json.dumps(baselines.host_facts())}) under {baselines.state_dir()}')
     rules = baselines.BandRules.from_table(table.baselines)
     refset = base.reference_set(rules)
-    extras = partition_extras(system)
+    extras = site.partition_extras(system)
 
     def is_asserted(part: str, ic: str, kind: str) -> bool:
         try:
@@ -327,7 +277,7 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
 def main(argv: list[str] | None = None) -> int:
     """Command line of tools/refs."""
     import argparse
-    from . import paths
+    from netregress import paths
 
     ap = argparse.ArgumentParser(prog='tools/refs', description=__doc__.split('\n\n')[0])
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -383,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f'tools/refs: {path}: {err}')
                 return 1
         return 0
-    directory = args.dir or paths.reference_dir()
+    directory = args.dir or site.reference_dir()
     if args.cmd == 'check':
         bad = 0
         for path in sorted(directory.glob('*.yaml')):

@@ -8,8 +8,8 @@
 * Skipped test cases are listed, grouped by reason.
 * ``baseline-status`` says, before a run, whether this host has a baseline for a system with host references.
 
-    python -m netregress.runsummary report REPORT.json
-    python -m netregress.runsummary baseline-status --system vcluster
+    python -m netregress_postrun.runsummary report REPORT.json
+    python -m netregress_postrun.runsummary baseline-status --system vcluster
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from . import baselines, refstool
+from netregress import baselines
+from . import refstool
 
 
 def one_line(reason: str | None) -> str:
@@ -183,7 +184,7 @@ def baseline_status(system: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog='python -m netregress.runsummary', description=__doc__.split('\n\n')[0])
+    ap = argparse.ArgumentParser(prog='python -m netregress_postrun.runsummary', description=__doc__.split('\n\n')[0])
     sub = ap.add_subparsers(dest='cmd', required=True)
     rep = sub.add_parser('report')
     rep.add_argument('reports', nargs='+', type=Path)

@@ -1,0 +1,187 @@
+"""The site layer: one directory of a centre's own files, layered over netregress's, loaded by one module.
+
+A site keeps everything that is its own in one directory outside the checkout, named by ``NETREGRESS_SITE`` (the
+tools also take ``--site DIR``, which sets it)::
+
+    $NETREGRESS_SITE/settings.py          ReFrame configuration: systems, partitions, environments, modes (required)
+    $NETREGRESS_SITE/interconnects.yaml   interconnects and MPI paths, merged over config/interconnects.yaml
+    $NETREGRESS_SITE/references/          committed references, <system>.yaml (tools/refs write/accept writes here)
+    $NETREGRESS_SITE/spack/<system>/      the Spack environment of a system (spack.yaml, reframe.yaml)
+
+Without a site the embedded configuration (``config/``) is used alone. The ReFrame files are loaded by ReFrame's
+own loader, in the order ReFrame is given them (``-C config/settings.py -C $NETREGRESS_SITE/settings.py``), so a
+system, environment or mode of the same name in the site replaces ours exactly as it does in ``reframe`` itself.
+
+Override rules of interconnects.yaml (docs/site.md): mappings merge key by key, recursively; any other value
+replaces ours; a key set to ``null`` removes ours; a mapping holding ``$replace: true`` replaces ours whole.
+
+Nothing else in netregress imports a settings file or reads ``config/vcluster.env``: they ask this module.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+from pathlib import Path
+from typing import Mapping
+
+from . import paths
+
+#: The environment variable that names the site directory.
+ENV = 'NETREGRESS_SITE'
+#: The marker that makes a site's mapping replace ours instead of merging into it.
+REPLACE = '$replace'
+
+
+class SiteError(Exception):
+    """The site directory or one of its files is missing or wrong; the message names the file."""
+
+
+def directory() -> Path | None:
+    """The site directory (``$NETREGRESS_SITE``), or None for the embedded configuration alone."""
+    value = os.environ.get(ENV, '').strip()
+    if not value:
+        return None
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        raise SiteError(f'{ENV}={value}: no such directory')
+    if not (path / 'settings.py').is_file():
+        raise SiteError(f'{ENV}={value}: the site has no settings.py (its ReFrame configuration)')
+    return path
+
+
+def settings_files() -> list[Path]:
+    """The ReFrame configuration files, in the order ReFrame loads them: ours, then the site's."""
+    site = directory()
+    return [paths.config_dir() / 'settings.py'] + ([site / 'settings.py'] if site else [])
+
+
+def reframe_args() -> list[str]:
+    """``-C FILE`` for every configuration file: the start of every ReFrame command line a tool builds."""
+    return [arg for f in settings_files() for arg in ('-C', str(f))]
+
+
+@functools.lru_cache(maxsize=4)
+def _config(files: tuple[str, ...]):
+    from reframe.core import config
+    from reframe.core.exceptions import ConfigError
+    try:
+        return config.load_config(*files)
+    except (ConfigError, OSError, SyntaxError) as err:
+        raise SiteError(f'cannot load the ReFrame configuration {" + ".join(files)}: {err}') from None
+
+
+def config():
+    """The merged ReFrame configuration (ReFrame's ``load_config``; no system selected)."""
+    return _config(tuple(str(f) for f in settings_files()))
+
+
+def systems() -> dict[str, Mapping]:
+    """Every system by name; where two files define one name, the one loaded last (the site's) wins."""
+    out: dict[str, Mapping] = {}
+    for sysconf in config()['systems']:
+        out.setdefault(sysconf['name'], sysconf)       # ReFrame puts a later file's systems first
+    return out
+
+
+def system(name: str) -> Mapping:
+    """The configuration of system ``name``; :class:`SiteError` naming the files searched when it is not there."""
+    try:
+        return systems()[name]
+    except KeyError:
+        files = ', '.join(str(f) for f in settings_files())
+        raise SiteError(f'system {name!r} is not defined in {files} (defined: {", ".join(systems())}); '
+                        f'a site\'s own system needs {ENV}=<site directory>') from None
+
+
+def partitions(name: str) -> list[Mapping]:
+    return list(system(name)['partitions'])
+
+
+def partition_extras(name: str) -> dict[str, Mapping]:
+    """``{partition: extras}`` of system ``name``."""
+    return {p['name']: dict(p.get('extras') or {}) for p in partitions(name)}
+
+
+def slurm_partitions(name: str) -> list[Mapping]:
+    """The partitions of system ``name`` that Slurm schedules."""
+    return [p for p in partitions(name) if p.get('scheduler') in ('slurm', 'squeue')]
+
+
+def environments(name: str) -> list[Mapping]:
+    """The programming environments that system ``name`` may use (the last definition of a name wins)."""
+    out: dict[str, Mapping] = {}
+    for env in config()['environments']:
+        targets = env.get('target_systems') or ['*']
+        if name in targets or '*' in targets:
+            out[env['name']] = env
+    return list(out.values())
+
+
+def modes() -> dict[str, list[str]]:
+    """ReFrame modes by name (``--mode NAME``): the option sets every tool uses instead of spelling them out."""
+    return {m['name']: list(m.get('options') or []) for m in config()['modes']} if 'modes' in config() else {}
+
+
+# -- the site's other files ------------------------------------------------------------------------------------
+
+def interconnect_files() -> list[Path]:
+    """The interconnect tables, ours first; a site's is merged over it (:func:`overlay`)."""
+    site = directory()
+    extra = [site / 'interconnects.yaml'] if site and (site / 'interconnects.yaml').exists() else []
+    return [paths.interconnect_table()] + extra
+
+
+def reference_dir() -> Path:
+    """Committed references: ``$NETREGRESS_REFERENCES`` (a drill's, a test's), else the site's ``references/``,
+    else ``reference_values/``."""
+    env = os.environ.get('NETREGRESS_REFERENCES')
+    if env:
+        return Path(env).resolve()
+    site = directory()
+    return site / 'references' if site else paths.repo_root() / 'reference_values'
+
+
+def spack_env_source(system_name: str) -> Path:
+    """The description of a system's Spack environment: the site's ``spack/<system>/`` when it has one, else
+    ``config/spack/<system>/``."""
+    site = directory()
+    if site and (site / 'spack' / system_name / 'spack.yaml').exists():
+        return site / 'spack' / system_name
+    return paths.config_dir() / 'spack' / system_name
+
+
+def overlay(base: Mapping, site: Mapping, where: str = '') -> dict:
+    """``site`` merged over ``base``: mappings key by key (recursively), other values replaced, ``null`` removes
+    a key, and a mapping with ``$replace: true`` replaces ours whole."""
+    out = dict(base)
+    for key, value in site.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and value.get(REPLACE) is True:
+            out[key] = {k: v for k, v in value.items() if k != REPLACE}
+        elif isinstance(value, Mapping) and REPLACE in value:
+            raise SiteError(f'{where}{key}: {REPLACE} must be true (or absent), not {value[REPLACE]!r}')
+        elif isinstance(value, Mapping) and isinstance(base.get(key), Mapping):
+            out[key] = overlay(base[key], value, f'{where}{key}.')
+        else:
+            out[key] = value
+    return out
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines in shell syntax (``config/vcluster.env``); a missing file is empty."""
+    out = {}
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return out
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith('#') or '=' not in line:
+            continue
+        key, _, value = line.partition('=')
+        key = key.strip().removeprefix('export ').strip()
+        words = shlex.split(value, comments=True)
+        out[key] = ' '.join(words)
+    return out

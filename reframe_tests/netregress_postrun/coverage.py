@@ -1,0 +1,193 @@
+"""Node coverage of a validation run: which nodes Slurm cannot use, and which nodes no passing check used.
+
+A post-maintenance run proves a partition only for the nodes its checks ran on. ReFrame's flexible node allocation
+and Slurm's scheduling silently work around a node that is down, drained or not responding, so a run can pass while
+a node was never touched. This module names those nodes:
+
+:func:`node_problems`
+    Slurm's view (``sinfo``): every node of the given partitions that is down, drained, draining, failed, in an
+    unknown state or not responding (state suffix ``*``), e.g. ``fast2: not responding (down*)``. States that a
+    healthy node passes through (not responding or unknown right after a restart, rebooting, powering up) are polled
+    for at most ``wait_s`` seconds.
+:func:`uncovered_nodes`
+    the run's view (a ReFrame JSON run report): every node of a partition that no passing test case ran on, e.g.
+    ``gige4: used by no passing check``.
+:func:`overlapping_jobs`
+    where the nodes share one host's CPUs (the vcluster: partition extra ``host_cpus``), the run's jobs must have run
+    one at a time (Slurm keeps them so with a license, not ReFrame): every pair that ``sacct`` shows running at the
+    same time, e.g. ``jobs 3012 (osu ... @vcluster:fast+openmpi4) and 3013 (...) ran at the same time``.
+:func:`main`
+    ``python -m netregress_postrun.coverage --system vcluster --report REPORT.json --wait 30`` prints every kind of problem
+    and exits 1 when there is any (2 on a usage error, 3 when Slurm did not answer at all).
+
+Commands are run through an injectable *runner* (``runner(argv, timeout_s) -> CompletedProcess``), so tests feed
+canned ``sinfo`` / ``scontrol`` output and no cluster is needed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from typing import Iterable, Mapping, Sequence
+
+from netregress import site, slurm
+
+# --- coverage of a run ----------------------------------------------------------------------------------------------
+
+def _testcases(report: Mapping) -> Iterable[Mapping]:
+    for run in report.get('runs') or []:
+        yield from run.get('testcases') or []
+
+
+def _nodelist(tc: Mapping) -> list[str]:
+    raw = tc.get('job_nodelist', tc.get('nodelist'))
+    if isinstance(raw, str):
+        return slurm.expand_hostlist(raw)
+    if isinstance(raw, (list, tuple)):
+        return [str(n) for n in raw]
+    return []
+
+
+def covered_nodes(report: Mapping, *, system: str | None = None) -> dict[str, set[str]]:
+    """Per partition: the nodes at least one passing test case ran on (every run of the report, retries too)."""
+    used: dict[str, set[str]] = {}
+    for tc in _testcases(report):
+        if tc.get('result') != 'pass':
+            continue
+        if system is not None and tc.get('system') not in (system, None):
+            continue
+        used.setdefault(str(tc.get('partition')), set()).update(_nodelist(tc))
+    return used
+
+
+def uncovered_nodes(report: dict, partition_nodes: dict[str, list[str]], *, system: str | None = None) -> list[str]:
+    """Nodes of each partition that no passing test case of ``report`` ran on: ``gige4: used by no passing check``.
+
+    ``report`` is a ReFrame JSON run report (test cases carry ``system``, ``partition``, ``result`` and
+    ``job_nodelist``); ``partition_nodes`` maps ReFrame partition names to their nodes. ``system`` limits the
+    test cases to one system (a report normally holds one).
+    """
+    used = covered_nodes(report, system=system)
+    problems = []
+    for part, nodes in partition_nodes.items():
+        for node in nodes:
+            if node not in used.get(part, set()):
+                problems.append(f'{node}: used by no passing check')
+    return problems
+
+
+def _sacct_time(text: str) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:                  # Unknown, None: not started or not ended
+        return None
+
+
+def overlapping_jobs(report: Mapping, *, system: str | None = None, runner: slurm.Runner = slurm.run_command,
+                     timeout_s: float = slurm.QUERY_TIMEOUT_S) -> list[str]:
+    """Pairs of the report's Slurm jobs that ran at the same time, as ``sacct`` saw them (whole seconds: an
+    overlap under a second can go unseen). For nodes that share one host's CPUs, where two benchmarks at once
+    measure each other."""
+    names = {str(tc['jobid']): f'{tc.get("name")} @{tc.get("system")}:{tc.get("partition")}+{tc.get("environ")}'
+             for tc in _testcases(report)
+             if tc.get('jobid') and tc.get('scheduler') in ('slurm', 'squeue')
+             and (system is None or tc.get('system') in (system, None))}
+    if not names:
+        return []
+    out = slurm.query(['sacct', '-X', '-P', '-n', '-j', ','.join(names), '-o', 'JobID,Start,End'], runner, timeout_s)
+    spans = []
+    for line in out.splitlines():
+        fields = line.strip().split('|')
+        if len(fields) != 3:
+            continue
+        start, end = _sacct_time(fields[1]), _sacct_time(fields[2])
+        if start and end:
+            spans.append((start, end, fields[0]))
+    problems, ahead = [], None           # ahead: the job that ends last of those started so far
+    for start, end, jid in sorted(spans):
+        if ahead and start < ahead[0]:
+            problems.append(f'jobs {ahead[1]} ({names.get(ahead[1], "?")}) and {jid} ({names.get(jid, "?")}) ran at '
+                            f'the same time ({start:%H:%M:%S}-{min(end, ahead[0]):%H:%M:%S}) on CPUs their nodes '
+                            f'share: each measured the other')
+        if ahead is None or end > ahead[0]:
+            ahead = (end, jid)
+    return problems
+
+
+# --- command line -------------------------------------------------------------------------------------------------
+
+def slurm_names(configs: Iterable[Mapping]) -> dict[str, str]:
+    """ReFrame partition name -> Slurm partition name (netregress.slurm.slurm_partition)."""
+    return {part['name']: slurm.slurm_partition(part.get('access') or [], part['name']) for part in configs}
+
+
+def slurm_partitions(system: str) -> dict[str, str]:
+    """:func:`slurm_names` of the Slurm partitions of ``system``."""
+    return slurm_names(site.slurm_partitions(system))
+
+
+def shares_host_cpus(configs: Iterable[Mapping]) -> bool:
+    """Whether these Slurm partitions' nodes share one host's CPUs (partition extra ``host_cpus``)."""
+    return any((p.get('extras') or {}).get('host_cpus') for p in configs)
+
+
+def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
+    """Print the nodes Slurm cannot use and, with ``--report``, the nodes no passing check used; 1 if any."""
+    ap = argparse.ArgumentParser(prog='python -m netregress_postrun.coverage', description=__doc__.split('\n\n')[0])
+    ap.add_argument('--system', default='vcluster', help='system in config/settings.py (default: vcluster)')
+    ap.add_argument('--report', help='ReFrame JSON run report of that system')
+    ap.add_argument('--wait', type=float, default=30.0,
+                    help='seconds to wait for nodes in passing states (not responding, unknown) (default: 30)')
+    ap.add_argument('--partition', action='append', default=None,
+                    help='ReFrame partition to check (repeatable; default: every Slurm partition of the system)')
+    args = ap.parse_args(argv)
+
+    try:
+        configs = site.slurm_partitions(args.system)
+    except site.SiteError as err:
+        ap.error(str(err))
+    parts = slurm_names(configs)
+    if args.partition:
+        unknown = [p for p in args.partition if p not in parts]
+        if unknown:
+            ap.error(f'unknown partition(s) {", ".join(unknown)} of {args.system} (have: {", ".join(parts)})')
+        parts = {p: parts[p] for p in args.partition}
+    if not parts:
+        print(f'coverage: system {args.system} has no Slurm partitions: nothing to check')
+        return 0
+    problems = slurm.node_problems(list(dict.fromkeys(parts.values())), args.wait, runner=runner)
+    nodes: dict[str, list[str]] = {}
+    serial = ''
+    if args.report:
+        try:
+            with open(args.report) as fp:
+                report = json.load(fp)
+        except (OSError, json.JSONDecodeError) as err:
+            print(f'coverage: cannot read report {args.report}: {err}', file=sys.stderr)
+            return 2
+        for rfm_part, slurm_part in parts.items():
+            try:
+                nodes[rfm_part] = slurm.partition_nodes(slurm_part, runner=runner)
+            except slurm.SlurmQueryError as err:
+                problems.append(f'partition {rfm_part}: node list unknown: {err}')
+        problems += [p for p in uncovered_nodes(report, nodes, system=args.system) if p not in problems]
+        if shares_host_cpus(configs):
+            serial = ', its jobs one at a time'
+            try:
+                problems += overlapping_jobs(report, system=args.system, runner=runner)
+            except slurm.SlurmQueryError as err:
+                problems.append(f'jobs of the run: not known whether they ran one at a time: {err}')
+    for p in problems:
+        print(p)
+    if not problems:
+        counted = f'{sum(map(len, nodes.values()))} nodes' if nodes else 'every node'
+        print(f'coverage: {counted} of {", ".join(parts)} usable'
+              + (' and used by a passing check' if args.report else '') + serial)
+    if any(slurm.STATES_UNKNOWN in p for p in problems):
+        return 3
+    return 1 if problems else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

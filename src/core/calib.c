@@ -1,34 +1,132 @@
-/* Iteration-count calibration (see nr/calib.h). */
+/* Iteration-count calibration and the record of what the measured runs achieved (see nr/calib.h). */
 #include "nr/calib.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #include "nr/error.h"
+#include "nr/json.h"
 
 #define NR__PROBES_MAX 64
+#define NR__AGREE 1.25        /* two probes of one count agree when the slower took at most this x the faster */
+#define NR__MIN_ELAPSED_S 1e-9
 
-int nr_calibrate(nr_probe_fn probe, void *ctx, double target_s, uint64_t cap, uint64_t *iterations,
-                 struct nr_error *err)
+void nr_calib_init(struct nr_calib *c, double target_s, uint64_t cap)
 {
-    const double goal = target_s / 10.0;
+    *c = (struct nr_calib){0};
+    c->target_s = target_s > 0 ? target_s : 0;
+    c->cap = cap < 1 ? 1 : cap;
+}
+
+/* n x target / e, at least 1 and at most the cap. */
+static uint64_t nr__scale(const struct nr_calib *c, uint64_t n, double e)
+{
+    double want = ceil((double)n * c->target_s / (e < NR__MIN_ELAPSED_S ? NR__MIN_ELAPSED_S : e));
+    return want < 1 ? 1 : (want >= (double)c->cap ? c->cap : (uint64_t)want);
+}
+
+int nr_calibrate(nr_probe_fn probe, void *ctx, struct nr_calib *c, uint64_t *iterations, struct nr_error *err)
+{
+    const double goal = c->target_s / 10.0;
     uint64_t n = 1;
-    if (cap < 1)
-        cap = 1;
-    for (int step = 0; step < NR__PROBES_MAX; step++) {
+    int left = NR__PROBES_MAX;
+    while (left > 0) {
         double e = 0;
         int rc = probe(ctx, n, &e, err);
+        left--, c->probes++;
         if (rc < 0)
             return rc;
-        if (e < 1e-9)
-            e = 1e-9;
-        if (e >= goal || n >= cap / 16 + 1) {
-            double want = ceil((double)n * target_s / e);
-            *iterations = want < 1 ? 1 : (want > (double)cap ? cap : (uint64_t)want);
-            return NR_OK;
+        if (e < NR__MIN_ELAPSED_S)
+            e = NR__MIN_ELAPSED_S;
+        if (e >= goal || n >= c->cap / 16 + 1) {
+            /* Probe this count again: the fastest of up to 1 + NR_CALIB_CONFIRM probes is the rate (a stall only
+             * ever makes a probe slower); two that agree end the confirmation early. */
+            double fast = e, slow = e;
+            for (int k = 0; k < NR_CALIB_CONFIRM && left > 0; k++) {
+                double again = 0;
+                rc = probe(ctx, n, &again, err);
+                left--, c->probes++;
+                if (rc < 0)
+                    return rc;
+                if (again < NR__MIN_ELAPSED_S)
+                    again = NR__MIN_ELAPSED_S;
+                fast = again < fast ? again : fast;
+                slow = again > slow ? again : slow;
+                if (slow <= NR__AGREE * fast)
+                    break; /* the probes of this count agree */
+            }
+            if (fast >= goal / 2 || n >= c->cap / 16 + 1) {
+                *iterations = nr__scale(c, n, fast);
+                return NR_OK;
+            }
+            e = fast; /* the probe that reached the goal was inflated: grow again from the fast rate */
         }
         double grow = goal / e * 1.2;
         grow = grow < 2 ? 2 : (grow > 16 ? 16 : grow);
         n = (uint64_t)ceil((double)n * grow);
+        if (n > c->cap)
+            n = c->cap;
     }
-    return nr_error_set(err, NR_E_INTERNAL, "calibration did not converge");
+    return nr_error_set(err, NR_E_INTERNAL, "calibration did not converge in %d probes", NR__PROBES_MAX);
+}
+
+int nr_calib_recheck(struct nr_calib *c, uint64_t iterations, double elapsed_s, int *rechecks, uint64_t *next)
+{
+    *next = iterations;
+    if (c->target_s <= 0 || iterations >= c->cap || *rechecks >= NR_CALIB_RECHECKS ||
+        elapsed_s >= NR_CALIB_SHORT * c->target_s)
+        return 0;
+    uint64_t n = nr__scale(c, iterations, elapsed_s);
+    if (n <= iterations)
+        return 0;
+    *next = n;
+    (*rechecks)++;
+    c->recalibrations++;
+    return 1;
+}
+
+void nr_calib_record(struct nr_calib *c, uint64_t iterations, double elapsed_s)
+{
+    if (c->runs == 0 || elapsed_s < c->achieved_min_s)
+        c->achieved_min_s = elapsed_s;
+    c->runs++;
+    c->achieved_sum_s += elapsed_s;
+    if (c->target_s <= 0)
+        return;
+    if (iterations >= c->cap)
+        c->capped_runs++;
+    else if (elapsed_s < NR_CALIB_SHORT * c->target_s)
+        c->short_runs++;
+}
+
+int nr_calib_verdict(const struct nr_calib *c, struct nr_error *err)
+{
+    if (c->target_s <= 0 || c->runs == 0 || 2 * c->short_runs <= c->runs)
+        return NR_OK;
+    return nr_error_set(err, NR_E_VALIDATE,
+                        "calibration: %u of %u measured runs lasted less than %.0f %% of the %.3g-s target "
+                        "(shortest %.3g s): the runs did not measure what was asked for",
+                        c->short_runs, c->runs, NR_CALIB_SHORT * 100, c->target_s, c->achieved_min_s);
+}
+
+void nr_calib_json(struct nr_json *j, const struct nr_calib *c)
+{
+    nr_json_key(j, "calibration");
+    nr_json_begin_object(j);
+    nr_json_kv_double(j, "target_s", c->target_s);
+    nr_json_kv_bool(j, "fixed_count", c->target_s <= 0);
+    nr_json_kv_uint(j, "probes", c->probes);
+    nr_json_kv_uint(j, "recalibrations", c->recalibrations);
+    nr_json_kv_uint(j, "runs", c->runs);
+    nr_json_kv_uint(j, "short_runs", c->short_runs);
+    nr_json_kv_uint(j, "capped_runs", c->capped_runs);
+    nr_json_kv_double(j, "achieved_min_s", c->runs ? c->achieved_min_s : 0);
+    nr_json_kv_double(j, "achieved_mean_s", c->runs ? c->achieved_sum_s / c->runs : 0);
+    if (c->short_runs) {
+        char w[256];
+        snprintf(w, sizeof w, "%u of %u measured runs lasted less than %.0f %% of the %.3g-s target (shortest %.3g s)",
+                 c->short_runs, c->runs, NR_CALIB_SHORT * 100, c->target_s, c->achieved_min_s);
+        nr_json_kv_string(j, "warning", w);
+    }
+    nr_json_end_object(j);
 }

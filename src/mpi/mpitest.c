@@ -14,7 +14,9 @@
  * clock and process times again. A stream run ends when the secondary's zero-byte acknowledgement of the last
  * message arrives, so the master's time covers delivery. Before the measured repetitions the master calibrates
  * the iteration count: probe runs with a growing count until one lasts a tenth of the test time, then the count
- * is scaled to the test time (-t) and broadcast. Throughput counts payload in both directions for ping-pong (as
+ * is scaled to the test time (-t) (nr/calib.h: the count that reached a tenth is probed again and the fastest probe
+ * decides, and a first run that still falls far short is run again with the count its own rate gives; a test whose
+ * runs mostly fell short fails with exit 3). Throughput counts payload in both directions for ping-pong (as
  * Hpcbench does). The secondary ships its times (and its system log, -c) to the master after each run, outside
  * the timed part. Every MPI call is checked and its outcome agreed on by both ranks.
  */
@@ -62,6 +64,7 @@ struct nr__run {
     char peer_host[NR_HOST_MAX];
     struct nr_sysmon *mon;
     struct nr_sysmon_log peer_log;
+    struct nr_calib calib;  /* the calibration and what the measured runs achieved (rank 0's clock) */
 };
 
 static const struct nr_mpi *g_mpi;
@@ -220,10 +223,42 @@ static int nr__probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_err
 
 /* The message count of one run (nr_calibrate, the same rule as nr-tcptest). */
 static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
-                         unsigned char *rbuf, uint64_t size, double target_s, uint64_t *iters, struct nr_error *err)
+                         unsigned char *rbuf, uint64_t size, struct nr_calib *cal, uint64_t *iters,
+                         struct nr_error *err)
 {
     struct nr__probe p = {o, how, sbuf, rbuf, size};
-    return nr_calibrate(nr__probe_run, &p, target_s, (uint64_t)1 << 40, iters, err);
+    return nr_calibrate(nr__probe_run, &p, cal, iters, err);
+}
+
+/* One measured run of *n messages into rep, with the system-monitor row around it. The first run of a calibrated
+ * count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it fell far short, rank 0
+ * broadcasts the rescaled count and both ranks discard the run and run it again. */
+static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
+                            unsigned char *rbuf, uint64_t size, uint64_t *n, bool first, struct nr__run *r,
+                            struct nr_rep *rep, struct nr_error *err)
+{
+    int rechecks = 0, rc;
+    for (;;) {
+        if (r->mon && (rc = nr_mpi_agree(nr_sysmon_mark(r->mon, err), err)) < 0)
+            return rc;
+        if ((rc = nr__run_once(o, how, sbuf, rbuf, size, *n, rep, err)) < 0)
+            return rc;
+        if (!first)
+            break;
+        uint64_t next = 0; /* 0: keep the run */
+        if (g_mpi->rank == 0 && !nr_calib_recheck(&r->calib, *n, rep->local.elapsed_s, &rechecks, &next))
+            next = 0;
+        rc = nr_mpi_check(MPI_Bcast(&next, 1, NR_MPI_UINT64, 0, MPI_COMM_WORLD), "MPI_Bcast (re-check)", err);
+        if ((rc = nr_mpi_agree(rc, err)) < 0)
+            return rc;
+        if (!next)
+            break;
+        *n = next;
+    }
+    nr_calib_record(&r->calib, *n, rep->local.elapsed_s);
+    if (r->mon && (rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
+        return rc;
+    return NR_OK;
 }
 
 /* -c: the secondary sends its serialised system log to the master. */
@@ -417,6 +452,8 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
         nr_stats_compute(r->rtt_us, r->nreps, &s);
         nr_result_json_latency(&j, r->size, r->iterations, r->rtt_us, r->nreps, &s);
     }
+    if (r->calib.runs)
+        nr_calib_json(&j, &r->calib);
     if (r->mon) {
         nr_json_key(&j, "syslog");
         nr_json_begin_object(&j);
@@ -502,29 +539,32 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             goto out;
     }
     uint64_t iters = (uint64_t)o->iterations;
+    double target = iters ? 0 : r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
+    nr_calib_init(&r->calib, target, (uint64_t)1 << 40);
     struct nr_rep warm;
     /* Warm-up: one untimed message before anything timed (connection set-up, registration, first faults). */
     if (r->kind != NR_RUN_SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, r->size, 1, &warm, err)) < 0)
         goto out;
-    if (r->kind != NR_RUN_SWEEP && iters == 0) {
-        double target = r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
-        if ((rc = nr__calibrate(o, how, sbuf, rbuf, r->size, target, &iters, err)) < 0)
-            goto out;
-    }
-    r->iterations = iters;
+    if (r->kind != NR_RUN_SWEEP && iters == 0 &&
+        (rc = nr__calibrate(o, how, sbuf, rbuf, r->size, &r->calib, &iters, err)) < 0)
+        goto out;
     for (size_t i = 0; i < nruns; i++) {
         uint64_t size = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << i : r->size, n = iters;
+        bool calibrated_now = false;
         if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, size, 1, &warm, err)) < 0)
             goto out;
-        if (r->kind == NR_RUN_SWEEP && n == 0 &&
-            (rc = nr__calibrate(o, how, sbuf, rbuf, size, o->test_time_s, &n, err)) < 0)
+        if (r->kind == NR_RUN_SWEEP && n == 0) {
+            if ((rc = nr__calibrate(o, how, sbuf, rbuf, size, &r->calib, &n, err)) < 0)
+                goto out;
+            calibrated_now = true;
+        }
+        /* Re-checked: the first run of a calibrated count, and each sweep point (calibrated on its own). */
+        bool first = r->calib.target_s > 0 && (i == 0 || calibrated_now);
+        if ((rc = nr__measured_run(o, how, sbuf, rbuf, size, &n, first, r, &r->reps[i], err)) < 0)
             goto out;
-        if (r->mon && (rc = nr_mpi_agree(nr_sysmon_mark(r->mon, err), err)) < 0)
-            goto out;
-        if ((rc = nr__run_once(o, how, sbuf, rbuf, size, n, &r->reps[i], err)) < 0)
-            goto out;
-        if (r->mon && (rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
-            goto out;
+        if (r->kind != NR_RUN_SWEEP)
+            iters = n;    /* a re-checked count holds for the runs that follow */
+        r->iterations = iters;
         if (r->kind == NR_RUN_LATENCY)
             r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
         r->nreps = i + 1;
@@ -538,6 +578,8 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             (rc = nr_mpi_agree(nr__ship_log(r, err), err)) < 0)
             goto out;
     }
+    /* The runs mostly fell short of the time target: the results are written, and the test fails (exit 3). */
+    int verdict = g_mpi->rank == 0 ? nr_calib_verdict(&r->calib, err) : NR_OK;
     if (g_mpi->rank == 0) {
         if (r->kind == NR_RUN_LATENCY) {
             struct nr_stats s;
@@ -558,10 +600,10 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
                            o->out);
             }
         }
-        if (rc == NR_OK)
+        if (rc == NR_OK && verdict == NR_OK)
             printf("Test done!\n");
     }
-    rc = nr_mpi_agree(rc, err);
+    rc = nr_mpi_agree(rc < 0 ? rc : verdict, err);
 out:
     free(sbuf);
     free(rbuf);

@@ -9,9 +9,11 @@
  * receive. The client's elapsed time ends when completion is proven: for stream tests when the server's DONE
  * arrives (it sends DONE after its last byte was received), for ping-pong and latency when the last returned byte
  * has arrived. One untimed message (per size in a sweep) is the warm-up, whether the count is calibrated or fixed
- * (--iterations). Before the measured repetitions the iteration count is calibrated: probe runs with a growing count
- * until one lasts a tenth of the test time, then the count is scaled to the test time
- * (-t). Process times (getrusage) of both sides are taken around each repetition; system-monitor samples (-c) are
+ * (--iterations). Before the measured repetitions the iteration count is calibrated (nr/calib.h): probe runs with a
+ * growing count until one lasts a tenth of the test time, that count probed again so one stalled probe cannot
+ * decide, then the count is scaled to the test time (-t); a first repetition that still falls far short of the test
+ * time is run again with the count its own rate gives, and a test whose repetitions mostly fell short fails (exit
+ * 3) instead of reporting ok. A repetition run again leaves one more server system-monitor row (-c). Process times (getrusage) of both sides are taken around each repetition; system-monitor samples (-c) are
  * taken only outside timed loops. Both sides count the payload bytes they moved; a disagreement is a validation
  * failure (exit 3).
  */
@@ -256,17 +258,53 @@ static int nr__probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_err
     return rc;
 }
 
-/* Iterations of size bytes that take about target_s (nr_calibrate, the same rule as nr-mpitest). */
-static int nr__calibrate(struct nr__client *c, uint64_t size, double target_s, uint64_t *iterations,
-                         struct nr_error *err)
+/* The largest count of size-byte messages one repetition may have (the server's limits). */
+static uint64_t nr__cap(uint64_t size)
 {
-    uint64_t cap = NR_TCP_TOTAL_MAX / size < NR_TCP_ITER_MAX ? NR_TCP_TOTAL_MAX / size : NR_TCP_ITER_MAX;
+    return NR_TCP_TOTAL_MAX / size < NR_TCP_ITER_MAX ? NR_TCP_TOTAL_MAX / size : NR_TCP_ITER_MAX;
+}
+
+/* Iterations of size bytes that take about the calibration's target (nr_calibrate, the same rule as nr-mpitest). */
+static int nr__calibrate(struct nr__client *c, uint64_t size, uint64_t *iterations, struct nr_error *err)
+{
     struct nr__probe p = {c, size};
-    int rc = nr_calibrate(nr__probe_run, &p, target_s, cap, iterations, err);
+    c->r->calib.cap = nr__cap(size);
+    int rc = nr_calibrate(nr__probe_run, &p, &c->r->calib, iterations, err);
     if (rc == NR_OK && c->o->verbose)
         fprintf(stderr, "nr-tcptest: %llu bytes: %llu iterations for %.3f s\n", (unsigned long long)size,
-                (unsigned long long)*iterations, target_s);
+                (unsigned long long)*iterations, c->r->calib.target_s);
     return rc;
+}
+
+/* One measured repetition of *n messages into rep. The first one of a calibrated count is re-checked: when it
+ * fell far short of the target it is discarded (its bytes taken off the totals) and run again with the count its
+ * own rate gives (nr_calib_recheck; *n is updated). */
+static int nr__measured_run(struct nr__client *c, uint64_t *n, uint64_t size, bool first, struct nr_rep *rep,
+                            struct nr_error *err)
+{
+    struct nr_tcptest_result *r = c->r;
+    int rechecks = 0, rc;
+    for (;;) {
+        /* The client's monitor row starts here; the server's starts when it receives the measured START. */
+        if (r->mon && (rc = nr_sysmon_mark(r->mon, err)) < 0)
+            return rc;
+        if ((rc = nr__run_once(c, *n, size, true, rep, err)) < 0)
+            return rc;
+        uint64_t next;
+        if (!first || !nr_calib_recheck(&r->calib, *n, rep->local.elapsed_s, &rechecks, &next))
+            break;
+        if (c->o->verbose)
+            fprintf(stderr, "nr-tcptest: %llu bytes: %llu iterations took %.3g s of the %.3g-s target: run again "
+                    "with %llu\n", (unsigned long long)size, (unsigned long long)*n, rep->local.elapsed_s,
+                    r->calib.target_s, (unsigned long long)next);
+        r->bytes_client -= rep->bytes_local;
+        r->bytes_server -= rep->bytes_peer;
+        *n = next;
+    }
+    nr_calib_record(&r->calib, *n, rep->local.elapsed_s);
+    if (r->mon && (rc = nr_sysmon_record(r->mon, err)) < 0)
+        return rc;
+    return NR_OK;
 }
 
 /* System-monitor sample on both sides (SAMPLE mark/record), outside any timed loop. */
@@ -291,30 +329,33 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
     if (r->kind == NR_RUN_LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
         return nr_error_set(err, NR_E_NOMEM, "out of memory");
     uint64_t iterations = (uint64_t)o->iterations;
+    double target = iterations ? 0 : r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
+    nr_calib_init(&r->calib, target, nr__cap(r->kind == NR_RUN_SWEEP ? 1 : r->size_bytes));
     struct nr_rep warm;
     /* Warm-up: one untimed message before anything timed, also with --iterations (no calibration). */
     if (r->kind != NR_RUN_SWEEP && (rc = nr__run_once(c, 1, r->size_bytes, false, &warm, err)) < 0)
         return rc;
-    if (r->kind != NR_RUN_SWEEP && iterations == 0) {
-        double target = r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
-        if ((rc = nr__calibrate(c, r->size_bytes, target, &iterations, err)) < 0)
-            return rc;
-    }
-    r->iterations = iterations;
+    if (r->kind != NR_RUN_SWEEP && iterations == 0 && (rc = nr__calibrate(c, r->size_bytes, &iterations, err)) < 0)
+        return rc;
     for (size_t i = 0; i < nruns; i++) {
         uint64_t size = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << i : r->size_bytes;
         uint64_t n = iterations;
+        bool calibrated_now = false;
         if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(c, 1, size, false, &warm, err)) < 0)
             return rc;
-        if (r->kind == NR_RUN_SWEEP && n == 0 && (rc = nr__calibrate(c, size, o->test_time_s, &n, err)) < 0)
+        if (r->kind == NR_RUN_SWEEP && n == 0) {
+            if ((rc = nr__calibrate(c, size, &n, err)) < 0)
+                return rc;
+            calibrated_now = true;
+        }
+        r->calib.cap = nr__cap(size);
+        /* Re-checked: the first repetition of a calibrated count, and each sweep point (calibrated on its own). */
+        bool first = r->calib.target_s > 0 && (i == 0 || calibrated_now);
+        if ((rc = nr__measured_run(c, &n, size, first, &r->reps[i], err)) < 0)
             return rc;
-        /* The client's monitor row starts here; the server's starts when it receives the measured START. */
-        if (r->mon && (rc = nr_sysmon_mark(r->mon, err)) < 0)
-            return rc;
-        if ((rc = nr__run_once(c, n, size, true, &r->reps[i], err)) < 0)
-            return rc;
-        if (r->mon && (rc = nr_sysmon_record(r->mon, err)) < 0)
-            return rc;
+        if (r->kind != NR_RUN_SWEEP)
+            iterations = n;       /* a re-checked count holds for the repetitions that follow */
+        r->iterations = iterations;
         if (r->kind == NR_RUN_LATENCY)
             r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
         r->nreps = i + 1;
@@ -370,7 +411,7 @@ static int nr__run(struct nr__client *c, struct nr_error *err)
     }
     if (c->bytes_mismatch)
         return nr_error_set(err, NR_E_VALIDATE, "%s", c->mismatch);
-    return NR_OK;
+    return nr_calib_verdict(&c->r->calib, err);
 }
 
 /* Combinations the option table cannot express. */

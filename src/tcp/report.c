@@ -271,6 +271,8 @@ int nr_tcptest_write_json(const char *path, const struct nr_tcptest *o, const st
             free(v);
         }
     }
+    if (r->calib.runs)
+        nr_calib_json(&j, &r->calib);
     nr_json_key(&j, "bytes");
     nr_json_begin_object(&j);
     nr_json_kv_uint(&j, "client", r->bytes_client);

@@ -6,12 +6,17 @@
  * and logged on stderr before the server returns to accept(). With --auth-file only clients holding the same
  * shared secret are served (HMAC-SHA-256 challenge/response, see proto.h).
  *
- * One test at a time, and nobody waits without being told. Each session runs in a child process; the parent
- * keeps accepting, and a client that connects while a test runs gets an ERROR at once naming the test in
- * progress and the longest it can still take (the session cap), instead of waiting silently behind it. A
- * connection that never completes the handshake holds the server for --handshake-timeout only, and every session
- * ends by --max-session-time: the child enforces it (and tells its client), the parent kills a child that
- * overruns it by NR__KILL_GRACE_S. Measurements are not disturbed: the parent only sleeps in poll() meanwhile.
+ * One test at a time, and nobody waits without being told. New connections wait in the handshake gate (gate.h):
+ * the server sends HELLO at once and watches every pending handshake in one poll(), each with its own deadline
+ * (--handshake-timeout), at most --max-pending of them (the oldest is dropped for a newcomer), so connections that
+ * connect and say nothing cannot keep a real client out, however many there are. A client whose CLIENT_HELLO
+ * passes the shared-secret check is served in a child process while the parent keeps accepting; one that
+ * authenticates while a test runs is told at once that the server is busy, naming the test in progress and the
+ * longest it can still take (the session cap). Nothing about the server's state is sent before a client has
+ * authenticated. Every session ends by --max-session-time: the child enforces it (and tells its client), the
+ * parent kills a child that overruns it by NR__KILL_GRACE_S. Measurements are not disturbed: the parent only
+ * sleeps in poll() meanwhile (a new connection costs it one HELLO). The soft RLIMIT_NOFILE is raised to the hard
+ * limit at start, and --max-pending is cut to what the descriptors allow.
  *
  * The session itself (handshake, limits, data connection, repetitions) is srv.c; this file is options and the
  * accept loop.
@@ -26,6 +31,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
+#include "gate.h"
 #include "nr/core.h"
 #include "proto.h"
 #include "sock.h"
@@ -37,6 +45,10 @@
 #define NR__KILL_GRACE_S 5.0            /* the parent's backstop beyond the session cap */
 #define NR__BUSY_SEND_S 1.0             /* longest the parent spends telling a client it is busy */
 #define NR__FINISH_GRACE_S 1.0          /* a new client waits this long for a session that is ending anyway */
+#define NR__PENDING_DEFAULT 1024        /* --max-pending */
+#define NR__PENDING_MAX 65536
+#define NR__FD_RESERVE 64               /* descriptors kept for the listener, a session and the standard streams */
+#define NR__ACCEPT_BURST 256            /* connections accepted per wake-up before the others get a look */
 
 /* Server options (with the flag that sets each) and what lives across sessions. */
 struct nr_tcpserver {
@@ -44,6 +56,7 @@ struct nr_tcpserver {
     const char *bind_addr;  /* -B/--bind, NULL = all addresses */
     const char *auth_file;  /* --auth-file */
     int max_tests;          /* --max-tests: exit after this many sessions (0 = serve forever) */
+    int max_pending;        /* --max-pending: handshakes in progress at once (the oldest is dropped when full) */
     struct nr_tcpsrv_cfg cfg; /* -v, --timeout, --max-rep-time, the secret: what each session needs */
     unsigned char key[NR_TCP_AUTH_MAX]; /* shared secret read from --auth-file */
     char host[NR_HOST_MAX]; /* our host name, sent in HELLO */
@@ -57,6 +70,7 @@ static void nr__srv_defaults(struct nr_tcpserver *s)
     s->cfg.max_rep_s = NR_TCP_REP_TIME_DEFAULT;
     s->cfg.handshake_s = NR__HANDSHAKE_DEFAULT_S;
     s->cfg.max_session_s = NR__SESSION_DEFAULT_S;
+    s->max_pending = NR__PENDING_DEFAULT;
 }
 
 /* The session in progress (run by a child process). */
@@ -114,29 +128,81 @@ static void nr__reap(const struct nr_tcpserver *s, struct nr__child *ch, int blo
     }
 }
 
-/* Serve fd in a child process; the parent returns at once. Returns 0 or NR_E_SYS when fork failed (the client
- * is then served in this process). */
-static int nr__spawn(const struct nr_tcpserver *s, int lfd, int fd, const struct sockaddr_storage *peer,
-                     struct nr__child *ch)
+/* Serve the gate's ready slot i in a child process; the parent returns at once. Returns 0 or NR_E_SYS when fork
+ * failed (the client is then served in this process). The slot leaves the gate either way. */
+static int nr__spawn(const struct nr_tcpserver *s, int lfd, struct nr_gate *g, int i, struct nr__child *ch)
 {
+    struct nr_gate_conn c = g->conns[i];
+    nr_gate_release(g, i);
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
-        close(lfd);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the server */
+        if (getppid() != parent)          /* the server died before the line above took effect */
+            _exit(1);
+        close(lfd);
+        nr_gate_close_all_except(g, c.fd); /* the other pending connections are the parent's business */
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
-        int rc = nr_tcpsrv_session(&s->cfg, fd, peer);
+        struct nr_error err;
+        nr_error_clear(&err);
+        nr_tcp_set_blocking(c.fd, true, &err);
+        int rc = nr_tcpsrv_session_hello(&s->cfg, c.fd, &c.peer, &c.hello, c.accepted_ns);
         fflush(NULL);
         _exit(rc < 0 ? 1 : 0);
     }
-    if (pid < 0)
+    if (pid < 0) {
+        nr_tcpsrv_session_hello(&s->cfg, c.fd, &c.peer, &c.hello, c.accepted_ns); /* logs its own failure */
         return NR_E_SYS;
-    close(fd);
+    }
+    close(c.fd);
     ch->pid = pid;
     ch->started_s = nr_now_s();
-    nr_tcp_addr_str(peer, ch->peer, sizeof ch->peer);
+    nr_tcp_addr_str(&c.peer, ch->peer, sizeof ch->peer);
     return NR_OK;
+}
+
+/* Raise the soft descriptor limit to the hard one; the pending handshakes the descriptors allow. */
+static int nr__fd_budget(int want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return want;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl.rlim_cur = rl.rlim_max;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)want + NR__FD_RESERVE)
+        return want;
+    int n = (int)rl.rlim_cur - NR__FD_RESERVE;
+    return n < 1 ? 1 : n;
+}
+
+/* Accept what the listener has (at most NR__ACCEPT_BURST) into the gate. */
+static void nr__accept_burst(int lfd, struct nr_gate *g)
+{
+    for (int k = 0; k < NR__ACCEPT_BURST; k++) {
+        struct sockaddr_storage peer;
+        socklen_t sl = sizeof peer;
+        int fd = accept4(lfd, (struct sockaddr *)&peer, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+                return;
+            if ((errno == EMFILE || errno == ENFILE) && nr_gate_drop_oldest(g))
+                continue; /* out of descriptors: the oldest pending connection makes room */
+            struct nr_error err;
+            nr_error_clear(&err);
+            nr_error_sys(&err, NR_E_NET, "accept");
+            nr_error_report("nr-tcpserver", &err);
+            nr_sleep_s(0.1);
+            return;
+        }
+        struct nr_error err;
+        nr_error_clear(&err);
+        nr_gate_add(g, fd, &peer, &err); /* a connection that cannot take HELLO is closed there */
+    }
 }
 
 static const char nr__description[] =
@@ -162,6 +228,9 @@ int main(int argc, char **argv)
         {NR_OPT_DOUBLE, 0, "max-session-time", &s.cfg.max_session_s, "SECONDS",
          "longest client session; clients that connect meanwhile are told how long they may wait", 1, 86400, NULL,
          NULL},
+        {NR_OPT_INT, 0, "max-pending", &s.max_pending, "N",
+         "new connections kept in their handshake at once; when full the oldest is dropped", 1, NR__PENDING_MAX,
+         NULL, NULL},
         {NR_OPT_INT, 0, "max-tests", &s.max_tests, "N", "exit after N client sessions (0 = never)", 0, 1000000000,
          NULL, NULL},
         {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
@@ -202,10 +271,27 @@ int main(int argc, char **argv)
     nr_hostname(s.host, sizeof s.host);
     s.cfg.host = s.host;
     s.cfg.log = stderr;
+    int budget = nr__fd_budget(s.max_pending);
+    if (budget < s.max_pending) {
+        fprintf(stderr, "nr-tcpserver: warning: --max-pending %d cut to %d (open-file limit)\n", s.max_pending, budget);
+        s.max_pending = budget;
+    }
+    struct nr_gate gate;
+    if (nr_gate_init(&gate, &s.cfg, s.max_pending, &err) < 0) {
+        nr_error_report("nr-tcpserver", &err);
+        return NR_EXIT_RUNTIME;
+    }
+    struct pollfd *pfd = calloc((size_t)s.max_pending + 1, sizeof *pfd);
+    int *idx = calloc((size_t)s.max_pending + 1, sizeof *idx);
+    if (!pfd || !idx) {
+        nr_error_set(&err, NR_E_NOMEM, "cannot allocate the poll set of %d connections", s.max_pending);
+        nr_error_report("nr-tcpserver", &err);
+        return NR_EXIT_RUNTIME;
+    }
     uint16_t port = 0;
     int family = 0;
-    int lfd = nr_tcp_listen(s.bind_addr, (uint16_t)s.port, NULL, 64, &port, &family, &err);
-    if (lfd < 0) {
+    int lfd = nr_tcp_listen(s.bind_addr, (uint16_t)s.port, NULL, NR__ACCEPT_BURST * 4, &port, &family, &err);
+    if (lfd < 0 || nr_tcp_set_blocking(lfd, false, &err) < 0) {
         nr_error_report("nr-tcpserver", &err);
         return NR_EXIT_RUNTIME;
     }
@@ -215,43 +301,57 @@ int main(int argc, char **argv)
     int started = 0;
     while (!g_stop) {
         nr__reap(&s, &ch, 0);
-        if (!ch.pid && s.max_tests && started >= s.max_tests)
+        bool exhausted = s.max_tests && started >= s.max_tests;
+        if (!ch.pid && exhausted)
             break;
-        struct pollfd p = {lfd, POLLIN, 0};
-        int n = poll(&p, 1, ch.pid ? 100 : -1); /* while a child runs: look at it ten times a second */
-        if (n < 0 && errno != EINTR) {
-            nr_error_sys(&err, NR_E_NET, "poll on the listening socket");
+        /* Authenticated clients: serve the one waiting longest when no test runs; tell the others the server is
+         * busy once they have waited NR__FINISH_GRACE_S for a session that may be ending anyway. */
+        int r;
+        while (!ch.pid && !exhausted && (r = nr_gate_next_ready(&gate)) >= 0) {
+            started++;
+            nr__spawn(&s, lfd, &gate, r, &ch);
+            exhausted = s.max_tests && started >= s.max_tests;
+        }
+        bool waiting = false;
+        for (int i = 0; i < gate.cap; i++) {
+            struct nr_gate_conn *c = &gate.conns[i];
+            if (c->fd < 0 || !c->ready)
+                continue;
+            if (exhausted || nr_now_ns() - c->ready_ns >= (uint64_t)(NR__FINISH_GRACE_S * 1e9)) {
+                nr__send_busy(&s, c->fd, &ch);
+                nr_gate_close(&gate, i);
+            } else {
+                waiting = true;
+            }
+        }
+        int timeout = nr_gate_expire(&gate);
+        if (waiting && (timeout < 0 || timeout > 5))
+            timeout = 5;   /* a client waits for the slot: look at the session often */
+        if (ch.pid && (timeout < 0 || timeout > 100))
+            timeout = 100; /* while a child runs: look at it ten times a second */
+        pfd[0] = (struct pollfd){lfd, POLLIN, 0};
+        int n = 1 + nr_gate_pollfds(&gate, pfd + 1, idx + 1);
+        int got = poll(pfd, (nfds_t)n, timeout);
+        if (got < 0 && errno != EINTR) {
+            nr_error_sys(&err, NR_E_NET, "poll on the listening socket and %d pending connections", n - 1);
             nr_error_report("nr-tcpserver", &err);
             nr_sleep_s(0.1);
             continue;
         }
-        if (n <= 0)
+        if (got <= 0)
             continue;
-        struct sockaddr_storage peer;
-        nr_error_clear(&err);
-        int fd = nr_tcp_accept(lfd, 0, &peer, &err);
-        if (fd < 0) {
-            /* Transient (EMFILE, ECONNABORTED, ...): report, back off a little, keep serving. */
-            nr_error_report("nr-tcpserver", &err);
-            nr_sleep_s(0.1);
-            continue;
-        }
-        /* A client that follows the previous one closely may arrive while that session's process is still
-         * exiting: give it a moment before calling the server busy. */
-        for (double t0 = nr_now_s(); ch.pid && nr_now_s() - t0 < NR__FINISH_GRACE_S; nr_sleep_s(0.005))
-            nr__reap(&s, &ch, 0);
-        if (ch.pid || (s.max_tests && started >= s.max_tests)) {
-            nr__send_busy(&s, fd, &ch);
-            close(fd);
-            continue;
-        }
-        started++;
-        if (nr__spawn(&s, lfd, fd, &peer, &ch) < 0)
-            nr_tcpsrv_session(&s.cfg, fd, &peer); /* no fork: serve here (logs and reports its own failure) */
+        for (int k = 1; k < n; k++)
+            if (pfd[k].revents)
+                nr_gate_read(&gate, idx[k]);
+        if (pfd[0].revents)
+            nr__accept_burst(lfd, &gate);
     }
     if (ch.pid && g_stop)
         kill(ch.pid, SIGTERM);
     nr__reap(&s, &ch, 1);
+    nr_gate_free(&gate);
+    free(pfd);
+    free(idx);
     close(lfd);
     return NR_EXIT_OK;
 }

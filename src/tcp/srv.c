@@ -1,7 +1,8 @@
 /* The server side of one nr-tcptest session (used by nr-tcpserver and by the session fuzzer).
  *
  * nr_tcpsrv_session() runs the whole conversation on an accepted control connection: handshake and optional
- * shared-secret authentication, the test request checked against the server's limits, the data connection
+ * shared-secret authentication (nr-tcpserver does HELLO / CLIENT_HELLO itself for many connections at once, see
+ * gate.c, and hands an authenticated client over with nr_tcpsrv_session_hello()), the test request checked against the server's limits, the data connection
  * (separate ephemeral listener with the requested socket options applied before listen(), accepting only the
  * connection that presents this test's cookie, while the control connection is watched for a client that gives
  * up), then the repetitions and system-monitor samples the client drives. Every wait has a timeout: each set-up
@@ -70,39 +71,69 @@ static int nr__session_timeout(const struct nr_tcpsrv_cfg *cfg, const struct nr_
     return rc;
 }
 
-static int nr__handshake(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, struct nr_error *err)
+int nr_tcpsrv_send_hello(const struct nr_tcpsrv_cfg *cfg, int fd, struct nr_tcpsrv_hello *h, double timeout_s,
+                         struct nr_error *err)
 {
-    union nr_msg m, in;
-    uint8_t server_nonce[NR_PROTO_NONCE_BYTES];
-    int rc = nr_tcp_random(server_nonce, sizeof server_nonce, err);
+    memset(h, 0, sizeof *h);
+    int rc = nr_tcp_random(h->server_nonce, sizeof h->server_nonce, err);
     if (rc < 0)
         return rc;
+    union nr_msg m;
     memset(&m, 0, sizeof m);
     m.hello.flags = cfg->key_len ? NR_HELLO_AUTH : 0;
-    memcpy(m.hello.nonce, server_nonce, sizeof server_nonce);
+    memcpy(m.hello.nonce, h->server_nonce, sizeof h->server_nonce);
     snprintf(m.hello.host, sizeof m.hello.host, "%s", cfg->host);
-    if ((rc = nr_proto_send(&ss->ctl, NR_MSG_HELLO, &m, err)) < 0)
-        return rc;
-    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_CLIENT_HELLO, nr__wait_s(ss, cfg->handshake_s), &in, "client",
-                              err)) < 0)
-        return nr__session_timeout(cfg, ss, rc, err);
+    struct nr_proto_conn c;
+    nr_proto_conn_init(&c, fd, timeout_s);
+    rc = nr_proto_send(&c, NR_MSG_HELLO, &m, err);
+    nr_proto_conn_free(&c);
+    return rc;
+}
+
+int nr_tcpsrv_check_hello(const struct nr_tcpsrv_cfg *cfg, const struct nr_tcpsrv_hello *h, struct nr_error *err)
+{
+    if (!cfg->key_len)
+        return NR_OK;
+    uint8_t want[NR_SHA256_BYTES];
+    if (!(h->client.flags & NR_CHELLO_MAC))
+        return nr_error_set(err, NR_E_AUTH, "this server requires authentication: use --auth-file");
+    nr_proto_auth_mac(cfg->key, (size_t)cfg->key_len, "client", h->server_nonce, h->client.nonce, want);
+    if (!nr_mem_equal_ct(want, h->client.mac, sizeof want))
+        return nr_error_set(err, NR_E_AUTH, "authentication failed: the shared secrets differ");
+    return NR_OK;
+}
+
+/* The rest of the handshake once CLIENT_HELLO is in and checked: WELCOME with the server's limits (and its proof
+ * of the secret). */
+static int nr__welcome(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, const struct nr_tcpsrv_hello *h,
+                       struct nr_error *err)
+{
+    union nr_msg m;
     memset(&m, 0, sizeof m);
-    if (cfg->key_len) {
-        uint8_t want[NR_SHA256_BYTES];
-        if (!(in.client_hello.flags & NR_CHELLO_MAC))
-            return nr_error_set(err, NR_E_AUTH, "this server requires authentication: use --auth-file");
-        nr_proto_auth_mac(cfg->key, (size_t)cfg->key_len, "client", server_nonce, in.client_hello.nonce, want);
-        if (!nr_mem_equal_ct(want, in.client_hello.mac, sizeof want))
-            return nr_error_set(err, NR_E_AUTH, "authentication failed: the shared secrets differ");
-        nr_proto_auth_mac(cfg->key, (size_t)cfg->key_len, "server", server_nonce, in.client_hello.nonce, m.welcome.mac);
-    }
+    if (cfg->key_len)
+        nr_proto_auth_mac(cfg->key, (size_t)cfg->key_len, "server", h->server_nonce, h->client.nonce, m.welcome.mac);
     m.welcome.max_message_bytes = NR_TCP_MSG_MAX;
     m.welcome.max_io_bytes = NR_TCP_IO_MAX;
     m.welcome.max_rep_time_s = (uint32_t)cfg->max_rep_s;
     if (cfg->verbose && cfg->log)
-        fprintf(cfg->log, "nr-tcpserver: client %s (%s) connected%s\n", in.client_hello.host, ss->peer,
+        fprintf(cfg->log, "nr-tcpserver: client %s (%s) connected%s\n", h->client.host, ss->peer,
                 cfg->key_len ? ", authenticated" : "");
     return nr_proto_send(&ss->ctl, NR_MSG_WELCOME, &m, err);
+}
+
+/* The whole handshake in this process, blocking (nr_tcpsrv_session: the fuzzer and the server without fork). */
+static int nr__handshake(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, struct nr_tcpsrv_hello *h,
+                         struct nr_error *err)
+{
+    int rc = nr_tcpsrv_send_hello(cfg, ss->ctl.fd, h, ss->ctl.timeout_s, err);
+    if (rc < 0)
+        return rc;
+    union nr_msg in;
+    if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_CLIENT_HELLO, nr__wait_s(ss, cfg->handshake_s), &in, "client",
+                              err)) < 0)
+        return nr__session_timeout(cfg, ss, rc, err);
+    h->client = in.client_hello;
+    return nr_tcpsrv_check_hello(cfg, h, err);
 }
 
 /* Check a TEST_REQ against the server's limits. */
@@ -261,10 +292,15 @@ static int nr__send_syslog(struct nr__session *ss, struct nr_error *err)
     return rc;
 }
 
-static int nr__serve(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, struct nr_error *err)
+/* Serve the session; h is the handshake so far (NULL: do the whole handshake here). */
+static int nr__serve(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, const struct nr_tcpsrv_hello *hello,
+                     struct nr_error *err)
 {
-    int rc = nr__handshake(cfg, ss, err);
-    if (rc < 0)
+    struct nr_tcpsrv_hello own;
+    int rc;
+    if (!hello && (rc = nr__handshake(cfg, ss, &own, err)) < 0)
+        return rc;
+    if ((rc = nr__welcome(cfg, ss, hello ? hello : &own, err)) < 0)
         return rc;
     union nr_msg in;
     if ((rc = nr_proto_expect(&ss->ctl, NR_MSG_TEST_REQ, nr__wait_s(ss, cfg->handshake_s), &in, "client",
@@ -329,20 +365,21 @@ static int nr__serve(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, st
     }
 }
 
-/* One client session (see srv.h). */
-int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer)
+/* One client session from wherever its handshake stands (see srv.h). */
+static int nr__session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer,
+                       const struct nr_tcpsrv_hello *h, uint64_t started_ns)
 {
     struct nr__session ss;
     struct nr_error err;
     memset(&ss, 0, sizeof ss);
     ss.data_fd = ss.data_listen_fd = -1;
     if (cfg->max_session_s > 0)
-        ss.deadline_ns = nr_now_ns() + (uint64_t)(cfg->max_session_s * 1e9);
+        ss.deadline_ns = started_ns + (uint64_t)(cfg->max_session_s * 1e9);
     nr_proto_conn_init(&ss.ctl, fd, cfg->idle_timeout_s);
     ss.ctl.max_payload = NR_PROTO_SMALL_MAX;
     nr_tcp_addr_str(peer, ss.peer, sizeof ss.peer);
     nr_error_clear(&err);
-    int rc = nr__serve(cfg, &ss, &err);
+    int rc = nr__serve(cfg, &ss, h, &err);
     if (rc < 0) {
         char msg[512];
         nr_error_message(&err, msg, sizeof msg);
@@ -359,3 +396,13 @@ int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sock
     return rc;
 }
 
+int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer)
+{
+    return nr__session(cfg, fd, peer, NULL, nr_now_ns());
+}
+
+int nr_tcpsrv_session_hello(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer,
+                            const struct nr_tcpsrv_hello *h, uint64_t accepted_ns)
+{
+    return nr__session(cfg, fd, peer, h, accepted_ns);
+}

@@ -2,8 +2,11 @@
 #ifndef NR_TCP_SRV_H
 #define NR_TCP_SRV_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
+
+#include "proto.h"
 
 /* What a session needs from the server. */
 struct nr_tcpsrv_cfg {
@@ -18,7 +21,26 @@ struct nr_tcpsrv_cfg {
     FILE *log;                 /* one line per failed (or, verbose, completed) session; NULL = silent */
 };
 
-/* Serve one client on fd (closed on return). Returns 0 or the NR_E_* of the failure, which has already been sent
+/* The handshake of one client up to its checked CLIENT_HELLO. */
+struct nr_tcpsrv_hello {
+    uint8_t server_nonce[NR_PROTO_NONCE_BYTES]; /* sent in our HELLO */
+    struct nr_msg_client_hello client;          /* the client's answer */
+};
+
+/* Send HELLO with a fresh nonce (kept in *h) on fd, within timeout_s. */
+int nr_tcpsrv_send_hello(const struct nr_tcpsrv_cfg *cfg, int fd, struct nr_tcpsrv_hello *h, double timeout_s,
+                         struct nr_error *err);
+
+/* Check h->client against the shared secret: 0, or NR_E_AUTH naming what is wrong (nothing about the server's
+ * state: this is all an unauthenticated peer may learn). */
+int nr_tcpsrv_check_hello(const struct nr_tcpsrv_cfg *cfg, const struct nr_tcpsrv_hello *h, struct nr_error *err);
+
+/* Serve a client whose CLIENT_HELLO has been received and checked (h): WELCOME and the rest of the session; the
+ * session cap counts from accepted_ns (nr_now_ns). fd is closed on return; result as nr_tcpsrv_session(). */
+int nr_tcpsrv_session_hello(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer,
+                            const struct nr_tcpsrv_hello *h, uint64_t accepted_ns);
+
+/* Serve one client on fd (closed on return), handshake included. Returns 0 or the NR_E_* of the failure, which has already been sent
  * to the client and logged. Never exits the process. */
 int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer);
 

@@ -51,6 +51,7 @@ struct nr_tcptest_result {
     struct nr_rep *reps;            /* fixed: repetitions; sweep: one per size */
     size_t nreps;
     uint64_t iterations;            /* fixed-size: iterations per repetition; latency: round trips per trial */
+    struct nr_calib calib;          /* the calibration and what the measured runs achieved */
     uint64_t size_bytes;            /* fixed-size and latency message size */
     uint64_t io_bytes;              /* effective largest read/write: -d, at most the largest message */
     double *rtt_us;                 /* latency trials */

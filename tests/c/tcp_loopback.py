@@ -25,6 +25,7 @@ import time
 
 BIN = "."
 TMP = "."
+STALL_SHIM = ""
 FAST = ["-t", "0.2"]
 
 
@@ -526,8 +527,7 @@ def case_handshake_timeout():
 def case_busy():
     """A client that connects while another session runs is told at once that the server is busy, and for how long."""
     with Server("--handshake-timeout", "30", "--max-session-time", "120") as s:
-        c = connect(s.port)                              # holds the server (never answers HELLO)
-        assert recv_msg(c)[0] == HELLO
+        c, d = _setup_session(s.port)                   # a session set up and idle: it holds the server
         t0 = time.monotonic()
         r = tcptest(s.port, "-r", "1", *FAST, "--json", path("busy.json"), timeout=60)
         waited = time.monotonic() - t0
@@ -536,8 +536,129 @@ def case_busy():
         assert "busy" in r.stderr and "may take up to" in r.stderr and "127.0.0.1" in r.stderr, r.stderr
         assert "busy" in load_json("busy.json")["error"]
         c.close()
+        d.close()
+        time.sleep(0.3)
         ok(tcptest(s.port, "-r", "1", *FAST))           # the server is free again once the holder is gone
     assert s.was_alive
+
+
+def case_busy_reveals_nothing():
+    """While a session runs, a peer that has not authenticated learns nothing about it: no "busy", no address of
+    the client being served; only an authenticated client is told."""
+    secret = path("secret")
+    with open(secret, "w") as f:
+        f.write("correct horse battery staple\n")
+    wrong = path("wrong")
+    with open(wrong, "w") as f:
+        f.write("not the secret\n")
+    with Server("--auth-file", secret, "--max-session-time", "120") as s:
+        holder = subprocess.Popen([os.path.join(BIN, "nr-tcptest"), "-h", "127.0.0.1", "-p", str(s.port), "-r", "20",
+                                   "-t", "0.5", "--auth-file", secret], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.0)
+            assert holder.poll() is None, holder.communicate()
+            # Says nothing at all: HELLO (the server's name and a nonce) and then the handshake timeout, no busy.
+            c = connect(s.port)
+            mtype, body = recv_msg(c)
+            assert mtype == HELLO, mtype
+            c.sendall(client_hello())                     # no MAC: not authenticated
+            mtype, body = recv_msg(c)
+            assert mtype == ERROR, mtype
+            text = error_text(body)
+            assert "busy" not in text and "127.0.0.1" not in text and "running" not in text, text
+            c.close()
+            r = tcptest(s.port, "-r", "1", *FAST, "--auth-file", wrong)
+            assert r.returncode == 1 and "busy" not in r.stderr and "127.0.0.1:" not in r.stderr, r.stderr
+            assert "authentication failed" in r.stderr or "shared secret" in r.stderr, r.stderr
+            r = tcptest(s.port, "-r", "1", *FAST, "--auth-file", secret)
+            assert r.returncode == 1 and "busy" in r.stderr and "127.0.0.1" in r.stderr, r.stderr
+        finally:
+            holder.kill()
+            holder.communicate()
+    assert s.was_alive
+
+
+def _open_idle(port, n):
+    """n connections that connect and then say nothing (non-blocking connects: none waits for the server)."""
+    socks = []
+    for _ in range(n):
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.setblocking(False)
+        c.connect_ex(("127.0.0.1", port))
+        socks.append(c)
+    return socks
+
+
+def _time_real_client(port):
+    """Seconds from connect to WELCOME (or ERROR) for a raw client that answers HELLO at once."""
+    t0 = time.monotonic()
+    c = socket.create_connection(("127.0.0.1", port), timeout=60)
+    mtype, _ = recv_msg(c, timeout=60)
+    assert mtype == HELLO, mtype
+    c.sendall(client_hello())
+    mtype, body = recv_msg(c, timeout=60)
+    waited = time.monotonic() - t0
+    c.close()
+    return waited, mtype, body
+
+
+def case_idle_connections():
+    """Many idle connections (connect, send nothing) do not hold a real client: with 1,000 open (or as many as the
+    file-descriptor limit allows here) the next real client is served within 1 s; it was N x the handshake timeout.
+    Prints the measured wait."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    n = min(1000, soft - 64)
+    if n < 50:
+        print(f"only {soft} file descriptors: skipped")
+        sys.exit(77)
+    with Server() as s:                                  # default --handshake-timeout 5 s
+        idle = _open_idle(s.port, n)
+        time.sleep(0.5)                                  # let the server accept them all
+        try:
+            waited, mtype, body = _time_real_client(s.port)
+            print(f"idle connections: {n}; the next real client waited {waited:.3f} s for WELCOME")
+            assert mtype == WELCOME, (mtype, body)
+            assert waited < 1.0, f"{n} idle connections held a real client {waited:.1f} s"
+            t0 = time.monotonic()
+            ok(tcptest(s.port, "-r", "1", *FAST, "--json", path("idle.json")))
+            print(f"a whole nr-tcptest run with them still open: {time.monotonic() - t0:.3f} s")
+            check_fixed(load_json("idle.json"), 1, 1)
+            # More idle connections than the server keeps pending: the oldest are dropped, a real client is served.
+        finally:
+            for c in idle:
+                c.close()
+    assert s.was_alive, s.stderr
+
+
+def case_idle_connections_overflow():
+    """More idle connections than --max-pending: the oldest pending ones are dropped, a real client is served."""
+    with Server("--max-pending", "16") as s:
+        idle = _open_idle(s.port, 100)
+        time.sleep(0.5)
+        try:
+            waited, mtype, body = _time_real_client(s.port)
+            print(f"100 idle connections, 16 kept pending: the next real client waited {waited:.3f} s")
+            assert mtype == WELCOME and waited < 1.0, (mtype, waited)
+            closed = 0
+            for c in idle:                               # HELLO first, then the end of a dropped connection
+                try:
+                    while c.recv(4096, socket.MSG_DONTWAIT):
+                        pass
+                    closed += 1
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed += 1
+            assert closed >= 80, f"only {closed} of 100 idle connections were dropped"
+        finally:
+            for c in idle:
+                c.close()
+    assert s.was_alive, s.stderr
 
 
 def case_session_cap():
@@ -676,13 +797,50 @@ def case_client_survives_server_death():
     assert j["status"] == "error" and j["error"]
 
 
+def case_calibration_stall():
+    """One 60-ms stall in the first calibration probe (one 8-KiB message) of a 0.5-s target used to leave every
+    repetition at 9 iterations: the run ended in milliseconds and said ok. Now the probes are checked against each
+    other and the first repetition against the target: every repetition lasts at least half the target, and the
+    JSON says what was asked and achieved."""
+    if not STALL_SHIM or not os.path.exists(STALL_SHIM):
+        print("no stall shim built: skipped")
+        sys.exit(77)
+    env = dict(os.environ, LD_PRELOAD=STALL_SHIM, NR_STALL="8192:1:60",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    with Server() as s:
+        cmd = [os.path.join(BIN, "nr-tcptest"), "-h", "127.0.0.1", "-p", str(s.port), "-r", "3", "-t", "0.5",
+               "-m", "8k", "-d", "8k", "-v", "--json", path("stall.json")]
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        took = time.monotonic() - t0
+        ok(r)
+        j = load_json("stall.json")
+        cal = j["calibration"]
+        print(f"stalled probe: {j['options']['iterations']} iterations, repetitions "
+              f"{[round(x['client']['elapsed_s'], 3) for x in j['repetitions']]} s, probes {cal['probes']}, "
+              f"whole run {took:.2f} s")
+        assert cal["target_s"] == 0.5 and cal["runs"] == 3 and cal["short_runs"] == 0, cal
+        assert "warning" not in cal, cal
+        assert j["options"]["iterations"] > 100, j["options"]
+        for rep in j["repetitions"]:
+            assert rep["client"]["elapsed_s"] >= 0.25, rep
+        assert took >= 0.75, f"3 repetitions of 0.5 s took {took:.2f} s"
+        # The same stall with a fixed count is no calibration matter: fixed_count, no warning.
+        ok(tcptest(s.port, "-r", "2", "--iterations", "5", "-m", "8k", "--json", path("fixed.json")))
+        cal = load_json("fixed.json")["calibration"]
+        assert cal["fixed_count"] is True and cal["short_runs"] == 0 and "warning" not in cal, cal
+    assert s.was_alive
+
+
 def main():
-    global BIN, TMP
+    global BIN, TMP, STALL_SHIM
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
+    ap.add_argument("--stall-shim", default="")
     ap.add_argument("case")
     a = ap.parse_args()
     BIN = a.bin
+    STALL_SHIM = a.stall_shim
     fn = globals().get("case_" + a.case)
     if not fn:
         print(f"unknown case {a.case}", file=sys.stderr)

@@ -499,6 +499,8 @@ struct fake_probe {
     double us_per_iter;
     int probes;
     int fail_at;
+    int stall_at;      /* this probe (1-based) is delayed by stall_s, as a descheduled process would be */
+    double stall_s;
 };
 
 static int fake_probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_error *err)
@@ -506,27 +508,94 @@ static int fake_probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_er
     struct fake_probe *f = ctx;
     if (++f->probes == f->fail_at)
         return nr_error_set(err, NR_E_NET, "probe %d failed", f->probes);
-    *elapsed_s = (double)n * f->us_per_iter * 1e-6;
+    *elapsed_s = (double)n * f->us_per_iter * 1e-6 + (f->probes == f->stall_at ? f->stall_s : 0);
     return 0;
 }
 
-/* The calibration shared by nr-mpitest and nr-tcptest: probes grow until one lasts a tenth of the target, then the
- * count is scaled to the target; capped; a probe's error is returned. */
+/* The calibration shared by nr-mpitest and nr-tcptest: probes grow until one lasts a tenth of the target, that
+ * count is probed again and the fastest probe decides, the count is scaled to the target; capped; a probe's error is
+ * returned; one stalled probe cannot shrink the count; a first measured run that falls short is re-run with a
+ * rescaled count, and a test whose runs mostly fell short fails with the figures. */
 static void test_calibrate(void)
 {
     struct nr_error e;
     nr_error_clear(&e);
-    struct fake_probe f = {1.0, 0, 0};
+    struct nr_calib c;
+    struct fake_probe f = {1.0, 0, 0, 0, 0};
     uint64_t n = 0;
-    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, (uint64_t)1 << 40, &n, &e) == 0);
+    nr_calib_init(&c, 0.1, (uint64_t)1 << 40);
+    CHECK(nr_calibrate(fake_probe_run, &f, &c, &n, &e) == 0);
     CHECK(n == 100000);               /* 0.1 s of 1-us iterations */
-    CHECK(f.probes >= 2 && f.probes <= 8);
-    f = (struct fake_probe){1.0, 0, 0};
-    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, 5000, &n, &e) == 0 && n == 5000);
-    f = (struct fake_probe){200000.0, 0, 0}; /* 0.2 s per iteration: one probe says it all */
-    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, 1000, &n, &e) == 0 && n == 1 && f.probes == 1);
-    f = (struct fake_probe){1.0, 0, 2};
-    CHECK(nr_calibrate(fake_probe_run, &f, 0.1, 1000000, &n, &e) == NR_E_NET);
+    CHECK(f.probes >= 3 && f.probes <= 9 && c.probes == (unsigned)f.probes);
+    f = (struct fake_probe){1.0, 0, 0, 0, 0};
+    nr_calib_init(&c, 0.1, 5000);
+    CHECK(nr_calibrate(fake_probe_run, &f, &c, &n, &e) == 0 && n == 5000);
+    f = (struct fake_probe){200000.0, 0, 0, 0, 0}; /* 0.2 s per iteration: one count, confirmed once */
+    nr_calib_init(&c, 0.1, 1000);
+    CHECK(nr_calibrate(fake_probe_run, &f, &c, &n, &e) == 0 && n == 1 && f.probes == 2);
+    f = (struct fake_probe){1.0, 0, 2, 0, 0};
+    nr_calib_init(&c, 0.1, 1000000);
+    CHECK(nr_calibrate(fake_probe_run, &f, &c, &n, &e) == NR_E_NET);
+    nr_error_clear(&e);
+
+    /* The reported failure: a 60-ms stall in the first probe (1 iteration of 100 us) of a 0.5-s target gave 9
+     * iterations. Now the stalled count is probed again and the fast rate decides: 5000 iterations. */
+    for (int at = 1; at <= 6; at++) {
+        f = (struct fake_probe){100.0, 0, 0, at, 0.060};
+        nr_calib_init(&c, 0.5, (uint64_t)1 << 40);
+        CHECK(nr_calibrate(fake_probe_run, &f, &c, &n, &e) == 0);
+        CHECK(n >= 4900 && n <= 5100);
+    }
+
+    /* A count that came out too small anyway: the first measured run (0.05 s of a 0.5-s target) is re-run with
+     * the count its own rate gives, at most NR_CALIB_RECHECKS times; at the cap or long enough it is kept. */
+    nr_calib_init(&c, 0.5, (uint64_t)1 << 40);
+    int rechecks = 0;
+    uint64_t next = 0;
+    CHECK(nr_calib_recheck(&c, 500, 0.05, &rechecks, &next) == 1 && next == 5000 && c.recalibrations == 1);
+    CHECK(nr_calib_recheck(&c, 5000, 0.45, &rechecks, &next) == 0 && next == 5000);
+    CHECK(nr_calib_recheck(&c, 5000, 0.1, &rechecks, &next) == 1 && next == 25000);
+    CHECK(nr_calib_recheck(&c, 25000, 0.1, &rechecks, &next) == 0 && rechecks == NR_CALIB_RECHECKS);
+    nr_calib_init(&c, 0.5, 600);
+    rechecks = 0;
+    CHECK(nr_calib_recheck(&c, 500, 0.05, &rechecks, &next) == 1 && next == 600);
+    CHECK(nr_calib_recheck(&c, 600, 0.06, &rechecks, &next) == 0);
+    nr_calib_init(&c, 0, 600);        /* a fixed count (--iterations) is never re-run */
+    rechecks = 0;
+    CHECK(nr_calib_recheck(&c, 5, 0.001, &rechecks, &next) == 0);
+
+    /* The verdict: one short run is a warning, most runs short fail the test; runs at the cap are not short. */
+    nr_calib_init(&c, 0.5, 1000);
+    nr_calib_record(&c, 100, 0.5);
+    nr_calib_record(&c, 100, 0.1);
+    nr_calib_record(&c, 1000, 0.1);
+    CHECK(c.runs == 3 && c.short_runs == 1 && c.capped_runs == 1 && c.achieved_min_s == 0.1);
+    CHECK(nr_calib_verdict(&c, &e) == 0);
+    nr_calib_record(&c, 100, 0.2);
+    CHECK(nr_calib_verdict(&c, &e) == 0);  /* 2 of 4: not most */
+    nr_calib_record(&c, 100, 0.2);
+    CHECK(nr_calib_verdict(&c, &e) == NR_E_VALIDATE && strstr(e.detail, "3 of 5 measured runs"));
+    nr_error_clear(&e);
+    nr_calib_init(&c, 0, 1000);
+    nr_calib_record(&c, 3, 0.0001);
+    CHECK(nr_calib_verdict(&c, &e) == 0 && c.short_runs == 0);
+
+    /* The JSON object, with the warning only when a run fell short. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    struct nr_json j;
+    nr_json_init(&j, mf);
+    nr_json_begin_object(&j);
+    nr_calib_init(&c, 0.5, 1000);
+    nr_calib_record(&c, 100, 0.1);
+    nr_calib_json(&j, &c);
+    nr_json_end_object(&j);
+    CHECK(nr_json_finish(&j) == 0);
+    fclose(mf);
+    CHECK(strstr(buf, "\"calibration\"") && strstr(buf, "\"target_s\": 0.5") && strstr(buf, "\"short_runs\": 1") &&
+          strstr(buf, "\"warning\": \"1 of 1 measured runs lasted less than 50 % of the 0.5-s target"));
+    free(buf);
 }
 
 /* Buffers are written in full, never with zero bytes (a zero page is what an untouched buffer reads), and the

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import tabulate
 import yaml
 
 from netregress import baselines, interconnects, references, site
@@ -199,10 +200,10 @@ def band_table(bands: Iterable[tuple[float, float]]) -> str:
                     1 / (1 + lower) if lower is not None and lower > -1 else float('inf'))
         counts[next(i for i, e in enumerate(edges) if width <= e + 1e-9)] += 1
     total = sum(counts) or 1
-    rows = [f'{"widest side":>14} {"bands":>7} {"share":>7}']
     labels = ['<= 1.10x', '<= 1.25x', '<= 1.50x', '<= 2x', '<= 4x', '<= 10x', '> 10x / open']
-    rows += [f'{label:>14} {n:7d} {100 * n / total:6.1f}%' for label, n in zip(labels, counts)]
-    return '\n'.join(rows)
+    rows = [[label, n, f'{100 * n / total:.1f}%'] for label, n in zip(labels, counts)]
+    return tabulate.tabulate(rows, headers=['widest side', 'bands', 'share'], tablefmt='simple',
+                             colalign=('right', 'right', 'right'), disable_numparse=True)
 
 
 def _reference_bands(refset: references.ReferenceSet) -> list[tuple[float, float]]:

@@ -14,6 +14,8 @@ import argparse
 import sys
 from typing import Mapping, Sequence
 
+import tabulate
+
 from . import report as rpt
 
 #: (column, metric key of report.py, factor, better): the seed's columns in this project's figures.
@@ -64,31 +66,35 @@ def leader(values: Mapping[str, float], better: str) -> str:
     return pick(values, key=values.get)
 
 
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown (pipe) table, one line each, by tabulate (cells as given: no number parsing)."""
+    return tabulate.tabulate(rows, headers=header, tablefmt='github', disable_numparse=True).splitlines()
+
+
 def micro_table(section: rpt.Section) -> list[str]:
     fig = figures(section)
     envs = [e for e in section.environs if e != 'gnu']
-    lines = ['| build | ' + ' | '.join(c[0] for c in COLUMNS) + ' |', '|---|' + '---|' * len(COLUMNS)]
+    rows = []
     tcp = []
     for _, key, factor, _ in COLUMNS:
         tkey, tfactor = TCP_COLUMNS[key]
         v = fig.get(tkey, {}).get('gnu')
         tcp.append(_fmt(None if v is None else v * tfactor))
-    lines.append('| TCP (nr-tcptest, NPtcp) | ' + ' | '.join(tcp) + ' |')
-    leads = []
+    rows.append(['TCP (nr-tcptest, NPtcp)', *tcp])
     for env in envs:
         cells = []
         for _, key, factor, _ in COLUMNS:
             v = fig.get(key, {}).get(env)
             cells.append(missing(section, key, env) if v is None else _fmt(v * factor))
-        lines.append(f'| {env} | ' + ' | '.join(cells) + ' |')
-    for _, key, _, better in COLUMNS:
-        leads.append(leader({e: v for e, v in fig.get(key, {}).items() if e in envs}, better))
+        rows.append([env, *cells])
+    leads = [leader({e: v for e, v in fig.get(key, {}).items() if e in envs}, better)
+             for _, key, _, better in COLUMNS]
     for name, text in EXTRA_ROWS:
         if name.startswith('LAM') and any(e.startswith('lam') for e in envs):
             continue                      # measured in this run: its own row above
-        lines.append(f'| {name} | {text} |' + ' |' * (len(COLUMNS) - 1))
-    lines.append('| **leads** | ' + ' | '.join(leads) + ' |')
-    return lines
+        rows.append([name, text] + [''] * (len(COLUMNS) - 1))
+    rows.append(['**leads**', *leads])
+    return markdown(['build'] + [c[0] for c in COLUMNS], rows)
 
 
 def macro_table(section: rpt.Section, size_label: str = '1 MB') -> list[str]:
@@ -100,7 +106,7 @@ def macro_table(section: rpt.Section, size_label: str = '1 MB') -> list[str]:
     envs = [e for e in section.environs if e != 'gnu']
     if not rows:
         return ['No multi-rank figure in this run on this interconnect.']
-    lines = ['| figure | ' + ' | '.join(envs) + ' | leads |', '|---|' + '---|' * (len(envs) + 1)]
+    table = []
     wins = {e: 0 for e in envs}
     for row in rows:
         values = {e: c.figure.value for e, c in row.cells.items() if c.figure is not None and e in envs}
@@ -108,9 +114,9 @@ def macro_table(section: rpt.Section, size_label: str = '1 MB') -> list[str]:
         if best in wins:
             wins[best] += 1
         cells = [_fmt(values[e]) if e in values else missing(section, row.metric.key, e) for e in envs]
-        lines.append(f'| {rpt.row_label(row.metric)} | ' + ' | '.join(cells) + f' | {best} |')
-    lines.append(f'| **figures led** (of {len(rows)}) | ' + ' | '.join(str(wins[e]) for e in envs) + ' | |')
-    return lines
+        table.append([rpt.row_label(row.metric), *cells, best])
+    table.append([f'**figures led** (of {len(rows)})', *(str(wins[e]) for e in envs), ''])
+    return markdown(['figure', *envs, 'leads'], table)
 
 
 def nas_table(section: rpt.Section) -> list[str]:
@@ -119,12 +125,9 @@ def nas_table(section: rpt.Section) -> list[str]:
     if not keys:
         return ['No NAS figure in this run on this interconnect.']
     envs = [e for e in section.environs if any(e in fig[k] for k in keys)]
-    lines = ['| kernel (Mop/s) | ' + ' | '.join(envs) + ' | leads |', '|---|' + '---|' * (len(envs) + 1)]
-    for key in keys:
-        kernel = key.split(':')[0][len('npb.'):].upper()
-        lines.append(f'| {kernel} | ' + ' | '.join(_fmt(fig[key].get(e)) for e in envs)
-                     + f' | {leader(fig[key], "higher")} |')
-    return lines
+    rows = [[key.split(':')[0][len('npb.'):].upper(), *(_fmt(fig[key].get(e)) for e in envs),
+             leader(fig[key], 'higher')] for key in keys]
+    return markdown(['kernel (Mop/s)', *envs, 'leads'], rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,464 @@
+"""The run report's table model (tools/report): reading a run, a test case's figures, and the sections they fill.
+
+A section is one system, partition and interconnect; its tables put the MPI builds (ReFrame environments) side
+by side, one row per figure, each cell the figure, its ratio to the best build and its verdict, or why the build
+has none. :mod:`netregress_postrun.report` writes them; :mod:`netregress_postrun.seed004` picks from them.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from netregress import references
+from . import runsummary
+
+REPORT_DIR = 'report'
+REPORT_GLOB = 'report-*.json'
+#: MPI builds in the order the suite names them; any other environment follows alphabetically, ``gnu`` last.
+ENV_ORDER = ['openmpi4', 'mpich4', 'openmpi5', 'mpich5', 'intelmpi']
+INTERCONNECT_ORDER = ['shm', 'tcp']
+NOT_MEASURED = 'not measured'
+
+
+class ReportError(Exception):
+    """Bad input: the run directory or its reports cannot be read (exit status 2)."""
+
+
+# -- reading a run --------------------------------------------------------------------------------------------------
+
+@dataclass
+class RunReport:
+    """One ReFrame run report and what :func:`runsummary.analyse` makes of it."""
+    path: Path
+    data: Mapping
+    analysis: Mapping
+
+    @property
+    def session(self) -> Mapping:
+        return self.data.get('session_info') or {}
+
+    @property
+    def cases(self) -> list[Mapping]:
+        return list(self.analysis['final'].values())
+
+
+def load_run(run_dir: Path) -> list[RunReport]:
+    """The run reports of ``run_dir``; :class:`ReportError` when there is none or one is unreadable."""
+    if not run_dir.exists():
+        raise ReportError(f'{run_dir}: no such directory')
+    if not run_dir.is_dir():
+        raise ReportError(f'{run_dir}: not a directory (give the run directory holding report-<system>.json)')
+    files = sorted(run_dir.glob(REPORT_GLOB))
+    if not files:
+        raise ReportError(f'{run_dir}: no ReFrame run report ({REPORT_GLOB}) in it; a run still going, or one '
+                          f'that stopped before ReFrame wrote its report, has none')
+    reports = []
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ReportError(f'{path}: unreadable run report ({err})') from err
+        if not isinstance(data, dict) or not isinstance(data.get('runs'), list):
+            raise ReportError(f'{path}: not a ReFrame run report (no "runs" list)')
+        reports.append(RunReport(path, data, runsummary.analyse(data)))
+    return reports
+
+
+def env_key(env: str) -> tuple:
+    if env in ENV_ORDER:
+        return (0, ENV_ORDER.index(env), env)
+    return (2 if env == 'gnu' else 1, 0, env)
+
+
+def interconnect_key(name: str) -> tuple:
+    return (INTERCONNECT_ORDER.index(name), '') if name in INTERCONNECT_ORDER else (len(INTERCONNECT_ORDER), name)
+
+
+def test_name(tc: Mapping) -> str:
+    """The case's ``ref_test`` (``mpitest.latency``); a case skipped before its hooks set it (ReFrame writes
+    ``<undefined>``) is named by its check and parameters less the interconnect (``nas %case=is-np2``)."""
+    ref_test = tc.get('ref_test')
+    if ref_test and ref_test != '<undefined>':
+        return str(ref_test)
+    name = re.sub(r'\s*%interconnect=\S+', '', str(tc.get('display_name') or tc.get('basename') or '?'))
+    return name.split(' ~')[0].strip() or '?'
+
+
+def case_status(tc: Mapping) -> str:
+    """'failed', 'skipped', 'aborted' or 'passed'."""
+    return {'fail': 'failed', 'skip': 'skipped', 'abort': 'aborted', 'pass': 'passed'}.get(tc.get('result'),
+                                                                                       str(tc.get('result')))
+
+
+# -- figures of a test case -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Metric:
+    """A row of a comparison table: one figure, the same for every MPI build."""
+    key: str                 # ref_test:var, unique within a section
+    label: str
+    unit: str
+    better: str | None       # 'higher', 'lower', or None (no ratio to the best build)
+    order: tuple
+
+
+@dataclass
+class Figure:
+    """One measured figure of one test case."""
+    metric: Metric
+    environ: str
+    value: float
+    reference: float | None
+    lower: float | None
+    upper: float | None
+    verdict: str             # 'pass', 'fail', 'no reference'
+    case: Mapping
+
+
+_SIZED = re.compile(r'^(?P<name>.+)@(?P<size>\d+)$')
+_COLL = re.compile(r'^(?P<test>\w+)_rate_kbps$', re.I)
+_FAMILY_ORDER = ['mpitest.latency', 'mpitest.stream', 'mpitest.pingpong', 'netpipe.mpi', 'imb.pingpong', 'mpicoll',
+                 'ebb', 'osu.', 'npb.', 'mpitest.sweep', 'tcp.rtt', 'tcp.stream', 'tcp.pingpong', 'iperf3',
+                 'netpipe.tcp', 'tcp.sweep', 'links', 'nodes']
+
+
+def size_label(size: int) -> str:
+    """1048576 -> '1 MiB', 1000000 -> '1 MB', 4096 -> '4 KiB', 8 -> '8 B'."""
+    for factor, unit in ((2 ** 20, 'MiB'), (10 ** 6, 'MB'), (2 ** 10, 'KiB'), (10 ** 3, 'kB')):
+        if size >= factor and size % factor == 0:
+            return f'{size // factor} {unit}'
+    return f'{size} B'
+
+
+def split_var(var: str) -> tuple[str, int | None]:
+    m = _SIZED.match(var)
+    return (m['name'], int(m['size'])) if m else (var, None)
+
+
+def _family(ref_test: str) -> int:
+    for i, prefix in enumerate(_FAMILY_ORDER):
+        if ref_test.startswith(prefix):
+            return i
+    return len(_FAMILY_ORDER)
+
+
+def _better(var: str) -> str | None:
+    """'lower' or 'higher'; None for a figure that is itself a ratio (builds are not ranked on it)."""
+    name = var.lower()
+    if 'ratio' in name or 'fraction' in name:
+        return None
+    return 'lower' if references.lower_is_better(var) else 'higher'
+
+
+def describe(ref_test: str, var: str, unit: str, tc: Mapping, seen: int) -> Metric:
+    """The table row of performance variable ``var`` of a case with ``ref_test`` (``seen``: its position in the
+    case's perfvalues, which keeps the check's own order, e.g. the 13 collective tests in the paper's order)."""
+    name, size = split_var(var)
+    fam = _family(ref_test)
+    order = (fam, '', seen, size or 0)       # (family, sub-group, position, size): one type per slot
+    parts = ref_test.split('.')
+    label = f'{ref_test} {var}'
+    if ref_test in ('mpitest.latency', 'tcp.rtt'):
+        what = f'{size_label(int(tc.get("size_bytes") or 8))} ' + (
+            'latency (nr-mpitest)' if ref_test == 'mpitest.latency' else 'round trip (nr-tcptest)')
+        peer = 'NetPIPE or IMB' if ref_test == 'mpitest.latency' else 'NPtcp'   # one row for every build
+        label = {'rtt_us': what, 'peer_rtt_us': f'{peer} beside {what}',
+                 'ratio_to_peer': f'{what}: ratio to {peer}'}.get(name, label)
+    elif ref_test.startswith('mpitest.') and len(parts) == 3 and parts[1] in ('stream', 'pingpong'):
+        what = f'{size_label(int(tc.get("message_bytes") or 2 ** 20))} {parts[1]}, {parts[2]} (nr-mpitest)'
+        label = {'throughput_mbps': f'{what}', 'fraction_of_link': f'{what}: fraction of link rate',
+                 'ratio_to_iperf3': f'{what}: ratio to iperf3', 'iperf3_mbps': f'iperf3 beside {what}'}.get(name, label)
+        order = (fam, f'{parts[2] != "blocking":d}{name != "throughput_mbps":d}', seen, 0)
+    elif ref_test.startswith('mpitest.sweep') or ref_test.startswith('tcp.sweep'):
+        kind = 'nr-mpitest' if ref_test.startswith('mpitest') else 'nr-tcptest'
+        label = f'{parts[-1]} sweep @ {size_label(size)} ({kind})' if size else label
+        order = (fam, parts[-1], size or 0, seen)
+    elif ref_test in ('netpipe.mpi', 'netpipe.tcp'):
+        what = 'NetPIPE MPI' if ref_test == 'netpipe.mpi' else 'NetPIPE TCP'
+        label = {'latency_us': f'{what} latency', 'max_throughput_mbps': f'{what} peak'}.get(name, label)
+    elif ref_test == 'imb.pingpong':
+        label = {'latency_us': 'IMB PingPong latency',
+                 'bandwidth_mbs': f'IMB PingPong bandwidth @ {size_label(size or 0)}'}.get(name, label)
+    elif ref_test == 'mpicoll':
+        m = _COLL.match(name)
+        if m and size:
+            label = f'{m["test"]} rate @ {size_label(size)}'
+            order = (fam, '', size, seen)
+        else:
+            order = (fam, '', -1, seen)
+    elif ref_test == 'ebb' and name == 'ebb_mibps':
+        label = 'effective bisection bandwidth (nr-ebb)'
+    elif ref_test.startswith('osu.') and size:
+        label = f'OSU {parts[1]} {name} @ {size_label(size)}'
+    elif ref_test.startswith('npb.'):
+        label = f'NAS {".".join(parts[1:]).upper()} {name}'
+    elif ref_test.startswith('tcp.') and len(parts) == 3:
+        order = (fam, f'{parts[2] != "blocking":d}{name != "throughput_mbps":d}', seen, 0)
+        label = {'throughput_mbps': f'TCP {parts[1]}, {parts[2]} (nr-tcptest)',
+                 'fraction_of_link': f'TCP {parts[1]}, {parts[2]}: fraction of link rate',
+                 'ratio_to_iperf3': f'TCP {parts[1]}, {parts[2]}: ratio to iperf3',
+                 'iperf3_mbps': f'iperf3 beside TCP {parts[1]}, {parts[2]}'}.get(name, label)
+    elif ref_test == 'iperf3.stream':
+        label = {'throughput_mbps': 'iperf3 stream'}.get(name, label)
+    return Metric(key=f'{ref_test}:{var}', label=label, unit=unit, better=_better(name), order=order)
+
+
+def _osu_kept(perfvalues: Mapping) -> set[str]:
+    """OSU reports every size: keep the latency at 8 B (else the smallest size) and the rest at the largest."""
+    sizes: dict[str, list[int]] = collections.defaultdict(list)
+    for var in perfvalues:
+        name, size = split_var(var)
+        if size is not None:
+            sizes[name].append(size)
+    kept = {var for var in perfvalues if split_var(var)[1] is None}
+    for name, found in sizes.items():
+        pick = (8 if 8 in found else min(found)) if 'latency' in name else max(found)
+        kept.add(f'{name}@{pick}')
+    return kept
+
+
+def verdict(lower: float | None, upper: float | None, result: str | None) -> str:
+    if lower is None and upper is None:
+        return 'no reference'
+    return result if result in ('pass', 'fail') else str(result)
+
+
+def case_figures(tc: Mapping) -> list[Figure]:
+    """Every performance figure of a test case (an OSU case: one size per metric)."""
+    pvs = {}
+    for key, entry in (tc.get('perfvalues') or {}).items():
+        var = key.split(':', 2)[-1]
+        pvs[var] = entry
+    ref_test = test_name(tc)
+    kept = _osu_kept(pvs) if ref_test.startswith('osu.') else set(pvs)
+    figures = []
+    for seen, (var, entry) in enumerate(pvs.items()):
+        if var not in kept:
+            continue
+        try:
+            value, ref, lower, upper, unit, result = entry
+            value = float(value)
+        except (TypeError, ValueError):
+            continue                     # a figure ReFrame could not evaluate: the case's failure says so
+        if math.isnan(value):
+            continue
+        figures.append(Figure(metric=describe(ref_test, var, unit or '', tc, seen), environ=tc.get('environ', '?'),
+                              value=value, reference=ref, lower=lower, upper=upper,
+                              verdict=verdict(lower, upper, result), case=tc))
+    return figures
+
+
+# -- sections: one per system, partition and interconnect -----------------------------------------------------------
+
+@dataclass
+class Cell:
+    """One build's entry in a row: a figure, or why there is none."""
+    figure: Figure | None = None
+    ratio: float | None = None
+    missing: str = NOT_MEASURED
+
+
+@dataclass
+class Row:
+    metric: Metric
+    cells: dict[str, Cell]
+
+
+@dataclass
+class Table:
+    """The builds side by side: MPI builds in one table, the TCP kernels and peers (no MPI) in another."""
+    title: str
+    environs: list[str]
+    rows: list[Row] = field(default_factory=list)
+    transports: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Section:
+    system: str
+    partition: str
+    interconnect: str
+    cases: list[Mapping] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    environs: list[str] = field(default_factory=list)
+    #: tests with a case here but no figure at all, grouped: (tests, '<status>: <builds>; ...')
+    unmeasured: list[tuple[list[str], str]] = field(default_factory=list)
+    images: list[tuple[str, str]] = field(default_factory=list)       # (file name, caption)
+    figure_notes: list[str] = field(default_factory=list)
+    #: end of the run that measured it (files written later belong to another run)
+    run_end: float | None = None
+
+    @property
+    def title(self) -> str:
+        return f'{self.interconnect} on {self.system}:{self.partition}'
+
+    @property
+    def rows(self) -> list[Row]:
+        return [row for table in self.tables for row in table.rows]
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r'[^A-Za-z0-9_.-]+', '_', f'{self.system}-{self.partition}-{self.interconnect}')
+
+
+def ratio_to_best(metric: Metric, values: Mapping[str, float]) -> dict[str, float]:
+    """1.0 for the best build; below 1 worse (value / best, or best / value where lower is better); none for a
+    figure that is itself a ratio, or when fewer than two builds measured it."""
+    usable = {env: v for env, v in values.items() if v > 0}
+    if not metric.better or len(usable) < 2:        # one build is compared with nobody
+        return {}
+    if metric.better == 'higher':
+        best = max(usable.values())
+        return {env: v / best for env, v in usable.items()}
+    best = min(usable.values())
+    return {env: best / v for env, v in usable.items()}
+
+
+def build_sections(cases: Iterable[Mapping]) -> list[Section]:
+    """Group the final test cases that have an interconnect into sections and fill their tables."""
+    sections: dict[tuple, Section] = {}
+    for tc in cases:
+        ic = tc.get('interconnect')
+        if not ic:
+            continue
+        key = (tc.get('system') or '?', tc.get('partition') or '?', ic)
+        sections.setdefault(key, Section(*key)).cases.append(tc)
+    for sec in sections.values():
+        fill_section(sec)
+    return [sections[k] for k in sorted(sections, key=lambda k: (k[0], k[1], interconnect_key(k[2])))]
+
+
+def is_mpi_case(tc: Mapping) -> bool:
+    """An MPI check (every one carries ``check_transport``); the TCP kernels and peers do not."""
+    return 'check_transport' in tc
+
+
+def _env_list(envs: Iterable[str]) -> str:
+    """'openmpi4, mpich4 (2 cases each)' / 'gnu'."""
+    count = collections.Counter(envs)
+    names = ', '.join(sorted(count, key=env_key))
+    per = set(count.values())
+    return names if per == {1} else f'{names} ({max(per)} cases each)' if len(per) == 1 else \
+        ', '.join(f'{e} ({count[e]})' for e in sorted(count, key=env_key))
+
+
+def fill_section(sec: Section) -> None:
+    sec.environs = sorted({tc.get('environ') or '?' for tc in sec.cases}, key=env_key)
+    figures: dict[str, dict[str, Figure]] = collections.defaultdict(dict)
+    metrics: dict[str, Metric] = {}
+    mpi_metric: dict[str, bool] = {}
+    measured_tests = set()
+    for tc in sec.cases:
+        for fig in case_figures(tc):
+            metrics.setdefault(fig.metric.key, fig.metric)
+            mpi_metric.setdefault(fig.metric.key, is_mpi_case(tc))
+            figures[fig.metric.key][fig.environ] = fig
+            measured_tests.add(test_name(tc))
+    # why a build has no figure for a test: the status of its case of that test (a failed case has no figures)
+    status: dict[tuple, str] = {}
+    for tc in sec.cases:
+        status[(test_name(tc), tc.get('environ'))] = case_status(tc)
+    for mpi, title in ((True, 'MPI builds'), (False, 'TCP kernels and peers (no MPI)')):
+        envs = [e for e in sec.environs if any(is_mpi_case(tc) == mpi and tc.get('environ') == e
+                                               for tc in sec.cases)]
+        table = Table(title, envs)
+        for mkey in sorted((k for k in metrics if mpi_metric[k] == mpi), key=lambda k: metrics[k].order):
+            metric = metrics[mkey]
+            ref_test = mkey.rsplit(':', 1)[0]
+            ratios = ratio_to_best(metric, {env: f.value for env, f in figures[mkey].items()})
+            cells = {}
+            for env in envs:
+                fig = figures[mkey].get(env)
+                if fig is not None:
+                    cells[env] = Cell(figure=fig, ratio=ratios.get(env))
+                else:
+                    st = status.get((ref_test, env))
+                    cells[env] = Cell(missing=st if st and st != 'passed' else NOT_MEASURED)
+            table.rows.append(Row(metric, cells))
+        for env in envs:
+            used = sorted({tc.get('nr_transports') for tc in sec.cases
+                           if tc.get('environ') == env and tc.get('nr_transports')})
+            table.transports[env] = ', '.join(used) if used else 'none reported'
+        if table.rows:
+            sec.tables.append(table)
+    by_test: dict[str, dict[str, list[str]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    for tc in sec.cases:
+        if test_name(tc) not in measured_tests:
+            by_test[test_name(tc)][case_status(tc)].append(tc.get('environ'))
+    grouped: dict[str, list[str]] = collections.defaultdict(list)
+    for test in sorted(by_test, key=lambda t: (_family(t), t)):
+        text = '; '.join(f'{st}: {_env_list(envs)}' for st, envs in sorted(by_test[test].items()))
+        grouped[text].append(test)
+    sec.unmeasured = [(tests, text) for text, tests in grouped.items()]
+
+
+def case_name(tc: Mapping) -> str:
+    return runsummary.case_name(tc)
+
+
+# -- the whole report -----------------------------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    """Everything the page, the Markdown and the CSV files show (made by :func:`netregress_postrun.report.collect`)."""
+    run_dir: Path
+    reports: list[RunReport]
+    sections: list[Section]
+    host: dict
+    host_id: str
+    builds: list[dict]
+    failures: list[dict]
+    hidden: list[dict]
+    retried: list[dict]
+    skips: list[tuple[str, list[str]]]
+    generated: str
+    #: per run report: its comparisons with earlier runs (:func:`compare_history`)
+    comparisons: list[dict] = field(default_factory=list)
+    history_note: str = ''
+
+
+# -- how a cell reads --------------------------------------------------------------------------------------------------------
+
+def fmt_number(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return '-'
+    a = abs(v)
+    if a >= 1000:
+        return f'{v:,.0f}'
+    if a >= 100:
+        return f'{v:.1f}'
+    if a >= 1:
+        return f'{v:.2f}'
+    return f'{v:.3f}' if a >= 0.01 else f'{v:.3g}'
+
+
+def fmt_ratio(r: float | None) -> str:
+    if r is None:
+        return ''
+    return f'{r:.2f}' if r >= 0.1 else f'{r:.2g}'
+
+
+def row_label(metric: Metric) -> str:
+    return f'{metric.label} ({metric.unit})' if metric.unit else metric.label
+
+
+def cell_text(cell: Cell) -> str:
+    """'12.3 (0.85) fail' (the unit is the row's) / 'skipped'."""
+    if cell.figure is None:
+        return cell.missing
+    ratio = f' ({fmt_ratio(cell.ratio)})' if cell.ratio is not None else ''
+    return f'{fmt_number(cell.figure.value)}{ratio} {cell.figure.verdict}'
+
+def bounds(fig: Figure) -> tuple[float | None, float | None]:
+    """The band in the figure's unit (ReFrame's: reference x (1 + lower) .. reference x (1 + upper))."""
+    if fig.reference is None or fig.verdict == 'no reference':
+        return None, None
+    lo = None if fig.lower is None else fig.reference * (1 + fig.lower)
+    hi = None if fig.upper is None else fig.reference * (1 + fig.upper)
+    return lo, hi
+

@@ -1,0 +1,369 @@
+"""The run report's figures (matplotlib, Agg): size curves, collective bars, ebb histogram, all-pairs heat map.
+
+Each reads the section's figures or the files a test case left behind (``result.json``, ``links.json`` in its
+output or stage directory); a file written after the run ended belongs to a later run and is not used. Each
+figure is appended to the section's ``images`` with its caption; a missing piece leaves a note, never an error.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import math
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .reportmodel import (ENV_ORDER, NOT_MEASURED, _COLL, Section, case_figures, case_name, case_status, env_key,
+                          fmt_number, size_label, split_var, test_name)
+
+#: Seconds an output file may be younger than the end of the run and still belong to it.
+FRESH_SLACK_S = 60.0
+
+
+# -- files a test case left behind ----------------------------------------------------------------------------------
+
+def case_file(tc: Mapping, name: str, run_end: float | None, notes: list[str]) -> Path | None:
+    """``name`` in the case's output directory (passed) or stage directory (failed), if it belongs to this run."""
+    for key in ('outputdir', 'stagedir'):
+        d = tc.get(key)
+        if not d:
+            continue
+        path = Path(d) / name
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        if run_end is not None and mtime > run_end + FRESH_SLACK_S:
+            notes.append(f'{path} was written after this run ended (a later run): not used')
+            continue
+        return path
+    return None
+
+
+def read_json(path: Path | None, notes: list[str]) -> Mapping | None:
+    if path is None:
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        notes.append(f'{path}: unreadable ({err}); not used')
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def sweep_series(tc: Mapping, run_end: float | None, notes: list[str]) -> tuple[list[int], list[float], str]:
+    """(sizes, Mbit/s, source) of a sweep case: every point of its result.json when kept, else the asserted
+    points from the report."""
+    doc = read_json(case_file(tc, 'result.json', run_end, notes), notes)
+    points = []
+    for p in (doc or {}).get('sweep') or []:
+        try:
+            size, mbps = int(p['size_bytes']), float(p['throughput_mbps'])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if size > 0 and mbps > 0:
+            points.append((size, mbps))
+    source = 'result.json'
+    if not points:
+        source = 'report'
+        for key, entry in (tc.get('perfvalues') or {}).items():
+            name, size = split_var(key.split(':', 2)[-1])
+            try:
+                if name == 'throughput_mbps' and size and float(entry[0]) > 0:
+                    points.append((size, float(entry[0])))
+            except (TypeError, ValueError, IndexError):
+                continue
+    points.sort()
+    return [p[0] for p in points], [p[1] for p in points], source
+
+
+# -- figures --------------------------------------------------------------------------------------------------------
+
+def env_colour(env: str) -> str:
+    """One colour per build in every figure (matplotlib's default cycle; gnu grey)."""
+    if env in ENV_ORDER:
+        return f'C{ENV_ORDER.index(env)}'
+    if env == 'gnu':
+        return 'C7'
+    return ('C5', 'C6', 'C8', 'C9')[zlib.crc32(env.encode()) % 4]
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt
+
+
+@dataclass
+class Curve:
+    """One line of the size figure: a build's benchmark, points (bytes, value)."""
+    label: str
+    environ: str
+    kind: str                # 'latency' (us, half round trip) or 'bandwidth' (Mbit/s)
+    points: list[tuple[int, float]]
+    source: str              # 'result.json' or 'report'
+    style: dict
+
+
+def osu_series(tc: Mapping) -> dict[str, list[tuple[int, float]]]:
+    """OSU's every-size figures: 'latency' (us) from ``latency_us@N``, 'bandwidth' (Mbit/s) from
+    ``bandwidth_mbs@N`` (MB/s x 8)."""
+    out: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
+    for key, entry in (tc.get('perfvalues') or {}).items():
+        name, size = split_var(key.split(':', 2)[-1])
+        try:
+            value = float(entry[0])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if not size or not value > 0:
+            continue
+        if name == 'latency_us':
+            out['latency'].append((size, value))
+        elif name == 'bandwidth_mbs':
+            out['bandwidth'].append((size, value * 8.0))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def size_curves(sec: Section, run_end: float | None) -> list[Curve]:
+    """Latency and bandwidth against message size of a section: our sweeps (a ping-pong sweep's half round trip
+    is 8 x size / its throughput, NetPIPE's one-way time; a stream sweep gives bandwidth only) and OSU."""
+    curves = []
+    for tc in sorted((t for t in sec.cases if t.get('result') in ('pass', 'fail')),
+                     key=lambda t: env_key(t.get('environ') or '')):
+        env, name = tc.get('environ') or '?', test_name(tc)
+        if name.startswith(('mpitest.sweep', 'tcp.sweep')):
+            sizes, mbps, source = sweep_series(tc, run_end, sec.figure_notes)
+            if not sizes:
+                continue
+            kind = name.split('.')[-1]
+            tcp = name.startswith('tcp.')
+            style = {'linestyle': '--' if tcp else '-', 'marker': 's' if tcp else 'o'}
+            label = f'{env} {"nr-tcptest" if tcp else "nr-mpitest"} {kind}'
+            points = list(zip(sizes, mbps))
+            curves.append(Curve(label, env, 'bandwidth', points, source, style))
+            if kind == 'pingpong':
+                curves.append(Curve(label, env, 'latency', [(s, 8.0 * s / v) for s, v in points], source, style))
+        elif name.startswith('osu.'):
+            for kind, points in osu_series(tc).items():
+                curves.append(Curve(f'{env} OSU {name.split(".", 1)[1]}', env, kind, points, 'report',
+                                    {'linestyle': ':', 'marker': '^'}))
+    return curves
+
+
+def _plain(value: float, _pos=None) -> str:
+    """Tick label of a log axis: 200, not 2 x 10^2 (minor ticks between decades only where they fit)."""
+    return f'{value:g}' if value > 0 else ''
+
+
+def plot_sweeps(sec: Section, out: Path, run_end: float | None) -> None:
+    """Latency and bandwidth against message size per build, log axes, one figure per section (NetPIPE's two
+    graphs, seed 004's figure)."""
+    curves = size_curves(sec, run_end)
+    if not curves:
+        return
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), layout='constrained')
+    sizes = [s for c in curves for s, _ in c.points]
+    lo, hi = min(sizes), max(sizes)
+    ticks = [2 ** e for e in range(0, 41, 2) if lo <= 2 ** e <= hi]
+    ticks = ticks[::2] if len(ticks) > 8 else ticks
+    for ax, kind, ylabel in ((axes[0], 'latency', 'half round trip (us)'),
+                             (axes[1], 'bandwidth', 'throughput (Mbit/s)')):
+        shown = [c for c in curves if c.kind == kind]
+        for c in shown:
+            ax.plot([p[0] for p in c.points], [p[1] for p in c.points], **c.style,
+                    markersize=3 if c.source == 'result.json' else 5, color=env_colour(c.environ), label=c.label)
+        ax.set_xscale('log', base=2)
+        ax.set_yscale('log')
+        ax.set_xticks(ticks, [size_label(t) for t in ticks])
+        ys = [v for c in shown for _, v in c.points]
+        ax.yaxis.set_major_formatter(_plain)
+        if ys and max(ys) / min(ys) > 30:          # minor labels only where they fit (under 1.5 decades)
+            ax.yaxis.set_minor_formatter('')
+        else:
+            ax.yaxis.set_minor_formatter(_plain)
+        ax.set_xlabel('message size')
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which='both', alpha=0.3)
+        if shown:
+            ax.legend(fontsize='x-small')
+        else:
+            ax.tick_params(axis='y', which='both', left=False, labelleft=False)
+            ax.text(0.5, 0.5, f'no {kind} curve measured here', transform=ax.transAxes, ha='center', color='grey')
+        ax.set_title({'latency': 'Latency', 'bandwidth': 'Bandwidth'}[kind], fontsize=10)
+    fig.suptitle(f'Latency and bandwidth against message size: {sec.title}')
+    name = f'sweep-{sec.slug}.png'
+    fig.savefig(out / name, dpi=90)
+    plt.close(fig)
+    sources = sorted({c.source for c in curves})
+    sec.images.append((name, f'Latency (half round trip of the ping-pong sweeps, 8 x size / throughput; OSU '
+                             f'latency) and bandwidth against message size per MPI build ({sec.title}; points from '
+                             f'{" and ".join(sources)})'))
+
+
+def plot_collectives(sec: Section, out: Path) -> None:
+    by_size: dict[int, dict[str, dict[str, float]]] = collections.defaultdict(lambda: collections.defaultdict(dict))
+    tests: dict[int, list[str]] = collections.defaultdict(list)
+    for row in sec.rows:
+        if not row.metric.key.startswith('mpicoll:'):
+            continue
+        name, size = split_var(row.metric.key.split(':', 1)[1])
+        m = _COLL.match(name)
+        if not (m and size):
+            continue
+        tests[size].append(m['test'])
+        for env, cell in row.cells.items():
+            if cell.figure is not None:
+                by_size[size][env][m['test']] = cell.figure.value
+    if not by_size:
+        return
+    plt = _pyplot()
+    envs = [e for e in sec.environs if any(e in by_size[s] for s in by_size)]
+    sizes = sorted(by_size)
+    fig, axes = plt.subplots(len(sizes), 1, figsize=(11, 1.0 + 3.3 * len(sizes)), layout='constrained',
+                             squeeze=False)
+    width = 0.8 / max(1, len(envs))
+    for ax, size in zip(axes[:, 0], sizes):
+        names = tests[size]
+        for i, env in enumerate(envs):
+            xs = [j + (i - (len(envs) - 1) / 2) * width for j in range(len(names))]
+            ys = [by_size[size][env].get(t, float('nan')) for t in names]
+            ax.bar(xs, ys, width, label=env, color=env_colour(env))
+        ax.set_xticks(range(len(names)), names, rotation=30, ha='right')
+        ax.set_yscale('log')
+        ax.set_ylabel('rate (KB/s)')
+        ax.set_title(f'{size_label(size)} messages', fontsize=10)
+        ax.grid(True, axis='y', which='both', alpha=0.3)
+    axes[0, 0].legend(fontsize='small', ncols=min(6, len(envs)))
+    fig.suptitle(f'Collective tests, normalised rate (KB = 1000 B): {sec.title}')
+    name = f'collectives-{sec.slug}.png'
+    fig.savefig(out / name, dpi=90)
+    plt.close(fig)
+    sec.images.append((name, f'Luecke & Coyle collective tests per MPI build, '
+                             f'{", ".join(size_label(s) for s in sizes)} ({sec.title}; a missing bar: not measured)'))
+
+
+def ebb_connection_mibps(doc: Mapping) -> tuple[int, list[float]]:
+    """(message size, bandwidth of every connection in MiB/s) of an nr-ebb result: each rank's block time of
+    each round (``sizes[].rounds[].pairs[].time_us``) as size x exchanges / time, the quantity the kernel's
+    buckets count (docs/mpi.md)."""
+    for entry in doc.get('sizes') or []:
+        try:
+            size = int(entry['size_bytes'])
+            reps = int(entry.get('exchanges_per_round') or (doc.get('options') or {}).get('exchanges_per_round'))
+        except (KeyError, TypeError, ValueError):
+            continue
+        values = []
+        for rnd in entry.get('rounds') or []:
+            for pair in rnd.get('pairs') or []:
+                for t in pair.get('time_us') or []:
+                    if isinstance(t, (int, float)) and t > 0:
+                        values.append(size * reps / (t * 1e-6) / 2 ** 20)
+        if values:
+            return size, values
+    return 0, []
+
+
+def plot_ebb(sec: Section, out: Path, run_end: float | None) -> None:
+    """Histogram of the per-connection bandwidth of every ebb case of the section, one outline per build, its
+    effective bisection bandwidth marked."""
+    series = []
+    for tc in sorted((t for t in sec.cases if test_name(t) == 'ebb' and t.get('result') in ('pass', 'fail')),
+                     key=lambda t: env_key(t.get('environ') or '')):
+        doc = read_json(case_file(tc, 'result.json', run_end, sec.figure_notes), sec.figure_notes)
+        size, values = ebb_connection_mibps(doc or {})
+        if not values:
+            sec.figure_notes.append(f'ebb histogram of {case_name(tc)}: {NOT_MEASURED} (no result.json of this run '
+                                    f'with connection times; case {case_status(tc)})')
+            continue
+        ebb = next((f.value for f in case_figures(tc) if f.metric.key == 'ebb:ebb_mibps'), None)
+        series.append((tc.get('environ') or '?', size, values, ebb))
+    if not series:
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout='constrained')
+    everything = [v for _, _, values, _ in series for v in values]
+    lo, hi = min(everything), max(everything)
+    bins = [lo + (hi - lo) * k / 20 for k in range(21)] if hi > lo else 10
+    for env, size, values, ebb in series:
+        ax.hist(values, bins=bins, histtype='step', linewidth=1.8, color=env_colour(env),
+                label=f'{env} ({len(values)} connections)')
+        if ebb is not None:
+            ax.axvline(ebb, color=env_colour(env), linestyle='--', linewidth=1)
+    ax.set_xlabel('bandwidth of one connection (MiB/s, size x exchanges / block time)')
+    ax.set_ylabel('connections')
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize='small')
+    sizes = sorted({size for _, size, _, _ in series})
+    ax.set_title(f'Effective bisection bandwidth, {", ".join(size_label(s) for s in sizes)} messages: {sec.title}',
+                 fontsize=10)
+    name = f'ebb-{sec.slug}.png'
+    fig.savefig(out / name, dpi=90)
+    plt.close(fig)
+    sec.images.append((name, f'nr-ebb bucket histogram per MPI build ({sec.title}): every rank\'s block time of '
+                             f'every random bisection round as a bandwidth, 20 equal-width buckets; dashed: the '
+                             f'effective bisection bandwidth (ebb_mibps)'))
+
+
+def link_matrix(doc: Mapping) -> tuple[list[str], list[list[float]]]:
+    """(nodes, matrix[sender][receiver] Mbit/s, NaN where not measured) from a links.json document."""
+    nodes = [str(n) for n in doc.get('nodes') or []]
+    for link in doc.get('links') or []:
+        for n in (link.get('a'), link.get('b')):
+            if n is not None and str(n) not in nodes:
+                nodes.append(str(n))
+    idx = {n: i for i, n in enumerate(nodes)}
+    matrix = [[math.nan] * len(nodes) for _ in nodes]
+    for link in doc.get('links') or []:
+        for direction, mbps in (link.get('directions_mbps') or {}).items():
+            client, _, server = direction.partition('->')
+            if client in idx and server in idx and isinstance(mbps, (int, float)):
+                matrix[idx[client]][idx[server]] = float(mbps)
+    return nodes, matrix
+
+
+def plot_links(sec: Section, out: Path, run_end: float | None) -> None:
+    for tc in sec.cases:
+        if test_name(tc) != 'links.allpairs' and tc.get('basename') != 'link_allpairs':
+            continue
+        doc = read_json(case_file(tc, 'links.json', run_end, sec.figure_notes), sec.figure_notes)
+        if doc is None:
+            sec.figure_notes.append(f'all-pairs link table of {case_name(tc)}: {NOT_MEASURED} '
+                                    f'(no links.json of this run; case {case_status(tc)})')
+            continue
+        nodes, matrix = link_matrix(doc)
+        if not nodes:
+            continue
+        plt = _pyplot()
+        finite = sorted(v for row in matrix for v in row if not math.isnan(v))
+        median = (doc.get('summary') or {}).get('median_link_mbps')
+        if not isinstance(median, (int, float)) or median <= 0:
+            median = finite[len(finite) // 2] if finite else 1.0
+        # colour: the share of the median link (what the check judges; noise between healthy links stays green)
+        share = [[v / median for v in row] for row in matrix]
+        size = 1.2 + 0.9 * len(nodes)
+        fig, ax = plt.subplots(figsize=(size + 2.0, size), layout='constrained')
+        cmap = plt.get_cmap('RdYlGn').with_extremes(bad='#dddddd')
+        im = ax.imshow(share, cmap=cmap, vmin=0.5, vmax=1.1)
+        ax.set_xticks(range(len(nodes)), nodes, rotation=45, ha='right')
+        ax.set_yticks(range(len(nodes)), nodes)
+        ax.set_xlabel('receiver (server)')
+        ax.set_ylabel('sender (client)')
+        for i, row in enumerate(matrix):
+            for j, v in enumerate(row):
+                if not math.isnan(v):
+                    ax.text(j, i, f'{v:.0f}', ha='center', va='center', fontsize=8)
+        fig.colorbar(im, ax=ax, label=f'share of the median link ({median:.0f} Mbit/s)', extend='both')
+        stats = doc.get('summary') or {}
+        extra = ', '.join(f'{k} {fmt_number(v)}' for k, v in stats.items() if isinstance(v, (int, float)))
+        ax.set_title(f'All-pairs links: {sec.title}', fontsize=10)
+        name = f'links-{sec.slug}-{tc.get("environ") or "env"}.png'
+        fig.savefig(out / name, dpi=90)
+        plt.close(fig)
+        sec.images.append((name, f'All-pairs link table of {sec.title} (stream Mbit/s per direction, coloured by '
+                                 f'the share of the median link; grey: not measured; case {case_status(tc)})'
+                                 + (f'; {extra}' if extra else '')))
+
+

@@ -42,12 +42,24 @@ streams are, base.py asserted_absolute).
 Partition features ``ic-<name>`` say which interconnects a partition offers; checks select partitions by them.
 """
 import os
-import shlex
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / 'run'
+
+
+def _prefix() -> Path:
+    """Where a run writes: ReFrame's --prefix (or RFM_PREFIX), else run/ of this checkout. ReFrame has no placeholder
+    for its prefix in report_file or a log file's name, so this file reads the prefix as ReFrame will."""
+    for i, arg in enumerate(sys.argv):
+        if arg == '--prefix' and i + 1 < len(sys.argv):
+            return Path(sys.argv[i + 1]).resolve()
+        if arg.startswith('--prefix='):
+            return Path(arg.split('=', 1)[1]).resolve()
+    return Path(os.environ.get('RFM_PREFIX') or ROOT / 'run').resolve()
+
+
+RUN = _prefix()
 DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')   # override: a developer's scratch tree
 # Host state kept across runs (baselines, ReFrame's results database): netregress.baselines.state_dir() agrees.
 STATE = Path(os.environ.get('NETREGRESS_STATE') or RUN / 'state').resolve()
@@ -62,27 +74,9 @@ if str(ROOT / 'reframe_tests') not in sys.path:
     sys.path.append(str(ROOT / 'reframe_tests'))
 
 
-def _read_env_file(path):
-    """KEY=VALUE lines (shell syntax, as tools/vcluster writes config/vcluster.env)."""
-    out = {}
-    try:
-        with open(path) as fp:
-            for line in fp:
-                line = line.strip()
-                if not line or line.startswith('#') or '=' not in line:
-                    continue
-                key, _, value = line.partition('=')
-                key = key.strip()
-                if key.startswith('export '):
-                    key = key[len('export '):].strip()
-                words = shlex.split(value, comments=True)
-                out[key] = words[0] if len(words) == 1 else ' '.join(words)
-    except FileNotFoundError:
-        pass
-    return out
+from netregress.site import read_env_file  # noqa: E402  (after the path above)
 
-
-VC = _read_env_file(ROOT / 'config' / 'vcluster.env')
+VC = read_env_file(ROOT / 'config' / 'vcluster.env')
 
 
 def _vcluster_up():
@@ -228,9 +222,7 @@ local = {
     'descr': 'this machine, no root: shared memory and TCP loopback',
     'hostnames': ['.*'],
     'modules_system': 'nomod',
-    'prefix': str(RUN),
-    'stagedir': str(RUN / 'stage'),
-    'outputdir': str(RUN / 'output'),
+    'prefix': str(RUN),               # stage/ and output/ under it: ReFrame's defaults, so --prefix moves them
     'partitions': [{
         'name': 'default',
         'descr': 'one node: shm and TCP over lo',
@@ -302,9 +294,7 @@ vcluster = {
     'descr': 'Slurm cluster of network-namespace nodes on this machine (tools/vcluster)',
     'hostnames': ['.*'] if VCLUSTER_UP else ['^$'],
     'modules_system': 'nomod',
-    'prefix': str(RUN),
-    'stagedir': str(RUN / 'stage'),
-    'outputdir': str(RUN / 'output'),
+    'prefix': str(RUN),               # stage/ and output/ under it: ReFrame's defaults, so --prefix moves them
     'partitions': [
         # shared memory is measured once, on the fast partition's nodes (same CPUs and kernel as gige's)
         _vc_partition('fast', 'VC_FAST_IFACE', 'VC_FAST_SUBNET', 'eth0', shm=True),
@@ -312,74 +302,24 @@ vcluster = {
     ],
 }
 
-# --- Template for a real site ------------------------------------------------------------------------------------
-# Copy this block, rename the system, put your login nodes' names in `hostnames`, and adapt:
-#   * `access`: the Slurm partitions (and account) of the InfiniBand and Ethernet node sets;
-#   * `extras.interconnects`: the HCA port UCX should use (`UCX_NET_DEVICES`, e.g. mlx5_0:1) and the Ethernet NIC;
-#   * `modules_system` ('lmod' / 'tmod4') and each environment's `modules`, or Spack: set the partition extra
-#     `build_path: spack` and put the environment in config/spack/<system>/ (docs/validation.md);
-#   * references: run once, check the results, then `tools/refs write <report>` to baseline reference_values/.
-site_example = {
-    'name': 'site-example',
-    'descr': 'TEMPLATE: Slurm cluster with InfiniBand (UCX) and Ethernet partitions',
-    'hostnames': ['^site-example-login\\d+$'],      # never matches here: select with --system site-example
-    'modules_system': 'nomod',                      # real site: 'lmod'
-    'prefix': str(RUN),
-    'stagedir': str(RUN / 'stage'),
-    'outputdir': str(RUN / 'output'),
-    'partitions': [
-        {
-            'name': 'ib',
-            'descr': 'compute nodes on InfiniBand (UCX)',
-            'scheduler': 'slurm',
-            'launcher': 'srun',
-            'access': ['--partition=compute', '--exclusive'],
-            'environs': ['gnu', 'openmpi', 'intelmpi'],
-            'max_jobs': 8,
-            'features': ['ic-shm', 'ic-ib'],
-            'extras': {
-                'interconnects': {'ib': {'iface': 'mlx5_0:1'}},
-                'on_node': ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
-                'on_each_node': ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
-                                 '--ntasks-per-node=1'],
-                'build_path': 'spack',      # falls back to cmake/prebuilt where `spack` is not on PATH
-            },
-        },
-        {
-            'name': 'eth',
-            'descr': 'nodes on the Ethernet fabric',
-            'scheduler': 'slurm',
-            'launcher': 'srun',
-            'access': ['--partition=eth', '--exclusive'],
-            'environs': ['gnu', 'openmpi', 'intelmpi'],
-            'max_jobs': 8,
-            'features': ['ic-shm', 'ic-eth'],
-            'extras': {
-                'interconnects': {'eth': {'iface': 'eth0', 'subnet': '10.0.0.0/16'}},
-                'on_node': ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
-                'on_each_node': ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
-                                 '--ntasks-per-node=1'],
-            },
-        },
-    ],
-}
-SITE_ENVIRONMENTS = [
-    {'name': 'gnu', 'cc': 'gcc', 'features': ['tcp', 'kernels'], 'target_systems': ['site-example'],
-     'extras': {'kernels': '/opt/netregress/bin'}},
-    {'name': 'openmpi', 'modules': ['openmpi/4.1.6'], 'cc': 'mpicc', 'features': ['mpi', 'kernels'],
-     'target_systems': ['site-example'],
-     'extras': {'mpi_family': 'openmpi-ucx', 'mpicc': 'mpicc', 'launch': ['srun', KILL, '--mpi=pmix'],
-                'kernels': '/opt/netregress/openmpi/bin'}},
-    {'name': 'intelmpi', 'modules': ['intel-oneapi-mpi/2021.13'], 'cc': 'mpiicx', 'features': ['mpi', 'kernels', 'imb'],
-     'target_systems': ['site-example'],
-     'extras': {'mpi_family': 'intelmpi', 'mpicc': 'mpiicx', 'launch': ['srun', KILL, '--mpi=pmi2'],
-                'kernels': '/opt/netregress/intelmpi/bin', 'imb': 'IMB-MPI1'}},
+CHECKS = str(ROOT / 'reframe_tests')
+#: The option sets of every entry point, once (``reframe --mode NAME``): tools/validate (full, ci), the CI templates
+#: (ci) and ci/post-maintenance (maintenance, its tag filter added by itself). A failed case is run once more; the
+#: comparison with the last passing run is printed. On the vcluster ReFrame may queue the next job (async): every
+#: job takes the host's one Slurm license, so Slurm starts it the moment the last one ends (1.2 s a job sooner).
+_RUN = ['-c', CHECKS, '-R', '--performance-report', '--max-retries=1']
+MODES = [
+    {'name': 'full', 'options': _RUN + ['--exec-policy=async'], 'target_systems': ['vcluster']},
+    {'name': 'ci', 'options': _RUN + ['--exec-policy=async', '--tag=ci'], 'target_systems': ['vcluster']},
+    {'name': 'full', 'options': _RUN + ['--exec-policy=serial']},
+    {'name': 'ci', 'options': _RUN + ['--exec-policy=serial', '--tag=ci']},
+    {'name': 'maintenance', 'options': _RUN},
 ]
 
 site_configuration = {
-    'systems': [vcluster, local, site_example],
-    'environments': (_environments('vcluster', SLURM_LAUNCH) + _environments('local', LOCAL_LAUNCH)
-                     + SITE_ENVIRONMENTS),
+    'systems': [vcluster, local],
+    'environments': _environments('vcluster', SLURM_LAUNCH) + _environments('local', LOCAL_LAUNCH),
+    'modes': MODES,
     'general': [{
         'check_search_path': [str(ROOT / 'reframe_tests')],
         'check_search_recursive': True,

@@ -76,6 +76,17 @@ def config():
     return _config(tuple(str(f) for f in settings_files()))
 
 
+def selected_system() -> str:
+    """The system ReFrame selects on this machine (its own hostname rules, on a fresh load of the settings)."""
+    from reframe.core.exceptions import ConfigError
+    cfg = _config.__wrapped__(tuple(str(f) for f in settings_files()))
+    try:
+        cfg.select_subconfig()
+    except ConfigError as err:
+        raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host: {err}')
+    return cfg.get('systems/0/name')
+
+
 def systems() -> dict[str, Mapping]:
     """Every system by name; where two files define one name, the one loaded last (the site's) wins."""
     out: dict[str, Mapping] = {}
@@ -109,11 +120,13 @@ def slurm_partitions(name: str) -> list[Mapping]:
 
 
 def environments(name: str) -> list[Mapping]:
-    """The programming environments that system ``name`` may use (the last definition of a name wins)."""
+    """The programming environments the partitions of system ``name`` use, in the order they are defined (the
+    last definition of a name for this system wins, as in ReFrame)."""
+    used = {env for part in partitions(name) for env in part.get('environs') or []}
     out: dict[str, Mapping] = {}
     for env in config()['environments']:
         targets = env.get('target_systems') or ['*']
-        if name in targets or '*' in targets:
+        if env['name'] in used and (name in targets or '*' in targets):
             out[env['name']] = env
     return list(out.values())
 
@@ -185,3 +198,30 @@ def read_env_file(path: Path) -> dict[str, str]:
         words = shlex.split(value, comments=True)
         out[key] = ' '.join(words)
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m netregress.site check``: load the site (if any) and print what it defines; exit 2 naming what is
+    wrong."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog='python -m netregress.site', description=__doc__.split('\n\n')[0])
+    ap.add_argument('action', choices=['check'])
+    ap.parse_args(argv)
+    from . import interconnects
+    try:
+        site = directory()
+        names = list(systems())
+        table = interconnects.load()
+    except (SiteError, interconnects.InterconnectError) as err:
+        print(f'site: {err}', file=sys.stderr)
+        return 2
+    print(f'site: {site or "none (the embedded configuration)"}')
+    print(f'  ReFrame settings: {" + ".join(str(f) for f in settings_files())}; systems: {", ".join(names)}')
+    print(f'  interconnects: {" + ".join(str(f) for f in interconnect_files())} ({", ".join(table.names)})')
+    print(f'  references: {reference_dir()}')
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -34,7 +34,7 @@ from typing import Callable
 
 import yaml
 
-from netregress import paths, slurm
+from netregress import paths, site, slurm
 from . import runsummary
 
 ROOT = paths.repo_root()
@@ -86,7 +86,7 @@ class Drill:
         report = self.out / f'report-{name}.json'
         env = {**os.environ, 'NETREGRESS_STATE': str(DRILL / 'state'), 'TMPDIR': str(paths.run_dir() / 'tmp'),
                'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1', **fault.env}
-        argv = [self.reframe, '-C', str(ROOT / 'config' / 'settings.py'), '-c', str(ROOT / 'reframe_tests'),
+        argv = [self.reframe, *site.reframe_args(), '-c', str(ROOT / 'reframe_tests'),
                 '--system', 'vcluster', '--exec-policy', 'serial', '--max-retries', '0',
                 '--report-file', str(report), *fault.select, *fault.options, '-r',
                 # each run's failed cases (a core, the job's files) stay with its log, not overwritten by the next

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import baselines, paths, references
+from netregress import baselines, paths, references, site
 
 #: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
 EPOCH = '19700101T000000+0000'
@@ -48,10 +48,6 @@ STORED_KEYS = ('name', 'system', 'partition', 'environ', 'job_completion_time_un
 
 class HistoryError(Exception):
     """A report or the results database cannot be read, or ReFrame failed to answer."""
-
-
-def settings_file() -> Path:
-    return paths.config_dir() / 'settings.py'
 
 
 def reframe_exe() -> str:
@@ -105,7 +101,7 @@ def session_of(report: Path) -> Session:
 
 def reframe(args: Sequence[str], env: Mapping[str, str] | None = None) -> list[dict]:
     """Run ReFrame's query ``args`` with CSV tables; the rows as dicts (header from ReFrame)."""
-    cmd = [reframe_exe(), '-C', str(settings_file()), '--nocolor', '--table-format', 'csv', *args]
+    cmd = [reframe_exe(), *site.reframe_args(), '--nocolor', '--table-format', 'csv', *args]
     environ = {**os.environ, 'RFM_ENABLE_RESULTS_STORAGE': '1', **(env or {})}
     environ.pop('RFM_SYSTEM', None)
     try:
@@ -299,7 +295,9 @@ def store_reports(reports: Sequence[Path]) -> list[str]:
               '    for path in sys.argv[2:]:\n'
               '        print(path, backend.store(json.load(open(path)), path))\n')
     python = Path(reframe_exe()).parent / 'python'
-    proc = subprocess.run([str(python if python.exists() else sys.executable), '-c', script, str(settings_file()),
+    # ReFrame's runtime takes one file here; the results storage is configured by ours (a site adds systems)
+    proc = subprocess.run([str(python if python.exists() else sys.executable), '-c', script,
+                           str(site.settings_files()[0]),
                            *(str(s.path) for s in todo)], capture_output=True, text=True, timeout=QUERY_TIMEOUT_S,
                           env={**os.environ, 'RFM_ENABLE_RESULTS_STORAGE': '1'}, cwd=paths.repo_root())
     if proc.returncode != 0:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import paths, slurm
+from netregress import paths, site, slurm
 from . import coverage, history, runsummary
 
 REPORT_NAME = 'report-maintenance.json'
@@ -100,13 +100,11 @@ USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--
 
 
 def selected_system() -> str:
-    """The system config/settings.py selects on this machine (ReFrame's ``--show-config``)."""
-    proc = subprocess.run([history.reframe_exe(), '-C', str(history.settings_file()), '--nocolor',
-                           '--show-config', 'systems/0/name'], capture_output=True, text=True, timeout=120)
-    names = re.findall(r'^"?([A-Za-z0-9_.-]+)"?\s*$', proc.stdout, re.M)
-    if proc.returncode != 0 or not names:
-        raise UsageError('cannot tell which system config/settings.py selects here: give --system')
-    return names[-1]
+    """The system ReFrame selects on this machine from our settings and the site's (netregress.site)."""
+    try:
+        return site.selected_system()
+    except site.SiteError as err:
+        raise UsageError(f'{err}: give --system') from None
 
 
 def node_plan(system: str, partition: str | None, nodes_expr: str, *,
@@ -119,7 +117,7 @@ def node_plan(system: str, partition: str | None, nodes_expr: str, *,
     if slurm_parts is None:
         try:
             slurm_parts = coverage.slurm_partitions(system)
-        except SystemExit as err:          # coverage's message for an unknown system
+        except site.SiteError as err:
             raise UsageError(str(err)) from None
     if partition:
         slurm_parts = {k: v for k, v in slurm_parts.items() if k == partition}
@@ -162,9 +160,7 @@ def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) ->
 
 
 def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -> list[str]:
-    root = paths.repo_root()
-    cmd = [os.environ.get('REFRAME') or history.reframe_exe(), '-C', str(history.settings_file()),
-           '-c', str(root / 'reframe_tests'), '-R']
+    cmd = [os.environ.get('REFRAME') or history.reframe_exe(), *site.reframe_args(), '--mode', 'maintenance']
     if args.system:
         cmd += ['--system', f'{args.system}{":" + args.partition if args.partition else ""}']
     if args.tags != 'all':
@@ -176,7 +172,7 @@ def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -
             cmd += ['-J', f'exclude={",".join(plan.exclude)}']
         if plan.partial:
             cmd += ['-x', 'link_allpairs']
-    return cmd + ['-r', '--performance-report', '--report-file', str(report)]
+    return cmd + ['-r', '--report-file', str(report)]
 
 
 # -- after the run ------------------------------------------------------------------------------------------------

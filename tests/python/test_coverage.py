@@ -271,12 +271,15 @@ def test_main_checks_jobs_one_at_a_time_where_nodes_share_cpus(tmp_path, capsys)
         in capsys.readouterr().out
 
 
-def test_only_the_vcluster_shares_host_cpus_and_each_of_its_partitions_takes_the_license():
+def test_only_the_vcluster_shares_host_cpus_and_each_of_its_partitions_takes_the_license(monkeypatch):
     parts = site.slurm_partitions('vcluster')
     assert coverage.shares_host_cpus(parts)
     assert not coverage.shares_host_cpus(site.slurm_partitions('local'))    # no Slurm partitions
     # a real cluster's nodes have CPUs of their own
+    monkeypatch.setenv('NETREGRESS_SITE', str(ROOT / 'config' / 'sites' / 'example'))
+    site._config.cache_clear()
     assert not coverage.shares_host_cpus(site.slurm_partitions('site-example'))
+    site._config.cache_clear()
     env = dict(line.split('=', 1) for line in (ROOT / 'config' / 'vcluster.env').read_text().splitlines()
                if line.startswith('VC_HOST_LICENSE='))
     license_opt = f'--licenses={env["VC_HOST_LICENSE"].split()[0]}:1'

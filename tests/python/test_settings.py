@@ -15,7 +15,8 @@ REFRAME = Path(sys.executable).parent / 'reframe'
 def test_reframe_lists_checks_without_skipping_files(system, tmp_path):
     if not REFRAME.exists():
         pytest.skip(f'no reframe next to {sys.executable}')
-    proc = subprocess.run([str(REFRAME), '-C', str(ROOT / 'config' / 'settings.py'), '-c',
+    site = ['-C', str(ROOT / 'config' / 'sites' / 'example' / 'settings.py')] if system == 'site-example' else []
+    proc = subprocess.run([str(REFRAME), '-C', str(ROOT / 'config' / 'settings.py'), *site, '-c',
                            str(ROOT / 'reframe_tests'), '--system', system, '-l'],
                           capture_output=True, text=True, timeout=120, env={**os.environ, 'TMPDIR': str(tmp_path)})
     out = proc.stdout + proc.stderr

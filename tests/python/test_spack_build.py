@@ -24,6 +24,18 @@ from netregress import spack_build  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMS = ('local', 'vcluster', 'site-example')
+#: The example site (config/sites/example): site-example's settings and Spack description live there.
+EXAMPLE = ROOT / 'config' / 'sites' / 'example'
+
+
+@pytest.fixture(autouse=True)
+def example_site(monkeypatch):
+    from netregress import site
+    monkeypatch.setenv('NETREGRESS_SITE', str(EXAMPLE))
+    site._config.cache_clear()
+    spack_build._load_yaml.cache_clear()
+    yield
+    site._config.cache_clear()
 needs_spack = pytest.mark.skipif(spack_build.spack_exe() is None, reason='no Spack here (spack not on PATH, no '
                                  'project wrapper): tools/bootstrap sets one up')
 
@@ -84,7 +96,7 @@ def test_every_description_pins_each_mpi_and_lists_the_packages():
         specs = spack_build.root_specs(system)
         names = [s.split('@')[0].split()[0] for s in specs]
         assert names == ['netregress', 'netpipe', 'osu-micro-benchmarks', 'npb', 'intel-mpi-benchmarks'], system
-        text = (ROOT / 'config' / 'spack' / system / 'spack.yaml').read_text()
+        text = (spack_build.source_dir(system) / 'spack.yaml').read_text()
         assert '[$^mpis]' in text and 'unify: false' in text
         # machine-wide settings come from the project's Spack user scope, never from the committed description
         doc = yaml.safe_load(text)['spack']
@@ -94,17 +106,13 @@ def test_every_description_pins_each_mpi_and_lists_the_packages():
 
 
 def test_site_template_names_agree_with_settings_and_ci():
-    """The template system is `site-example` in settings, in config/spack/ and in both CI templates."""
-    import importlib.util as iu
-    spec = iu.spec_from_file_location('nr_settings', ROOT / 'config' / 'settings.py')
-    settings = iu.module_from_spec(spec)
-    spec.loader.exec_module(settings)
-    systems = {s['name'] for s in settings.site_configuration['systems']}
-    assert 'site-example' in systems
+    """The example system is `site-example` in the example site's settings and Spack description and in both CI
+    templates."""
+    from netregress import site
+    systems = set(site.systems())
     for system in SYSTEMS:
-        assert system in systems, f'config/spack/{system}/ names no ReFrame system'
-    envs = {e['name'] for e in settings.site_configuration['environments']
-            if 'site-example' in e.get('target_systems', [])}
+        assert system in systems, f'the Spack description of {system} names no ReFrame system'
+    envs = {e['name'] for e in site.environments('site-example')}
     assert set(spack_build.environment_map('site-example')) == envs
     assert "NR_SYSTEM: site-example" in (ROOT / 'ci' / 'gitlab-ci.yml').read_text()
     assert "'site-example'" in (ROOT / 'ci' / 'github-actions.yml').read_text()
@@ -270,7 +278,7 @@ def test_prepare_generates_the_environment_outside_the_checkout(tmp_path):
         assert gen['develop']['netregress']['path'] == str(ROOT)
         assert 'include' not in gen and 'config' not in gen
         assert gen['definitions'] == yaml.safe_load(
-            (ROOT / 'config' / 'spack' / system / 'spack.yaml').read_text())['spack']['definitions']
+            (spack_build.source_dir(system) / 'spack.yaml').read_text())['spack']['definitions']
     # a lock made from another description is reported stale
     (tmp_path / 'spack' / 'envs' / 'local' / 'spack.lock').write_text('{}')
     out = subprocess.run([tool, 'prepare', 'local'], capture_output=True, text=True, env=env, timeout=60)

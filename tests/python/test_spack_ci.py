@@ -23,12 +23,13 @@ def github():
     return doc
 
 
-def test_gitlab_runs_the_suite_with_junit_and_keeps_artifacts(gitlab):
+def test_gitlab_runs_the_suite_through_tools_validate_with_junit_and_keeps_artifacts(gitlab):
+    # tools/validate: the settings' modes, the site layer, check files that fail to load fail the job
     script = '\n'.join(gitlab['suite']['script'])
-    assert 'reframe' in script and ' -r ' in script and '--performance-report' in script
-    assert '--report-junit run/ci/junit.xml' in script
+    assert 'tools/validate --system "$NR_SYSTEM" --prefix run/ci' in script and 'reframe' not in script
     art = gitlab['suite']['artifacts']
-    assert art['when'] == 'always' and 'run/perflogs/' in art['paths'] and art['reports']['junit'] == 'run/ci/junit.xml'
+    assert art['when'] == 'always' and art['paths'] == ['run/ci/']
+    assert art['reports']['junit'] == 'run/ci/validate/*/junit-*.xml'
     assert gitlab['unit']['artifacts']['reports']['junit'] == 'run/pytest.xml'
 
 
@@ -60,9 +61,9 @@ def test_github_passes_inputs_through_the_environment_only(github):
 def test_github_publishes_junit_and_keeps_state(github):
     steps = github['jobs']['suite']['steps']
     suite = next(s for s in steps if s.get('name') == 'suite')
-    assert '--report-junit run/ci/junit.xml' in suite['run']
+    assert 'tools/validate --system "$NR_SYSTEM" --prefix run/ci' in suite['run']
     junit = next(s for s in steps if 'junit' in s.get('uses', ''))
-    assert junit['if'] == 'always()' and 'run/ci/junit.xml' in junit['with']['report_paths']
+    assert junit['if'] == 'always()' and 'run/ci/validate/*/junit-*.xml' in junit['with']['report_paths']
     assert any(s.get('uses', '').startswith('actions/upload-artifact') for s in steps)
     state = next(s for s in steps if s.get('name') == 'state outside the checkout')
     assert 'NETREGRESS_DEPS=$NR_STATE_DIR/deps' in state['run'] and '>> "$GITHUB_ENV"' in state['run']
@@ -71,5 +72,13 @@ def test_github_publishes_junit_and_keeps_state(github):
 def test_template_system_name_agrees_everywhere(gitlab, github):
     assert gitlab['variables']['NR_SYSTEM'] == 'site-example'
     assert "'site-example'" in github['jobs']['suite']['env']['NR_SYSTEM']
-    assert (ROOT / 'config' / 'spack' / 'site-example' / 'spack.yaml').exists()
-    assert "'name': 'site-example'" in (ROOT / 'config' / 'settings.py').read_text()
+    example = ROOT / 'config' / 'sites' / 'example'
+    assert (example / 'spack' / 'site-example' / 'spack.yaml').exists()
+    assert "'name': 'site-example'" in (example / 'settings.py').read_text()
+
+
+def test_the_templates_pass_the_site_to_every_tool(gitlab, github):
+    # the site directory reaches tools/validate and ci/post-maintenance through the environment
+    assert 'NETREGRESS_SITE' in (ROOT / 'ci' / 'gitlab-ci.yml').read_text()
+    assert github['jobs']['suite']['env']['NETREGRESS_SITE'] == '${{ vars.NETREGRESS_SITE }}'
+    assert 'NR_SITE_CONFIG' not in (ROOT / 'ci' / 'gitlab-ci.yml').read_text() + str(github)

@@ -1,76 +1,45 @@
-"""EXAMPLE of a site's own ReFrame configuration, layered over netregress's without editing it.
+"""EXAMPLE site: a Slurm cluster with two fabrics (InfiniBand, Ethernet) and four MPI stacks from Lmod modules.
 
-Copy this file (and ``interconnects.yaml`` beside it) OUTSIDE the netregress checkout, e.g. to /etc/netregress/,
-rename the system and adapt it, then run
-
-    reframe -C config/settings.py -C /etc/netregress/settings.py -c reframe_tests --system mysite -r
-    # or in CI: NR_SITE_CONFIG=/etc/netregress/settings.py (ci/gitlab-ci.yml, ci/github-actions.yml)
-
-ReFrame merges the files left to right: systems and environments defined here are added to ours (one with the
-same name replaces ours). What else a site keeps of its own, outside this repository:
-
-* interconnects and MPI paths: ``NETREGRESS_INTERCONNECTS=/etc/netregress/interconnects.yaml`` (an absolute
-  path; merged over
-  config/interconnects.yaml; here a RoCE fabric, ``ic-roce``);
-* references: ``NETREGRESS_REFERENCES=/etc/netregress/references`` (``tools/refs write`` writes
-  ``<system>.yaml`` there from a checked run; a missing reference fails);
-* the Spack environment: ``NETREGRESS_SPACK_ENVS=/etc/netregress/spack`` holding ``mysite/spack.yaml`` and
-  ``mysite/reframe.yaml`` (start from config/spack/site-example/), concretized once with
-  ``tools/spack-env concretize mysite``.
-
-Every name below that the checks read (partition features ``ic-*``, ``extras``) is documented in
-docs/validation.md. This example is loaded by tests/python/test_site_layer.py, so it stays valid.
+Copy this directory outside the netregress checkout (e.g. /etc/netregress), adapt it, then
+    export NETREGRESS_SITE=/etc/netregress     # or --site /etc/netregress on every tool
+    tools/validate --system site-example       # reframe -C config/settings.py -C $NETREGRESS_SITE/settings.py ...
+docs/site.md walks through it; tests/python/test_site_layer.py loads this directory, so it stays valid.
 """
+SRUN_ON_NODE = ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}']
+SRUN_ON_EACH = ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}', '--ntasks-per-node=1']
+MPIS = {  # environment: (Lmod module, mpi_family row of interconnects.yaml, launcher, where our kernels are)
+    'ompi4': ('openmpi/4.1.6', 'openmpi-ucx', ['srun', '--mpi=pmix'], '/opt/netregress/ompi4/bin'),
+    'ompi5': ('openmpi/5.0.5', 'openmpi-ucx', ['srun', '--mpi=pmix'], '/opt/netregress/ompi5/bin'),
+    'mpich': ('mpich/4.2.3', 'mpich-ofi', ['srun', '--mpi=pmi2'], '/opt/netregress/mpich/bin'),
+    'impi': ('intel-oneapi-mpi/2021.13', 'intelmpi', ['srun', '--mpi=pmi2'], '/opt/netregress/impi/bin'),
+}
+
+
+def partition(name, slurm_partition, fabric, iface, subnet=None):
+    return {
+        'name': name, 'descr': f'compute nodes on {fabric}', 'scheduler': 'slurm', 'launcher': 'srun',
+        'access': [f'--partition={slurm_partition}', '--exclusive'],
+        'environs': ['site-gnu', *MPIS], 'max_jobs': 8, 'features': ['ic-shm', f'ic-{fabric}'],
+        'extras': {'interconnects': {fabric: {'iface': iface, **({'subnet': subnet} if subnet else {})}},
+                   'on_node': SRUN_ON_NODE, 'on_each_node': SRUN_ON_EACH},
+    }
+
 
 site_configuration = {
     'systems': [{
-        'name': 'mysite',
-        'descr': 'EXAMPLE site: Slurm, InfiniBand and RoCE node sets',
-        'hostnames': ['^mysite-login\\d+$'],
-        'modules_system': 'nomod',              # a real site: 'lmod'
-        'partitions': [
-            {
-                'name': 'ib',
-                'descr': 'compute nodes on InfiniBand (UCX)',
-                'scheduler': 'slurm',
-                'launcher': 'srun',
-                'access': ['--partition=compute', '--exclusive'],
-                'environs': ['site-gnu', 'site-ompi', 'site-mpich'],
-                'features': ['ic-shm', 'ic-ib'],
-                'extras': {
-                    'interconnects': {'ib': {'iface': 'mlx5_0:1'}},
-                    'on_node': ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
-                    'on_each_node': ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
-                                     '--ntasks-per-node=1'],
-                },
-            },
-            {
-                'name': 'roce',
-                'descr': 'nodes on 100 GbE RoCE',
-                'scheduler': 'slurm',
-                'launcher': 'srun',
-                'access': ['--partition=roce', '--exclusive'],
-                'environs': ['site-gnu', 'site-ompi', 'site-mpich'],
-                'features': ['ic-shm', 'ic-roce'],
-                'extras': {
-                    'interconnects': {'roce': {'iface': 'mlx5_2:1'}},
-                    'on_node': ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
-                    'on_each_node': ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
-                                     '--ntasks-per-node=1'],
-                },
-            },
-        ],
+        'name': 'site-example',
+        'descr': 'EXAMPLE: Slurm, InfiniBand and Ethernet node sets',
+        'hostnames': [r'^login\d+\.example\.org$'],
+        'modules_system': 'nomod',         # a real site: 'lmod' (the environments' modules are loaded per job)
+        'partitions': [partition('ib', 'compute', 'ib', 'mlx5_0:1'),
+                       partition('eth', 'eth', 'eth', 'eth0', '10.0.0.0/16')],
     }],
     'environments': [
-        {'name': 'site-gnu', 'cc': 'gcc', 'features': ['tcp', 'kernels'], 'target_systems': ['mysite'],
+        {'name': 'site-gnu', 'cc': 'gcc', 'features': ['tcp', 'kernels'], 'target_systems': ['site-example'],
          'extras': {'kernels': '/opt/netregress/bin'}},
-        {'name': 'site-ompi', 'modules': ['openmpi/5.0.5'], 'cc': 'mpicc', 'features': ['mpi', 'kernels'],
-         'target_systems': ['mysite'],
-         'extras': {'mpi_family': 'openmpi-ucx', 'mpicc': 'mpicc', 'launch': ['srun', '--mpi=pmix'],
-                    'kernels': '/opt/netregress/ompi/bin', 'spack_mpi': 'openmpi@5.0'}},
-        {'name': 'site-mpich', 'modules': ['mpich/4.2.3'], 'cc': 'mpicc', 'features': ['mpi', 'kernels'],
-         'target_systems': ['mysite'],
-         'extras': {'mpi_family': 'mpich-ucx', 'mpicc': 'mpicc', 'launch': ['srun', '--mpi=pmi2'],
-                    'kernels': '/opt/netregress/mpich/bin', 'spack_mpi': 'mpich@4.2'}},
+        *({'name': env, 'modules': [module], 'cc': 'mpicc', 'features': ['mpi', 'kernels'],
+           'target_systems': ['site-example'],
+           'extras': {'mpi_family': family, 'mpicc': 'mpicc', 'launch': launch, 'kernels': kernels}}
+          for env, (module, family, launch, kernels) in MPIS.items()),
     ],
 }

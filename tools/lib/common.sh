@@ -1,0 +1,34 @@
+# Sourced by the tools: the venv's Python and ReFrame, the library on PYTHONPATH, and the site layer.
+#   nr_take_site "$@"   takes --site DIR (or --site=DIR) out of the arguments into NETREGRESS_SITE, checks the site
+#                       (netregress.site: one line naming what is wrong, exit 2) and leaves the rest in NR_ARGS
+#   nr_config_args      the ReFrame -C arguments: config/settings.py, then the site's settings.py
+root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+NR_DEPS=${NETREGRESS_DEPS:-$root/.deps}
+nr_py=python3
+for cand in "$NR_DEPS/venv/bin/python" "${NETREGRESS_PYTHON:-}"; do
+  [ -n "$cand" ] && [ -x "$cand" ] && { nr_py=$cand; break; }
+done
+export PYTHONPATH="$root/reframe_tests${PYTHONPATH:+:$PYTHONPATH}"
+
+nr_take_site() {
+  NR_ARGS=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --site) [ $# -ge 2 ] || { echo "${0##*/}: --site needs a directory" >&2; exit 2; }
+              export NETREGRESS_SITE=$2; shift 2 ;;
+      --site=*) export NETREGRESS_SITE=${1#--site=}; shift ;;
+      --) NR_ARGS+=("$@"); break ;;
+      *) NR_ARGS+=("$1"); shift ;;
+    esac
+  done
+  if [ -n "${NETREGRESS_SITE:-}" ]; then
+    "$nr_py" -m netregress.site check >/dev/null || exit 2
+    NETREGRESS_SITE=$(cd "$NETREGRESS_SITE" && pwd)
+  fi
+}
+
+nr_config_args() {
+  NR_CONFIG=(-C "$root/config/settings.py")
+  [ -n "${NETREGRESS_SITE:-}" ] && NR_CONFIG+=(-C "$NETREGRESS_SITE/settings.py")
+  return 0
+}

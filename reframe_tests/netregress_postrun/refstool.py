@@ -27,6 +27,7 @@ import yaml
 
 from netregress import baselines, interconnects, references, site
 from netregress.figures import asserted, metric_kind
+from . import runreport
 
 HEADER = ('# netregress reference performance for system {system!r} (schema {schema}).\n'
           '# Written by tools/refs from ReFrame run reports; values come from real runs on that system.\n'
@@ -67,23 +68,15 @@ def _usable(tc: Mapping) -> bool:
 def measurements(report: Mapping) -> list[Measurement]:
     """All usable netregress performance values of one ReFrame run report (the last attempt of each case)."""
     out = []
-    final = {}
-    for run in report.get('runs') or []:
-        for tc in run.get('testcases') or []:
-            final[(tc.get('unique_name') or tc.get('display_name'), tc.get('system'), tc.get('partition'),
-                   tc.get('environ'))] = tc
-    for tc in final.values():
+    for tc in runreport.final_cases(report):
         if not _usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
             continue
-        for key, entry in (tc.get('perfvalues') or {}).items():
-            system, partition, metric = key.split(':', 2)
-            value, unit = entry[0], entry[4]
-            if value is None:
+        for pv in runreport.perfvalues(tc):
+            if pv.value is None:
                 continue
-            out.append(Measurement(system=system, partition=partition, environ=tc['environ'],
-                                   interconnect=tc['interconnect'], test=tc['ref_test'], metric=metric,
-                                   value=float(value), unit=str(unit),
-                                   oversubscribed=bool(tc.get('oversubscribed'))))
+            out.append(Measurement(system=pv.system, partition=pv.partition, environ=tc['environ'],
+                                   interconnect=tc['interconnect'], test=tc['ref_test'], metric=pv.var,
+                                   value=pv.value, unit=pv.unit, oversubscribed=bool(tc.get('oversubscribed'))))
     return out
 
 
@@ -166,8 +159,7 @@ def write(reports: list[Path], directory: Path, table: interconnects.Interconnec
     """Merge the reports into the reference files; return (diff text, number of measurements used)."""
     found: list[Measurement] = []
     for path in reports:
-        with open(path) as fp:
-            found += measurements(json.load(fp))
+        found += measurements(runreport.read(path))
     if system:
         found = [m for m in found if m.system == system]
     diffs = []
@@ -224,8 +216,7 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     base.measured_by = version
     added = 0
     for path in reports:
-        with open(path) as fp:
-            added += base.add(measurements(json.load(fp)), rules, str(path))
+        added += base.add(measurements(runreport.read(path)), rules, str(path))
     if added:
         base.save()
     return (f'{note}host baseline {base.path}: {added} figures added; {len(base.entries)} variables, '
@@ -257,8 +248,7 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
              f'against these bands, {len(base.entries) - len(keys)} recorded only (CPU-bound where the partition '
              f'asserts ratios instead)', '', band_table(bands)]
     if report:
-        with open(report) as fp:
-            found = [m for m in measurements(json.load(fp)) if m.system == system]
+        found = [m for m in measurements(runreport.read(report)) if m.system == system]
         out = 0
         found = [m for m in found if (m.partition, m.environ, m.interconnect, m.test, m.metric) in keys]
         for m in found:
@@ -320,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f'no baseline at {path}')
             return 0
-    except (baselines.BaselineError, OSError, json.JSONDecodeError) as err:
+    except (baselines.BaselineError, OSError, runreport.RunReportError) as err:
         print(f'tools/refs: {err}')
         return 1
     if args.cmd == 'bands':
@@ -350,8 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     if not reports:
         print('tools/refs: no report given and none in run/reports/', flush=True)
         return 2
-    diff, used = write(reports, directory, table, system=args.system,
-                       dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance)
+    try:
+        diff, used = write(reports, directory, table, system=args.system,
+                           dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance)
+    except runreport.RunReportError as err:
+        print(f'tools/refs: {err}')
+        return 2
     print(diff or 'no change')
     verb = 'would use' if args.cmd == 'diff' else 'used'
     print(f'tools/refs: {verb} {used} measurements from {", ".join(map(str, reports))}')

@@ -49,15 +49,14 @@ from pathlib import Path
 from typing import Sequence
 
 from netregress import baselines, paths
-from . import runsummary
 from .reporthistory import ask_history, plot_history, write_changes_csv, write_history_csv
-from .reportmodel import (ENV_ORDER, INTERCONNECT_ORDER, NOT_MEASURED, REPORT_DIR, REPORT_GLOB, Cell,
-                          Figure, Metric, Report, ReportError, Row, RunReport, Section, Table, build_sections,
-                          case_figures, case_name, case_status, cell_text, describe, env_key, fmt_number, fmt_ratio,
-                          load_run, ratio_to_best, row_label, size_label, split_var, test_name)
+from .reportmodel import (ENV_ORDER, INTERCONNECT_ORDER, NOT_MEASURED, REPORT_DIR, Cell, Figure, Metric, Report,
+                          ReportError, Row, Section, Table, build_sections, case_figures, cell_text, describe,
+                          env_key, fmt_number, fmt_ratio, load_run, ratio_to_best, row_label, size_label, split_var)
 from .reportplots import (link_matrix, plot_collectives, plot_ebb, plot_links, plot_sweeps,
                           size_curves)
 from .reportwriters import write_csv, write_html, write_markdown
+from .runreport import REPORT_GLOB, RunReport, case_name, case_status, failure, one_line, test_name
 
 __all__ = ['Cell', 'ENV_ORDER', 'Figure', 'INTERCONNECT_ORDER', 'Metric', 'NOT_MEASURED', 'REPORT_DIR',
            'REPORT_GLOB', 'Report', 'ReportError', 'Row', 'RunReport', 'Section', 'Table', 'case_figures',
@@ -108,12 +107,12 @@ def collect(run_dir: Path) -> Report:
         for tc in rep.cases:
             builds[tc.get('environ') or '?'][case_status(tc)] += 1
             if tc.get('result') in ('fail', 'abort'):
-                failures.append({'case': case_name(tc), 'reason': runsummary.failure(tc)})
+                failures.append({'case': case_name(tc), 'reason': failure(tc)})
             elif tc.get('result') == 'skip':
-                skips[runsummary.one_line(tc.get('fail_reason'))].append(case_name(tc))
-        hidden += [{'case': case_name(tc), 'reason': runsummary.failure(tc)} for tc in rep.analysis['hidden'].values()]
-        retried += [{'case': case_name(tc), 'reason': runsummary.one_line(tc.get('fail_reason'))}
-                    for tc in rep.analysis['retried'].values()]
+                skips[one_line(tc.get('fail_reason'))].append(case_name(tc))
+        hidden += [{'case': case_name(tc), 'reason': failure(tc)} for tc in rep.hidden.values()]
+        retried += [{'case': case_name(tc), 'reason': one_line(tc.get('fail_reason'))}
+                    for tc in rep.retried.values()]
     facts = baselines.host_facts()
     return Report(
         run_dir=run_dir, reports=reports, sections=sections, host=facts, host_id=baselines.host_id(facts),

@@ -7,7 +7,6 @@ has none. :mod:`netregress_postrun.report` writes them; :mod:`netregress_postrun
 from __future__ import annotations
 
 import collections
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -15,36 +14,18 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from netregress import references
-from . import runsummary
+from . import runreport
+from .runreport import RunReport, case_status, test_name
 
 REPORT_DIR = 'report'
-REPORT_GLOB = 'report-*.json'
 #: MPI builds in the order the suite names them; any other environment follows alphabetically, ``gnu`` last.
 ENV_ORDER = ['openmpi4', 'mpich4', 'openmpi5', 'mpich5', 'intelmpi']
 INTERCONNECT_ORDER = ['shm', 'tcp']
 NOT_MEASURED = 'not measured'
 
 
-class ReportError(Exception):
-    """Bad input: the run directory or its reports cannot be read (exit status 2)."""
-
-
-# -- reading a run --------------------------------------------------------------------------------------------------
-
-@dataclass
-class RunReport:
-    """One ReFrame run report and what :func:`runsummary.analyse` makes of it."""
-    path: Path
-    data: Mapping
-    analysis: Mapping
-
-    @property
-    def session(self) -> Mapping:
-        return self.data.get('session_info') or {}
-
-    @property
-    def cases(self) -> list[Mapping]:
-        return list(self.analysis['final'].values())
+#: Bad input: a run directory or a run report that cannot be read (exit status 2; the message names the file).
+ReportError = runreport.RunReportError
 
 
 def load_run(run_dir: Path) -> list[RunReport]:
@@ -53,20 +34,7 @@ def load_run(run_dir: Path) -> list[RunReport]:
         raise ReportError(f'{run_dir}: no such directory')
     if not run_dir.is_dir():
         raise ReportError(f'{run_dir}: not a directory (give the run directory holding report-<system>.json)')
-    files = sorted(run_dir.glob(REPORT_GLOB))
-    if not files:
-        raise ReportError(f'{run_dir}: no ReFrame run report ({REPORT_GLOB}) in it; a run still going, or one '
-                          f'that stopped before ReFrame wrote its report, has none')
-    reports = []
-    for path in files:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ReportError(f'{path}: unreadable run report ({err})') from err
-        if not isinstance(data, dict) or not isinstance(data.get('runs'), list):
-            raise ReportError(f'{path}: not a ReFrame run report (no "runs" list)')
-        reports.append(RunReport(path, data, runsummary.analyse(data)))
-    return reports
+    return runreport.load_all(run_dir)
 
 
 def env_key(env: str) -> tuple:
@@ -77,22 +45,6 @@ def env_key(env: str) -> tuple:
 
 def interconnect_key(name: str) -> tuple:
     return (INTERCONNECT_ORDER.index(name), '') if name in INTERCONNECT_ORDER else (len(INTERCONNECT_ORDER), name)
-
-
-def test_name(tc: Mapping) -> str:
-    """The case's ``ref_test`` (``mpitest.latency``); a case skipped before its hooks set it (ReFrame writes
-    ``<undefined>``) is named by its check and parameters less the interconnect (``nas %case=is-np2``)."""
-    ref_test = tc.get('ref_test')
-    if ref_test and ref_test != '<undefined>':
-        return str(ref_test)
-    name = re.sub(r'\s*%interconnect=\S+', '', str(tc.get('display_name') or tc.get('basename') or '?'))
-    return name.split(' ~')[0].strip() or '?'
-
-
-def case_status(tc: Mapping) -> str:
-    """'failed', 'skipped', 'aborted' or 'passed'."""
-    return {'fail': 'failed', 'skip': 'skipped', 'abort': 'aborted', 'pass': 'passed'}.get(tc.get('result'),
-                                                                                       str(tc.get('result')))
 
 
 # -- figures of a test case -----------------------------------------------------------------------------------------
@@ -230,26 +182,16 @@ def verdict(lower: float | None, upper: float | None, result: str | None) -> str
 
 def case_figures(tc: Mapping) -> list[Figure]:
     """Every performance figure of a test case (an OSU case: one size per metric)."""
-    pvs = {}
-    for key, entry in (tc.get('perfvalues') or {}).items():
-        var = key.split(':', 2)[-1]
-        pvs[var] = entry
+    pvs = {pv.var: pv for pv in runreport.perfvalues(tc)}
     ref_test = test_name(tc)
     kept = _osu_kept(pvs) if ref_test.startswith('osu.') else set(pvs)
     figures = []
-    for seen, (var, entry) in enumerate(pvs.items()):
-        if var not in kept:
-            continue
-        try:
-            value, ref, lower, upper, unit, result = entry
-            value = float(value)
-        except (TypeError, ValueError):
+    for seen, (var, pv) in enumerate(pvs.items()):
+        if var not in kept or pv.value is None:
             continue                     # a figure ReFrame could not evaluate: the case's failure says so
-        if math.isnan(value):
-            continue
-        figures.append(Figure(metric=describe(ref_test, var, unit or '', tc, seen), environ=tc.get('environ', '?'),
-                              value=value, reference=ref, lower=lower, upper=upper,
-                              verdict=verdict(lower, upper, result), case=tc))
+        figures.append(Figure(metric=describe(ref_test, var, pv.unit, tc, seen), environ=tc.get('environ', '?'),
+                              value=pv.value, reference=pv.ref, lower=pv.lower, upper=pv.upper,
+                              verdict=verdict(pv.lower, pv.upper, pv.result), case=tc))
     return figures
 
 
@@ -397,10 +339,6 @@ def fill_section(sec: Section) -> None:
     sec.unmeasured = [(tests, text) for text, tests in grouped.items()]
 
 
-def case_name(tc: Mapping) -> str:
-    return runsummary.case_name(tc)
-
-
 # -- the whole report -----------------------------------------------------------------------------------------------
 
 @dataclass
@@ -422,7 +360,7 @@ class Report:
     history_note: str = ''
 
 
-# -- how a cell reads --------------------------------------------------------------------------------------------------------
+# -- how a cell reads -----------------------------------------------------------------------------------------------
 
 def fmt_number(v: float | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .reportmodel import (ENV_ORDER, NOT_MEASURED, _COLL, Section, case_figures, case_name, case_status, env_key,
+from . import runreport
+from .runreport import case_name
+from .reportmodel import (ENV_ORDER, NOT_MEASURED, _COLL, Section, case_figures, case_status, env_key,
                           fmt_number, size_label, split_var, test_name)
 
 #: Seconds an output file may be younger than the end of the run and still belong to it.
@@ -67,13 +69,10 @@ def sweep_series(tc: Mapping, run_end: float | None, notes: list[str]) -> tuple[
     source = 'result.json'
     if not points:
         source = 'report'
-        for key, entry in (tc.get('perfvalues') or {}).items():
-            name, size = split_var(key.split(':', 2)[-1])
-            try:
-                if name == 'throughput_mbps' and size and float(entry[0]) > 0:
-                    points.append((size, float(entry[0])))
-            except (TypeError, ValueError, IndexError):
-                continue
+        for pv in runreport.perfvalues(tc):
+            name, size = split_var(pv.var)
+            if name == 'throughput_mbps' and size and pv.value is not None and pv.value > 0:
+                points.append((size, pv.value))
     points.sort()
     return [p[0] for p in points], [p[1] for p in points], source
 
@@ -111,13 +110,10 @@ def osu_series(tc: Mapping) -> dict[str, list[tuple[int, float]]]:
     """OSU's every-size figures: 'latency' (us) from ``latency_us@N``, 'bandwidth' (Mbit/s) from
     ``bandwidth_mbs@N`` (MB/s x 8)."""
     out: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
-    for key, entry in (tc.get('perfvalues') or {}).items():
-        name, size = split_var(key.split(':', 2)[-1])
-        try:
-            value = float(entry[0])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if not size or not value > 0:
+    for pv in runreport.perfvalues(tc):
+        name, size = split_var(pv.var)
+        value = pv.value
+        if not size or value is None or not value > 0:
             continue
         if name == 'latency_us':
             out['latency'].append((size, value))

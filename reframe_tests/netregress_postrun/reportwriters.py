@@ -13,7 +13,8 @@ import jinja2
 
 from . import history
 from .reporthistory import CHANGE_LISTED_PCT
-from .reportmodel import NOT_MEASURED, Report, bounds, case_name, case_status, cell_text, fmt_number, fmt_ratio, row_label
+from .reportmodel import NOT_MEASURED, Report, bounds, cell_text, fmt_number, fmt_ratio, row_label
+from .runreport import case_name, case_status
 
 CSV_FIELDS = ['system', 'partition', 'interconnect', 'metric', 'label', 'environ', 'value', 'unit', 'ratio_to_best',
               'verdict', 'reference', 'lower_bound', 'upper_bound', 'transports', 'nodes', 'test_case']

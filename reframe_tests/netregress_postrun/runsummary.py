@@ -1,5 +1,7 @@
 """What a validation run means, read from ReFrame's JSON run report (tools/validate prints it after every run).
 
+The report itself (attempts, names, figures) is read by :mod:`netregress_postrun.runreport`.
+
 * The last attempt of every test case decides its result, but a retry may only repeat a performance measurement:
   an attempt that failed anywhere else (sanity: wrong path, traffic missing, crash, kernel error; the job never
   started; setup) fails the run even when a later attempt passed, because an intermittent fault of that kind is
@@ -15,55 +17,15 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import re
 import sys
 from pathlib import Path
 from typing import Mapping
 
-from netregress import baselines
-from . import refstool
-
-
-def one_line(reason: str | None) -> str:
-    """A failure reason on one line; never empty."""
-    text = ' '.join((reason or '').split())
-    return text or 'no reason recorded by ReFrame'
-
-
-def case_key(tc: Mapping) -> tuple:
-    return (tc.get('unique_name') or tc.get('display_name'), tc.get('system'), tc.get('partition'),
-            tc.get('environ'))
-
-
-def failure(tc: Mapping) -> str:
-    """'<phase> error: <reason>' on one line (ReFrame's own reasons often start with '<phase> error:')."""
-    reason, phase = one_line(tc.get('fail_reason')), tc.get('fail_phase') or 'unknown stage'
-    return reason if reason.startswith(f'{phase} error') else f'{phase} error: {reason}'
-
-
-def case_name(tc: Mapping) -> str:
-    return f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
-
-
-def analyse(report: Mapping) -> dict:
-    """final: last attempt per case; hidden: cases that passed on a retry after a non-performance failure;
-    retried: cases that passed on a retry after a performance failure (first failure kept)."""
-    final: dict[tuple, Mapping] = {}
-    first_failure: dict[tuple, Mapping] = {}
-    bad_attempt: dict[tuple, Mapping] = {}
-    for run in report.get('runs') or []:
-        for tc in run.get('testcases') or []:
-            key = case_key(tc)
-            final[key] = tc
-            if tc.get('result') == 'fail':
-                first_failure.setdefault(key, tc)
-                if tc.get('fail_phase') != 'performance':
-                    bad_attempt.setdefault(key, tc)
-    hidden = {k: bad_attempt[k] for k, tc in final.items() if k in bad_attempt and tc.get('result') == 'pass'}
-    retried = {k: first_failure[k] for k, tc in final.items()
-               if k in first_failure and k not in hidden and tc.get('result') == 'pass'}
-    return {'final': final, 'hidden': hidden, 'retried': retried}
+from netregress import baselines, site
+from . import runreport
+# the run-report model, named here as before (postmaint, drill and the tests use these names)
+from .runreport import analyse, case_name, failure, one_line  # noqa: F401
 
 
 _ANSI = re.compile(r'\x1b\[[0-9;]*m')
@@ -99,8 +61,7 @@ def skip_reason(tc: Mapping, by_name: Mapping[tuple, Mapping], skips: Mapping[st
     report's skipped cases by (unique name, 'system:partition', environ), the form of ``dependencies_actual``."""
     seen = set()
     while True:
-        key = f"{tc.get('display_name')} @{tc.get('system')}:{tc.get('partition')}+{tc.get('environ')}"
-        reason = skips.get(key) or one_line(tc.get('fail_reason'))
+        reason = skips.get(case_name(tc)) or one_line(tc.get('fail_reason'))
         deps = [by_name[tuple(d)] for d in tc.get('dependencies_actual') or [] if tuple(d) in by_name]
         if reason != _DEPENDENCY_SKIP or not deps or id(deps[0]) in seen:
             return reason
@@ -119,10 +80,10 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
         lines.append(f'   {case_seconds(tc):6.1f} s  {case_name(tc)}  {tc.get("result")}')
     asserted = out_of_band = unbanded = 0
     for tc in cases:
-        for value, _ref, lower, upper, _unit, result in (tc.get('perfvalues') or {}).values():
-            if lower is not None or upper is not None:
+        for pv in runreport.perfvalues(tc):
+            if pv.banded:
                 asserted += 1
-                out_of_band += result == 'fail'
+                out_of_band += pv.result == 'fail'
             else:
                 unbanded += 1
     lines.append(f'   figures asserted against a band: {asserted}, outside it: {out_of_band}'
@@ -158,7 +119,7 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
 
 def uses_host_references(system: str) -> bool:
     """True when every partition of ``system`` in config/settings.py takes its references from a host baseline."""
-    extras = refstool.partition_extras(system)
+    extras = site.partition_extras(system)
     return bool(extras) and all(x.get('references') == 'host' for x in extras.values())
 
 
@@ -175,7 +136,7 @@ def baseline_status(system: str) -> str:
     stale = base.stale_reason()
     if stale:
         return f'{stale}: this run measures a new baseline and asserts only what needs none'
-    shared = sorted(p for p, x in refstool.partition_extras(system).items() if not x.get('assert_cpu_bound', True))
+    shared = sorted(p for p, x in site.partition_extras(system).items() if not x.get('assert_cpu_bound', True))
     scope = (f'; on {", ".join(shared)} it asserts link-bound streams and their ratios to iperf3, CPU-bound figures '
              f'(round trips and their ratios to NetPIPE or IMB too) are recorded only (they swing with where the '
              f'host runs the CPUs: docs/validation.md)' if shared else '')
@@ -199,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     all_ok = True
     for path in args.reports:
         try:
-            report = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            print(f'== {path}: unreadable report ({err})')
+            report = runreport.read(path)
+        except runreport.RunReportError as err:
+            print(f'== {err}')
             all_ok = False
             continue
         skips: dict[str, str] = {}

@@ -60,6 +60,8 @@ def _prefix() -> Path:
 
 
 RUN = _prefix()
+# Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
+sys.dont_write_bytecode = True
 DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')   # override: a developer's scratch tree
 # Host state kept across runs (baselines, ReFrame's results database): netregress.baselines.state_dir() agrees.
 STATE = Path(os.environ.get('NETREGRESS_STATE') or RUN / 'state').resolve()

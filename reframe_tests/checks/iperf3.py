@@ -3,7 +3,7 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_after
 
 from netregress import interconnects
-from netregress.peers import Iperf3Check
+from netregress.iperf import Iperf3Check
 
 
 def _ip_interconnects():

@@ -6,7 +6,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, variable
 
-from netregress.base import MpiKernelCheck
+from netregress.mpicheck import MpiKernelCheck
 from netregress.references import metric_name
 
 #: The 13 tests in the paper's order, test 2 with fixed and cycled root (names as nr-mpicoll reports them).

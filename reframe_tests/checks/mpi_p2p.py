@@ -7,8 +7,10 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
-from netregress.base import MpiKernelCheck, SweepPlugin
-from netregress.peers import Iperf3YardstickPlugin, MpiRoundTripPeerPlugin
+from netregress.iperf import Iperf3YardstickPlugin
+from netregress.mpicheck import MpiKernelCheck
+from netregress.plugins import SweepPlugin
+from netregress.roundtrip import MpiRoundTripPeerPlugin
 
 
 class MpitestBenchmark(MpiKernelCheck):

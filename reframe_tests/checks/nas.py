@@ -17,7 +17,9 @@ from reframe.core.builtins import fixture, parameter, run_after, run_before, var
 from reframe.core.exceptions import BuildSystemError
 
 from netregress import spack_build
-from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
+from netregress.base import stage_file
+from netregress.mpicheck import MpiCheck
+from netregress.plugins import ExitStatusPlugin
 from netregress.osu_npb import NPB_C, NPB_NAMES, npb_cases, npb_problems, npb_value, parse_npb, read_text
 
 NPB_PACKAGE = 'npb'

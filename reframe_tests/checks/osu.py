@@ -16,7 +16,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 
 from netregress import spack_build
-from netregress.base import ExitStatusPlugin, MpiCheck, stage_file
+from netregress.base import stage_file
+from netregress.mpicheck import MpiCheck
+from netregress.plugins import ExitStatusPlugin
 from netregress.osu_npb import (OSU_BENCHMARKS, OSU_WINDOW_BENCHMARKS, osu_default_iterations, osu_problems,
                                 osu_value, parse_osu, read_text)
 from netregress.references import metric_name

@@ -8,8 +8,10 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
 from netregress import interconnects
-from netregress.base import SweepPlugin, TcpKernelCheck
-from netregress.peers import Iperf3YardstickPlugin, TcpRoundTripPeerPlugin
+from netregress.iperf import Iperf3YardstickPlugin
+from netregress.plugins import SweepPlugin
+from netregress.roundtrip import TcpRoundTripPeerPlugin
+from netregress.tcppair import TcpKernelCheck
 
 
 # Ping-pong with TCP_NODELAY, as NetPIPE's NPtcp always runs: with Nagle's algorithm a request/response pattern waits

@@ -18,8 +18,13 @@ Modules:
   launch         a launcher built from the environment's launch template
   slurm          Slurm's node states and node lists, as the checks need them
   build          build fixtures (prebuilt | cmake | spack seam); spack_build: the Spack path
-  base           abstract checks: NetregressCheck -> KernelCheck -> MPI/TCP benchmark bases
-  peers          checks that run a peer (iperf3, NetPIPE, IMB) beside our kernels
-  allpairs       every link of a fabric; nodeprobe: every node
+  base           the abstract check: NetregressCheck (interconnect, placement, counters, sanity, references)
+  bands          where each figure's reference and band come from (host baseline, committed, fixed bands)
+  plugins        exit status, exponential sweeps, our kernels' build fixture and JSON result
+  mpicheck       MpiCheck, MpiKernelCheck: an MPI environment forced onto the interconnect
+  tcppair        TcpPairCheck, TcpKernelCheck: a server on the first node, a client on the last
+  peers          NetPIPE and IMB checks; roundtrip: a peer's round trip beside ours; iperf: iperf3 and yardstick
+  allpairs       every link of a fabric (linkplan: rounds and job scripts; linkverdict: results and verdicts);
+                 nodeprobe: every node
   osu_npb        OSU and NAS output parsing
 """

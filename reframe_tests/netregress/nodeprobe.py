@@ -37,7 +37,7 @@ from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
 from . import results, slurm
-from .allpairs import SLURM_ON_NAMED_NODE
+from .linkplan import SLURM_ON_NAMED_NODE
 from .base import NetregressCheck
 from .build import TcpKernelBuild
 

@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip('reframe')
 from reframe.core.exceptions import SanityError  # noqa: E402
 
-from netregress import peers  # noqa: E402
-from netregress.base import background_server_cmds  # noqa: E402
+from netregress import iperf, peers, roundtrip  # noqa: E402
+from netregress.tcppair import background_server_cmds  # noqa: E402
 
 NP_OUT = """      1   0.285132   0.00002676
       2   0.570921   0.00002673
@@ -60,22 +60,22 @@ def test_round_trip_of_a_peer_from_its_precise_column(tmp_path):
     trial of several, from whichever of its two-decimal columns has more digits."""
     np_out = tmp_path / 'peer-np.out'
     np_out.write_text('       8   119.60340000   0.00000051\n')
-    assert peers.netpipe_rtt_us(str(np_out), 8).evaluate() == pytest.approx(2e6 * 64 / (119.6034 * 2 ** 20))
+    assert roundtrip.netpipe_rtt_us(str(np_out), 8).evaluate() == pytest.approx(2e6 * 64 / (119.6034 * 2 ** 20))
     with pytest.raises(SanityError, match='no 16-byte round trip'):
-        peers.netpipe_rtt_us(str(np_out), 16).evaluate()
+        roundtrip.netpipe_rtt_us(str(np_out), 16).evaluate()
     with pytest.raises(SanityError, match='wrote no'):
-        peers.netpipe_rtt_us(str(tmp_path / 'absent'), 8).evaluate()
+        roundtrip.netpipe_rtt_us(str(tmp_path / 'absent'), 8).evaluate()
     imb = tmp_path / 'peer.out'
     imb.write_text(IMB_OUT.replace('            8          200         1.85         4.32\n',
                                    '            8         1000         0.50        15.92\n'
                                    '            8         1000         0.47        16.93\n'
                                    '            8         1000        30.01         0.27\n'))
-    assert peers.imb_rtt_us(str(imb), 8).evaluate() == pytest.approx(2 * 8 / 16.93)     # MB/s: more digits
+    assert roundtrip.imb_rtt_us(str(imb), 8).evaluate() == pytest.approx(2 * 8 / 16.93)     # MB/s: more digits
     imb.write_text(IMB_OUT.replace('1.85         4.32', '30.01         0.27'))
-    assert peers.imb_rtt_us(str(imb), 8).evaluate() == pytest.approx(2 * 30.01)        # t[usec]: more digits
+    assert roundtrip.imb_rtt_us(str(imb), 8).evaluate() == pytest.approx(2 * 30.01)        # t[usec]: more digits
     imb.write_text('# All processes entering MPI_Finalize\n')
     with pytest.raises(SanityError, match='no 8-byte round trip'):
-        peers.imb_rtt_us(str(imb), 8).evaluate()
+        roundtrip.imb_rtt_us(str(imb), 8).evaluate()
 
 
 IPERF3_SERVER = '''-----------------------------------------------------------
@@ -97,19 +97,19 @@ Accepted connection from 10.92.2.12, port 45344
 
 
 def test_iperf3_figure_is_the_median_of_the_receivers_whole_seconds(tmp_path):
-    assert peers.iperf3_intervals(IPERF3_SERVER) == [948.0, 911.0, 956.0, 951.0]     # no partial, no summary
+    assert iperf.iperf3_intervals(IPERF3_SERVER) == [948.0, 911.0, 956.0, 951.0]     # no partial, no summary
     client = tmp_path / 'iperf3.json'
     client.write_text('{"end": {"sum_received": {"bits_per_second": 943e6, "bytes": 506e6}}}')
     server = tmp_path / 'server.out'
     server.write_text(IPERF3_SERVER)
-    assert peers.iperf3_mbps(str(client), str(server)).evaluate() == 949.5       # one stolen second moves nothing
+    assert iperf.iperf3_mbps(str(client), str(server)).evaluate() == 949.5       # one stolen second moves nothing
     server.write_text('Server listening on 38141\n')
     with pytest.raises(SanityError, match='no whole one-second interval'):
-        peers.iperf3_mbps(str(client), str(server)).evaluate()
+        iperf.iperf3_mbps(str(client), str(server)).evaluate()
     client.write_text('{"error": "unable to connect to server"}')
     with pytest.raises(SanityError, match='unable to connect'):
-        peers.iperf3_mbps(str(client), str(server)).evaluate()
-    assert peers.iperf3_intervals('[  5]   0.00-1.00   sec  1.16 GBytes  9.96 Gbits/sec\n') == [9960.0]
+        iperf.iperf3_mbps(str(client), str(server)).evaluate()
+    assert iperf.iperf3_intervals('[  5]   0.00-1.00   sec  1.16 GBytes  9.96 Gbits/sec\n') == [9960.0]
 
 
 class _InPlace:

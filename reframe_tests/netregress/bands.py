@@ -1,0 +1,94 @@
+"""References and bands of a check's figures: where each performance variable's reference comes from.
+
+:func:`apply` is the body of ``NetregressCheck.apply_references`` (the order of the sources is documented there);
+:func:`reference_source` picks a partition's host baseline or committed references; :func:`fraction_of` divides a
+figure by a denominator known only when it is evaluated (a fraction of a link's rate, a ratio to a peer measured
+in the same job): the baseline-free bands of :attr:`NetregressCheck.fixed_references`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import reframe.utility.sanity as sn
+from reframe.core.exceptions import PerformanceError, SanityError
+
+from . import baselines, interconnects, references
+
+
+def apply(check) -> None:
+    """Set ``check.reference`` (and ``nr_reference_source``, ``nr_recorded_only``, ``missing_references``) for
+    every performance variable of ``check`` (see ``NetregressCheck.apply_references``)."""
+    system, part = check.current_system.name, check.current_partition.name
+    env = check.current_environ.name
+    refs, check.missing_references, recorded_only = {}, [], []
+    host_refs = check.current_partition.extras.get('references') == 'host'
+    try:
+        refset, check.nr_reference_source = reference_source(system, check.current_partition.extras)
+    except (references.ReferenceError, baselines.BaselineError) as err:
+        raise PerformanceError(str(err)) from None
+    for name, fn in check.perf_variables.items():
+        if name in check.recorded_only():
+            refs[name] = (0, None, None, fn.unit)
+            recorded_only.append(name)
+            continue
+        if name in check.fixed_references:
+            refs[name] = (*check.fixed_references[name], fn.unit)
+            continue
+        if refset is None:
+            refs[name] = (0, None, None, fn.unit)
+            continue
+        if host_refs and not check.asserted_absolute(name, fn.unit):
+            refs[name] = (0, None, None, fn.unit)
+            recorded_only.append(name)
+            continue
+        try:
+            refs[name] = refset.lookup(part, env, check.interconnect, check.ref_test, name).as_reframe()
+        except references.MissingReferenceError as err:
+            if check.current_partition.extras.get('references') != 'host':
+                check.missing_references.append(str(err))
+            refs[name] = (0, None, None, fn.unit)
+        except references.ReferenceError as err:
+            raise PerformanceError(str(err)) from None
+    if not refs:
+        raise PerformanceError(f'{check.unique_name} defines no performance variables')
+    check.nr_recorded_only = ','.join(recorded_only)
+    check.reference = {f'{system}:{part}': refs}
+
+
+@sn.deferrable
+def fraction_of(check, name: str, denominator: float) -> float:
+    """check.perf_variables[name] / denominator, looked up when evaluated (leaves define ``name`` later)."""
+    try:
+        own = check.perf_variables[name]
+    except KeyError:
+        raise SanityError(f'{check.unique_name} has no {name} to compare') from None
+    return float(own.evaluate()) / float(sn.evaluate(denominator))
+
+
+def reference_source(system: str, extras) -> tuple:
+    """(ReferenceSet or None, description) for a partition: its host baseline or the committed references."""
+    if extras.get('references') != 'host':
+        return references.load(system), f'committed {references.reference_file(system)}'
+    found = _host_baseline(system, str(baselines.baseline_path(system)))
+    if found is None:
+        return None, f'no baseline for host {baselines.host_id()} yet: recording'
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _host_baseline_cached(system: str, path: str, mtime: float):
+    base = baselines.Baseline.load(system)
+    if base is None:
+        return None
+    stale = base.stale_reason()
+    if stale:
+        return None
+    rules = baselines.BandRules.from_table(interconnects.load().baselines)
+    return base.reference_set(rules), f'host baseline {base.host_id} ({len(base.runs)} runs)'
+
+
+def _host_baseline(system: str, path: str):
+    mtime = os.stat(path).st_mtime if os.path.exists(path) else -1.0
+    return _host_baseline_cached(system, path, mtime)
+

@@ -17,7 +17,7 @@ openmpi5, mpich5, intelmpi, lam7) plus ``gnu`` (no MPI: TCP kernels, NPtcp, iper
 Environment extras read by the netregress library (reframe_tests/netregress):
   mpi_family   row of config/interconnects.yaml that forces this MPI onto an interconnect
   launch       launcher command template ({ntasks}, {ntasks_per_node}, {nodes}); per system, because on Slurm each
-               MPI needs its own PMI (shared/notes/slurm-vcluster.md)
+               MPI needs its own PMI (docs/vcluster.md)
   mpicc        MPI C compiler for the cmake build path
   kernels      directory with prebuilt kernels (tools/bootstrap: .deps/kernels/<env>/bin)
   netpipe_mpi  NetPIPE MPI module built against this MPI (absent = none exists; the check says so)

@@ -2,7 +2,7 @@
 
 Every MPI build needs its own launcher, and on Slurm not even the same one (``srun --mpi=pmix`` for Open MPI,
 ``--mpi=pmi2`` for MPICH 5 / Intel MPI, Hydra's ``mpiexec -launcher slurm`` for Debian MPICH, see
-shared/notes/slurm-vcluster.md). ReFrame binds launchers to partitions, so the environment carries the command as a
+docs/vcluster.md). ReFrame binds launchers to partitions, so the environment carries the command as a
 template in its ``extras.launch`` list and :func:`launcher_for` turns it into a launcher for the test's job.
 
 Template placeholders: ``{ntasks}``, ``{ntasks_per_node}``, ``{nodes}``.

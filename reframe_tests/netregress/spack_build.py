@@ -10,7 +10,7 @@ uses is generated from it under ``$NETREGRESS_DEPS/spack/envs/<system>/`` (``too
 ``spack.lock`` lives too, outside the checkout. Spack itself is the project's wrapper
 ``$NETREGRESS_DEPS/spack/bin/spack`` (``tools/spack-setup``, run by ``tools/bootstrap``), else ``spack`` on PATH.
 
-How a build works (no re-concretization: concretizing costs 25-175 s per spec on 2 cores, shared/notes):
+How a build works (no re-concretization: concretizing costs 25-175 s per spec on 2 cores, docs/spack.md):
 
 * ReFrame's ``Spack`` build system with ``environment = <that env dir>`` and no ``specs``, so ReFrame neither
   creates an environment nor runs ``spack add`` (which would re-concretize);

@@ -6,7 +6,7 @@ when at least one test case failed (or, for a crashed node, the node check faile
 node, link, path or reference. It prints a table and exits non-zero unless the clean run passed and every fault was
 caught and named.
 
-Faults (shared/notes/fault-injection.md):
+Faults (docs/validation.md, "The drill"):
   a. one gige link throttled to 70%        tbf on the host side of gige2's veth (traffic towards gige2)
   b. one fast node's CPU capped at half    cgroup v1 cpu quota over fast3's slurmd (job steps inherit it)
   c. a node crashed mid-run                kill -9 of every process in fast2's namespace while checks run

@@ -25,6 +25,17 @@ static uint64_t nr__scale(const struct nr_calib *c, uint64_t n, double e)
     return want < 1 ? 1 : (want >= (double)c->cap ? c->cap : (uint64_t)want);
 }
 
+/* Median of k <= 3 values (the mean of two). */
+static double nr__median(const double *t, int k)
+{
+    if (k == 1)
+        return t[0];
+    if (k == 2)
+        return (t[0] + t[1]) / 2;
+    double lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    return t[2] < lo ? lo : (t[2] > hi ? hi : t[2]);
+}
+
 int nr_calibrate(nr_probe_fn probe, void *ctx, struct nr_calib *c, uint64_t *iterations, struct nr_error *err)
 {
     const double goal = c->target_s / 10.0;
@@ -39,27 +50,27 @@ int nr_calibrate(nr_probe_fn probe, void *ctx, struct nr_calib *c, uint64_t *ite
         if (e < NR__MIN_ELAPSED_S)
             e = NR__MIN_ELAPSED_S;
         if (e >= goal || n >= c->cap / 16 + 1) {
-            /* Probe this count again: the fastest of up to 1 + NR_CALIB_CONFIRM probes is the rate (a stall only
-             * ever makes a probe slower); two that agree end the confirmation early. */
-            double fast = e, slow = e;
-            for (int k = 0; k < NR_CALIB_CONFIRM && left > 0; k++) {
-                double again = 0;
-                rc = probe(ctx, n, &again, err);
+            /* Probe this count again: two probes that agree within NR__AGREE give their mean, otherwise a third
+             * is run and the median of the three decides, so one stalled (or one lucky) probe cannot. */
+            double t[1 + NR_CALIB_CONFIRM] = {e};
+            int k = 1;
+            while (k < 1 + NR_CALIB_CONFIRM && left > 0) {
+                rc = probe(ctx, n, &t[k], err);
                 left--, c->probes++;
                 if (rc < 0)
                     return rc;
-                if (again < NR__MIN_ELAPSED_S)
-                    again = NR__MIN_ELAPSED_S;
-                fast = again < fast ? again : fast;
-                slow = again > slow ? again : slow;
-                if (slow <= NR__AGREE * fast)
-                    break; /* the probes of this count agree */
+                if (t[k] < NR__MIN_ELAPSED_S)
+                    t[k] = NR__MIN_ELAPSED_S;
+                k++;
+                if (k == 2 && t[1] <= NR__AGREE * t[0] && t[0] <= NR__AGREE * t[1])
+                    break;
             }
-            if (fast >= goal / 2 || n >= c->cap / 16 + 1) {
-                *iterations = nr__scale(c, n, fast);
+            double rate_e = nr__median(t, k);
+            if (rate_e >= goal / 2 || n >= c->cap / 16 + 1) {
+                *iterations = nr__scale(c, n, rate_e);
                 return NR_OK;
             }
-            e = fast; /* the probe that reached the goal was inflated: grow again from the fast rate */
+            e = rate_e; /* the probe that reached the goal was inflated: grow again from the agreed rate */
         }
         double grow = goal / e * 1.2;
         grow = grow < 2 ? 2 : (grow > 16 ? 16 : grow);

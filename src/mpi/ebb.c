@@ -64,8 +64,8 @@ static double nr__mibps(uint64_t bytes, int reps, double us)
 /* Time `reps` exchanges of `bytes` with `partner` (nothing when partner < 0): one untimed exchange first, then a
  * barrier so every pair starts together. The outcome is agreed on by all ranks. A barrier that reports an error
  * still synchronised: the block runs anyway, so no partner is left waiting, and the error is agreed on after. */
-static int nr__exchange(const struct nr__opts *o, char *sbuf, char *rbuf, uint64_t bytes, int partner, double *us,
-                        struct nr_error *err)
+static int nr__exchange(const struct nr__opts *o, const struct nr_mpi *m, char *sbuf, char *rbuf, uint64_t bytes,
+                        int partner, double *us, struct nr_error *err)
 {
     const int n = (int)bytes;
     int rc = MPI_SUCCESS;
@@ -74,14 +74,21 @@ static int nr__exchange(const struct nr__opts *o, char *sbuf, char *rbuf, uint64
                           MPI_STATUS_IGNORE);
     if ((rc = nr_mpi_agree(nr_mpi_check(rc, "MPI_Sendrecv (warm-up)", err), err)) < 0)
         return rc;
-    int brc = MPI_Barrier(MPI_COMM_WORLD);
+    int brc = MPI_Barrier(MPI_COMM_WORLD), k = 0;
     double t0 = MPI_Wtime();
-    for (int k = 0; k < o->reps && partner >= 0 && rc == MPI_SUCCESS; k++)
+    for (; k < o->reps && partner >= 0 && rc == MPI_SUCCESS; k++)
         rc = MPI_Sendrecv(sbuf, n, MPI_BYTE, partner, NR__TAG, rbuf, n, MPI_BYTE, partner, NR__TAG, MPI_COMM_WORLD,
                           MPI_STATUS_IGNORE);
     *us = (MPI_Wtime() - t0) * 1e6;
-    rc = rc != MPI_SUCCESS ? nr_mpi_check(rc, "MPI_Sendrecv", err) : nr_mpi_check(brc, "MPI_Barrier", err);
-    return nr_mpi_agree(rc, err);
+    if (rc != MPI_SUCCESS) {
+        /* The partner is still inside its block of exchanges: no agreement can be reached, end every rank. */
+        char what[128];
+        snprintf(what, sizeof what, "MPI_Sendrecv with rank %d (exchange %d of %d, %llu bytes)", partner, k, o->reps,
+                 (unsigned long long)bytes);
+        nr_mpi_check(rc, what, err);
+        nr_mpi_fail_loop(m, err);
+    }
+    return nr_mpi_agree(nr_mpi_check(brc, "MPI_Barrier", err), err);
 }
 
 /* Rank 0: the round's random bisection (Fisher-Yates on the identity). */
@@ -118,7 +125,7 @@ static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64
                 partner = perm[i];
         }
         double us;
-        if ((rc = nr__exchange(o, sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
+        if ((rc = nr__exchange(o, m, sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
             goto out;
         rc = nr_mpi_check(MPI_Gather(&us, 1, MPI_DOUBLE, mine_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD),
                           "MPI_Gather (times)", err);
@@ -142,7 +149,7 @@ static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64
         double sum = 0, us;
         int partner = m->rank == 0 ? p / 2 : m->rank == p / 2 ? 0 : -1;
         for (int r = 0; r < o->rounds; r++) {
-            if ((rc = nr__exchange(o, sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
+            if ((rc = nr__exchange(o, m, sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
                 goto out;
             sum += us;
         }
@@ -330,6 +337,7 @@ int main(int argc, char **argv)
     char *sbuf = NULL, *rbuf = NULL;
     char (*hosts)[NR_HOST_MAX] = NULL;
     rc = nr_mpi_parse(&set, argc, argv, &err);
+    nr_mpi_set_report(&mpi, NR__PROG, o.json, "ebb", started);
     if (rc == NR_OK) {
         uint64_t largest = 0;
         for (size_t i = 0; i < o.sizes.n; i++)

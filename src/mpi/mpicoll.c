@@ -110,8 +110,17 @@ static int nr__timed(const struct nr__ctx *x, const struct nr_coll_test *t, int 
      * collective the others skipped) and the error is agreed on after the second barrier. */
     int brc = MPI_Barrier(MPI_COMM_WORLD), rc = MPI_SUCCESS;
     double t0 = MPI_Wtime();
-    for (uint64_t it = 0; it < k && rc == MPI_SUCCESS; it++)
+    uint64_t it = 0;
+    for (; it < k && rc == MPI_SUCCESS; it++)
         rc = nr__op(x, t, n, it);
+    if (rc != MPI_SUCCESS) {
+        /* The other ranks are still inside the loop's operations: no agreement can be reached, end every rank. */
+        char what[192];
+        snprintf(what, sizeof what, "%s (test %s, operation %llu of %llu, %d reals)", t->routines, t->name,
+                 (unsigned long long)it, (unsigned long long)k, n);
+        nr_mpi_check(rc, what, err);
+        nr_mpi_fail_loop(x->mpi, err);
+    }
     int erc2 = MPI_Barrier(MPI_COMM_WORLD);
     double e = MPI_Wtime() - t0;
     if (rc == MPI_SUCCESS)
@@ -345,6 +354,7 @@ int main(int argc, char **argv)
     size_t npts[NR_COLL_NTESTS] = {0};
     struct nr__ctx x = {&mpi, MPI_COMM_NULL, 0, 0, NULL, NULL, NULL};
     rc = nr_mpi_parse(&set, argc, argv, &err);
+    nr_mpi_set_report(&mpi, NR__PROG, o.json, "collectives", started);
     if (rc == NR_OK)
         rc = nr_mpi_agree(nr__validate(&o, &mpi, selected, &err), &err);
     if (rc == NR_OK) {

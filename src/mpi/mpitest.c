@@ -14,9 +14,9 @@
  * clock and process times again. A stream run ends when the secondary's zero-byte acknowledgement of the last
  * message arrives, so the master's time covers delivery. Before the measured repetitions the master calibrates
  * the iteration count: probe runs with a growing count until one lasts a tenth of the test time, then the count
- * is scaled to the test time (-t) (nr/calib.h: the count that reached a tenth is probed again and the fastest probe
- * decides, and a first run that still falls far short is run again with the count its own rate gives; a test whose
- * runs mostly fell short fails with exit 3). Throughput counts payload in both directions for ping-pong (as
+ * is scaled to the test time (-t) (nr/calib.h: the count that reached a tenth is probed again and the agreed
+ * (median) probe decides, and a first run that still falls far short is run again with the count its own rate
+ * gives; a test whose runs mostly fell short fails with exit 3). Throughput counts payload in both directions for ping-pong (as
  * Hpcbench does). The secondary ships its times (and its system log, -c) to the master after each run, outside
  * the timed part. Every MPI call is checked and its outcome agreed on by both ranks.
  */
@@ -67,7 +67,7 @@ struct nr__run {
     struct nr_calib calib;  /* the calibration and what the measured runs achieved (rank 0's clock) */
 };
 
-static const struct nr_mpi *g_mpi;
+static struct nr_mpi *g_mpi;
 
 /* The byte pattern of --verify: depends on position and iteration so stale or shifted data is caught. */
 static unsigned char nr__pattern(uint64_t i, uint64_t iter)
@@ -113,7 +113,8 @@ static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, uns
     const MPI_Comm w = MPI_COMM_WORLD;
     int rc = MPI_SUCCESS;
     MPI_Request rq[2];
-    for (uint64_t k = 0; k < iters && rc == MPI_SUCCESS; k++) {
+    uint64_t k = 0;
+    for (; k < iters && rc == MPI_SUCCESS; k++) {
         if (how == NR__STREAM) {
             if (me == 0)
                 rc = o->nonblocking ? MPI_Isend(sbuf, n, MPI_BYTE, peer, NR__TAG_DATA, w, rq)
@@ -152,10 +153,28 @@ static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, uns
         }
     }
     /* Stream: the master's clock stops when the secondary confirms the last message arrived. */
-    if (rc == MPI_SUCCESS && how == NR__STREAM)
+    bool ack = false;
+    if (rc == MPI_SUCCESS && how == NR__STREAM) {
+        ack = true;
         rc = me == 0 ? MPI_Recv(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, w, MPI_STATUS_IGNORE)
                      : MPI_Send(NULL, 0, MPI_BYTE, peer, NR__TAG_ACK, w);
-    return nr_mpi_check(rc, "message transfer", err);
+    }
+    if (rc != MPI_SUCCESS) {
+        /* The peer is still inside the loop, waiting for a message this rank will not send or receive: no
+         * agreement can be reached, end both ranks. */
+        static const char *const names[] = {"stream", "exchange", "round trip"};
+        char what[192];
+        if (ack)
+            snprintf(what, sizeof what, "%s (the end-of-stream acknowledgement)", me == 0 ? "MPI_Recv" : "MPI_Send");
+        else
+            snprintf(what, sizeof what, "%s (%s %s with rank %d, message %llu of %llu, %llu bytes)",
+                     o->nonblocking ? "MPI_Isend/MPI_Irecv/MPI_Wait" : "MPI_Send/MPI_Recv",
+                     o->nonblocking ? "non-blocking" : "blocking", names[how], peer, (unsigned long long)k,
+                     (unsigned long long)iters, (unsigned long long)size);
+        nr_mpi_check(rc, what, err);
+        nr_mpi_fail_loop(g_mpi, err);
+    }
+    return NR_OK;
 }
 
 /* One timed run on both ranks; the master gets the secondary's times in rep->peer. */
@@ -498,6 +517,7 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
     int rc = nr__validate(o, r, err);
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
+    g_mpi->mode = r->mode;
     /* Exchange host names (for the banner, -o and JSON). */
     char hosts[2][NR_HOST_MAX];
     rc = nr_mpi_check(MPI_Allgather(NR_MPI_IN(g_mpi->host), NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR,
@@ -650,6 +670,7 @@ int main(int argc, char **argv)
     nr_sysmon_log_init(&r.peer_log);
     r.mode = "stream";
     rc = nr_mpi_parse(&set, argc, argv, &err);
+    nr_mpi_set_report(&mpi, NR__PROG, o.json, r.mode, started); /* the mode is set again once it is known */
     if (rc == NR_OK)
         rc = nr__main(&o, &r, &err);
     if (rc <= 0 && mpi.rank == 0 && o.json && nr__write_json(&o, &r, started, rc, &err) != 0 && rc == NR_OK)

@@ -1,6 +1,7 @@
 /* Shared MPI layer of the MPI kernels: see nr_mpi.h. */
 #include "nr_mpi.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,67 @@ uint64_t nr_mpi_memory_budget(const struct nr_mpi *m)
     return phys / 2 / (uint64_t)(m->local_ranks > 0 ? m->local_ranks : 1);
 }
 
+#if MPI_VERSION >= 3
+/* Keep the first line of text, with runs of white space (MPICH separates its fields with tabs) made one space and
+ * no white space at either end. */
+static void nr__first_line(char *text)
+{
+    size_t o = 0;
+    bool space = false;
+    for (size_t i = 0; text[i] && text[i] != '\n' && text[i] != '\r'; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (isspace(ch) || ch < 0x20 || ch == 0x7f) {
+            space = o > 0;
+            continue;
+        }
+        if (space)
+            text[o++] = ' ';
+        space = false;
+        text[o++] = (char)ch;
+    }
+    text[o] = '\0';
+}
+#endif
+
+void nr_mpi_library(struct nr_mpi_library *lib)
+{
+    memset(lib, 0, sizeof *lib);
+    int major = 0, minor = 0;
+    if (MPI_Get_version(&major, &minor) == MPI_SUCCESS)
+        snprintf(lib->standard, sizeof lib->standard, "%d.%d", major, minor);
+#if MPI_VERSION >= 3
+    char text[MPI_MAX_LIBRARY_VERSION_STRING + 1];
+    int len = 0;
+    if (MPI_Get_library_version(text, &len) == MPI_SUCCESS) {
+        text[len < 0 ? 0 : len > MPI_MAX_LIBRARY_VERSION_STRING ? MPI_MAX_LIBRARY_VERSION_STRING : len] = '\0';
+        nr__first_line(text);
+        size_t n = strlen(text);
+        if (n >= sizeof lib->library) { /* cut at a character boundary: never half a UTF-8 sequence */
+            n = sizeof lib->library - 1;
+            while (n > 0 && ((unsigned char)text[n] & 0xc0) == 0x80)
+                n--;
+        }
+        memcpy(lib->library, text, n);
+        lib->library[n] = '\0';
+    }
+#elif defined(LAM_MAJOR_VERSION) && defined(LAM_MINOR_VERSION) && defined(LAM_RELEASE_VERSION)
+    /* MPI 1.2 has no MPI_Get_library_version: LAM/MPI names itself in its headers (lam_config.h via mpi.h). */
+    snprintf(lib->library, sizeof lib->library, "LAM/MPI %d.%d.%d", LAM_MAJOR_VERSION, LAM_MINOR_VERSION,
+             LAM_RELEASE_VERSION);
+#endif
+}
+
+void nr_mpi_library_json(struct nr_json *j)
+{
+    struct nr_mpi_library lib;
+    nr_mpi_library(&lib);
+    nr_json_key(j, "mpi");
+    nr_json_begin_object(j);
+    nr_json_kv_string(j, "library", lib.library[0] ? lib.library : NULL);
+    nr_json_kv_string(j, "standard", lib.standard[0] ? lib.standard : NULL);
+    nr_json_end_object(j);
+}
+
 FILE *nr_mpi_json_begin(struct nr_json *j, const char *path, const char *tool, const char *mode, time_t started,
                         int status, const struct nr_error *failure)
 {
@@ -139,6 +201,7 @@ FILE *nr_mpi_json_begin(struct nr_json *j, const char *path, const char *tool, c
     struct nr_result_meta meta = {tool, mode, started, status,
                                   status ? nr_error_message(failure, msg, sizeof msg) : NULL};
     nr_result_json_begin(j, &meta);
+    nr_mpi_library_json(j);
     return f;
 }
 
@@ -147,4 +210,43 @@ int nr_mpi_json_end(struct nr_json *j, FILE *f)
     nr_json_end_object(j);
     int rc = nr_json_finish(j);
     return fclose(f) != 0 || rc != 0 ? -1 : 0;
+}
+
+void nr_mpi_set_report(struct nr_mpi *m, const char *prog, const char *json, const char *mode, time_t started)
+{
+    m->prog = prog;
+    m->json = json;
+    m->mode = mode;
+    m->started = started;
+}
+
+void nr_mpi_fail_loop(const struct nr_mpi *m, struct nr_error *err)
+{
+    if (err->code == 0)
+        nr_error_set(err, NR_E_INTERNAL, "a timed loop failed without an error");
+    char tagged[sizeof err->detail + 128];
+    snprintf(tagged, sizeof tagged, "rank %d: %s; ending every rank (the others wait inside the loop)", m->rank,
+             err->detail);
+    tagged[sizeof err->detail - 1] = '\0'; /* a long message loses its end, not the rank */
+    memcpy(err->detail, tagged, sizeof err->detail);
+    nr_error_report(m->prog ? m->prog : "netregress", err);
+    if (m->json) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.rank%d.tmp", m->json, m->rank);
+        struct nr_json j;
+        FILE *f = nr_mpi_json_begin(&j, tmp, m->prog ? m->prog : "netregress", m->mode ? m->mode : "unknown",
+                                    m->started, err->code, err);
+        if (f) {
+            nr_json_kv_int(&j, "failed_rank", m->rank);
+            nr_json_kv_int(&j, "processes", m->size);
+            if (nr_mpi_json_end(&j, f) == 0)
+                rename(tmp, m->json);
+            else
+                unlink(tmp);
+        }
+    }
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, NR_EXIT_RUNTIME);
+    _exit(NR_EXIT_RUNTIME); /* MPI_Abort does not return; if a library's does, end this rank anyway */
 }

@@ -1,7 +1,10 @@
 /* The MPI layer shared by nr-mpitest, nr-mpicoll and nr-ebb: start-up, option parsing on every rank, checked MPI
  * calls, and the one rule every front end follows for errors: a failure on any rank is agreed on by all ranks
  * (collectively), reported once by rank 0 with the failing rank's message, and every rank exits with the same
- * non-zero status. No rank waits forever for a peer that has already given up.
+ * non-zero status. No rank waits forever for a peer that has already given up: a failure inside a timed loop, where
+ * the partner (or every other rank) is inside a call this rank will not make again and no collective agreement can
+ * be reached, ends the whole job at once (nr_mpi_fail_loop: the failing rank reports the error, writes the error
+ * document itself and calls MPI_Abort).
  */
 #ifndef NR_MPI_H
 #define NR_MPI_H
@@ -34,7 +37,24 @@ struct nr_mpi {
     int size;                     /* number of ranks */
     char host[NR_HOST_MAX];       /* this rank's host name (short) */
     int local_ranks;              /* ranks sharing this rank's node (memory budget) */
+    /* what nr_mpi_fail_loop() needs to report a failure by itself (nr_mpi_set_report) */
+    const char *prog;             /* "nr-ebb" */
+    const char *json;             /* --json FILE, NULL = none */
+    const char *mode;             /* the JSON mode */
+    time_t started;               /* the run's start (started_utc) */
 };
+
+/* Record what a failing rank needs to report alone (the kernel calls it once its options are parsed). */
+void nr_mpi_set_report(struct nr_mpi *m, const char *prog, const char *json, const char *mode, time_t started);
+
+/* A failure inside a timed loop: the other ranks are inside calls this rank will not make, so agreeing on the
+ * failure would wait forever. This rank names itself in err ("rank N: ..."), prints it once, writes the error
+ * document to m->json (status "error", the message, "failed_rank"; written to a temporary file and renamed, so
+ * the file is whole whichever rank writes it) and ends every rank with MPI_Abort (exit status 1). Never returns. */
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+void nr_mpi_fail_loop(const struct nr_mpi *m, struct nr_error *err);
 
 /* MPI_Init with errors returned (not fatal) on MPI_COMM_WORLD; fills m. */
 int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err);
@@ -56,8 +76,22 @@ int nr_mpi_finish(const char *prog, int rc, struct nr_error *err);
 /* Bytes this rank may allocate: half the node's memory shared among the node's ranks. */
 uint64_t nr_mpi_memory_budget(const struct nr_mpi *m);
 
+/* The MPI library this kernel runs with, as the library names itself. */
+#define NR_MPI_LIBRARY_MAX 256
+struct nr_mpi_library {
+    char library[NR_MPI_LIBRARY_MAX]; /* MPI_Get_library_version's first line, white space made single spaces;
+                                         LAM/MPI (MPI 1.2, no such call): "LAM/MPI 7.1.4" from its headers; "" when
+                                         unknown */
+    char standard[16];                /* MPI_Get_version: "3.1" */
+};
+void nr_mpi_library(struct nr_mpi_library *lib);
+
+/* "mpi": {"library": .. (null when unknown), "standard": "3.1"} */
+void nr_mpi_library_json(struct nr_json *j);
+
 /* Rank 0's result document: open `path` and write the common head (schema, tool, mode, status, the failure's
- * message when status != 0, started_utc). Returns the file, or NULL when it cannot be written. */
+ * message when status != 0, started_utc) and the MPI library ("mpi"). Returns the file, or NULL when it cannot be
+ * written. */
 FILE *nr_mpi_json_begin(struct nr_json *j, const char *path, const char *tool, const char *mode, time_t started,
                         int status, const struct nr_error *failure);
 /* Close the top-level object and the file: 0 on success, -1 when the document or the file is incomplete. */

@@ -513,7 +513,7 @@ static int fake_probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_er
 }
 
 /* The calibration shared by nr-mpitest and nr-tcptest: probes grow until one lasts a tenth of the target, that
- * count is probed again and the fastest probe decides, the count is scaled to the target; capped; a probe's error is
+ * count is probed again and the median probe decides, the count is scaled to the target; capped; a probe's error is
  * returned; one stalled probe cannot shrink the count; a first measured run that falls short is re-run with a
  * rescaled count, and a test whose runs mostly fell short fails with the figures. */
 static void test_calibrate(void)

@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 ARGS = None
 
@@ -167,6 +168,73 @@ def case_mpi_return_codes(d):
         _fault(d, 'nr-mpicoll-faulty', 2, fault, '-t', 0.005, '-r', 2, '-s', '8', '-T', 'bcast,right_shift')
     for fault in ('Bcast:1', 'Bcast:2', 'Gather:1', 'Allgather:1', 'Sendrecv:1', 'Barrier:1'):
         _fault(d, 'nr-ebb-faulty', 4, fault, '-s', '1024-1024', '-r', 2)
+
+
+def _fault_in_loop(d, kernel, np, fault, call, *opts, bound=60):
+    """An MPI call fails on rank 1 alone inside a timed loop, while its partner (or every other rank) is inside the
+    loop's next call: every rank must end within `bound` seconds (it used to hang for good), the job must exit 1,
+    and stderr and the JSON must name the failing rank and call."""
+    js = os.path.join(d, 'loop.json')
+    t0 = time.monotonic()
+    try:
+        p = run(kernel, np, *opts, '--json', js, expect=None, env={'NR_FAULT': fault, 'NR_FAULT_RANK': '1'},
+                timeout=bound + 60)
+    except subprocess.TimeoutExpired:
+        sys.exit(f'FAIL: {kernel} {fault} on rank 1: still running after {bound + 60} s (a rank waits forever)')
+    took = time.monotonic() - t0
+    print(f'{kernel} -np {np}, {fault} failing on rank 1: every rank ended {took:.2f} s after the start, '
+          f'exit {p.returncode}')
+    check(took < bound, f'{kernel} {fault}: the job took {took:.1f} s to end (bound {bound} s)')
+    check(p.returncode == 1, f'{kernel} {fault}: exit {p.returncode}, expected 1\n{p.stderr}')
+    check('rank 1' in p.stderr and call in p.stderr, f'{kernel} {fault}: rank and call named: {p.stderr}')
+    r = load(js)
+    check(r['status'] == 'error' and 'rank 1' in r['error'] and call in r['error'] and r['failed_rank'] == 1,
+          f'{kernel} {fault}: the error document names the rank and the call: {r}')
+    check(r['tool'] == kernel.replace('-faulty', ''), f'tool {r["tool"]}')
+
+
+def case_ebb_fault_in_loop(d):
+    # Sendrecv 1 is the warm-up; 5 is the fourth of the timed block's 20 exchanges.
+    _fault_in_loop(d, 'nr-ebb-faulty', 4, 'Sendrecv:5', 'MPI_Sendrecv', '-s', '1024-1024', '-r', 2)
+
+
+def case_mpitest_fault_in_loop(d):
+    # Every Recv and Wait of the secondary is a data message of the timed loop (warm-up, probes, runs; it sends its
+    # times with MPI_Send); 1-MiB messages leave the master blocked in MPI_Send (rendezvous) once the secondary
+    # stops receiving, and in MPI_Recv in a round trip.
+    _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'Recv:6', 'MPI_Send/MPI_Recv', '-r', 3, '-t', 0.2, '-m', '1M')
+    _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'Recv:8', 'MPI_Send/MPI_Recv', '-i', '-r', 3, '-t', 0.2, '-m', '1M')
+    _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'Wait:9', 'MPI_Isend/MPI_Irecv/MPI_Wait', '-n', '-r', 3, '-t', 0.2,
+                   '-m', '1M')
+
+
+def case_mpicoll_fault_in_loop(d):
+    # p2p: the secondary's sends are all in the test's loops (warm-up is its first); bcast: every rank's.
+    _fault_in_loop(d, 'nr-mpicoll-faulty', 2, 'Send:5', 'mpi_send/mpi_recv', '-t', 0.05, '-r', 2, '-s', '100000', '-T', 'p2p')
+    _fault_in_loop(d, 'nr-mpicoll-faulty', 4, 'Bcast:5', 'mpi_bcast', '-t', 0.05, '-r', 2, '-s', '100000', '-T', 'bcast')
+
+
+def case_mpi_library_version(d):
+    """Every MPI kernel names the MPI library it runs with (MPI_Get_library_version's first line) and the MPI
+    standard version (MPI_Get_version)."""
+    launcher = os.path.realpath(ARGS.mpiexec).lower()
+    expect = 'Open MPI' if 'openmpi' in launcher or 'orterun' in launcher else 'MPICH' if 'mpich' in launcher \
+        or 'hydra' in launcher else None
+    seen = set()
+    for kernel, np, *opts in (('nr-mpitest', 2, '-r', 1, '-t', 0.02, '-m', '1k'),
+                              ('nr-mpicoll', 2, '-t', 0.005, '-r', 1, '-s', '8', '-T', 'bcast'),
+                              ('nr-ebb', 2, '-s', '1024-1024', '-r', 1, '-n', 2)):
+        js = os.path.join(d, 'v.json')
+        run(kernel, np, *opts, '--json', js)
+        m = load(js)['mpi']
+        lib, std = m['library'], m['standard']
+        print(f'{kernel}: mpi.library = {lib!r}, mpi.standard = {std!r}')
+        check(isinstance(lib, str) and lib.strip() == lib and lib and '\n' not in lib and '\t' not in lib,
+              f'{kernel}: one trimmed line: {lib!r}')
+        check(re.fullmatch(r'\d+\.\d+', std or '') is not None, f'{kernel}: standard {std!r}')
+        check(expect is None or expect in lib, f'{kernel}: {expect} expected in {lib!r} ({ARGS.mpiexec})')
+        seen.add((lib, std))
+    check(len(seen) == 1, f'the three kernels name the same library: {seen}')
 
 
 def case_mpitest_bad_ranks(d):

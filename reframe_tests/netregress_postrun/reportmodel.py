@@ -13,14 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from netregress import references
+from netregress import references, site
 from . import runreport
 from .runreport import RunReport, case_status, test_name
 
 REPORT_DIR = 'report'
-#: MPI builds in the order the suite names them; any other environment follows alphabetically, ``gnu`` last.
-ENV_ORDER = ['openmpi4', 'mpich4', 'openmpi5', 'mpich5', 'intelmpi']
-INTERCONNECT_ORDER = ['shm', 'tcp']
 NOT_MEASURED = 'not measured'
 
 
@@ -28,23 +25,56 @@ NOT_MEASURED = 'not measured'
 ReportError = runreport.RunReportError
 
 
-def load_run(run_dir: Path) -> list[RunReport]:
-    """The run reports of ``run_dir``; :class:`ReportError` when there is none or one is unreadable."""
-    if not run_dir.exists():
-        raise ReportError(f'{run_dir}: no such directory')
-    if not run_dir.is_dir():
-        raise ReportError(f'{run_dir}: not a directory (give the run directory holding report-<system>.json)')
-    return runreport.load_all(run_dir)
+def load_run(path: Path) -> list[RunReport]:
+    """The run reports of a run directory (``report-*.json``), or the one run report ``path`` is; :class:`ReportError`
+    when there is none or one is unreadable."""
+    return runreport.load_all(path)
 
 
-def env_key(env: str) -> tuple:
-    if env in ENV_ORDER:
-        return (0, ENV_ORDER.index(env), env)
-    return (2 if env == 'gnu' else 1, 0, env)
+@dataclass
+class Order:
+    """The order builds and interconnects are shown in, from the configuration (``netregress.site``): the
+    environments in the order each system of the run defines them, a partition's interconnects in the order of its
+    features (``ic-<name>``), then of its extras' ``interconnects``; whatever the configuration does not name (a
+    report from another site, a system it lacks) follows in the order the report first shows it."""
+    environs: list[str] = field(default_factory=list)
+    interconnects: dict[tuple, list[str]] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, cases: Iterable[Mapping]) -> 'Order':
+        cases = list(cases)
+        envs: list[str] = []
+        ics: dict[tuple, list[str]] = {}
+        for system in dict.fromkeys(str(tc.get('system')) for tc in cases if tc.get('system')):
+            try:
+                conf = site.systems().get(system)
+                if conf is None:
+                    continue
+                envs += [env['name'] for env in site.environments(system)]
+            except site.SiteError:
+                continue
+            for part in conf.get('partitions') or []:
+                names = [f[len('ic-'):] for f in part.get('features') or [] if f.startswith('ic-')]
+                names += list((part.get('extras') or {}).get('interconnects') or {})
+                ics[(system, part['name'])] = list(dict.fromkeys(names))
+        envs += [tc.get('environ') or '?' for tc in cases]
+        for tc in cases:
+            if tc.get('interconnect'):
+                known = ics.setdefault((tc.get('system') or '?', tc.get('partition') or '?'), [])
+                if tc['interconnect'] not in known:
+                    known.append(tc['interconnect'])
+        return cls(list(dict.fromkeys(envs)), ics)
 
-def interconnect_key(name: str) -> tuple:
-    return (INTERCONNECT_ORDER.index(name), '') if name in INTERCONNECT_ORDER else (len(INTERCONNECT_ORDER), name)
+    def env_key(self, env: str) -> int:
+        return self.environs.index(env) if env in self.environs else len(self.environs)
+
+    def interconnect_key(self, system: str, partition: str, ic: str) -> int:
+        known = self.interconnects.get((system, partition)) or []
+        return known.index(ic) if ic in known else len(known)
+
+    def colour(self, env: str) -> str:
+        """One colour per build in every figure (matplotlib's default cycle, in the configuration's order)."""
+        return f'C{self.env_key(env) % 10}'
 
 
 # -- figures of a test case -----------------------------------------------------------------------------------------
@@ -234,6 +264,7 @@ class Section:
     figure_notes: list[str] = field(default_factory=list)
     #: end of the run that measured it (files written later belong to another run)
     run_end: float | None = None
+    order: Order = field(default_factory=Order)
 
     @property
     def title(self) -> str:
@@ -261,18 +292,20 @@ def ratio_to_best(metric: Metric, values: Mapping[str, float]) -> dict[str, floa
     return {env: best / v for env, v in usable.items()}
 
 
-def build_sections(cases: Iterable[Mapping]) -> list[Section]:
+def build_sections(cases: Iterable[Mapping], order: Order | None = None) -> list[Section]:
     """Group the final test cases that have an interconnect into sections and fill their tables."""
+    cases = list(cases)
+    order = order or Order.of(cases)
     sections: dict[tuple, Section] = {}
     for tc in cases:
         ic = tc.get('interconnect')
         if not ic:
             continue
         key = (tc.get('system') or '?', tc.get('partition') or '?', ic)
-        sections.setdefault(key, Section(*key)).cases.append(tc)
+        sections.setdefault(key, Section(*key, order=order)).cases.append(tc)
     for sec in sections.values():
         fill_section(sec)
-    return [sections[k] for k in sorted(sections, key=lambda k: (k[0], k[1], interconnect_key(k[2])))]
+    return [sections[k] for k in sorted(sections, key=lambda k: (k[0], k[1], order.interconnect_key(*k)))]
 
 
 def is_mpi_case(tc: Mapping) -> bool:
@@ -280,17 +313,17 @@ def is_mpi_case(tc: Mapping) -> bool:
     return 'check_transport' in tc
 
 
-def _env_list(envs: Iterable[str]) -> str:
+def _env_list(envs: Iterable[str], order: Order) -> str:
     """'openmpi4, mpich4 (2 cases each)' / 'gnu'."""
     count = collections.Counter(envs)
-    names = ', '.join(sorted(count, key=env_key))
+    names = ', '.join(sorted(count, key=order.env_key))
     per = set(count.values())
     return names if per == {1} else f'{names} ({max(per)} cases each)' if len(per) == 1 else \
-        ', '.join(f'{e} ({count[e]})' for e in sorted(count, key=env_key))
+        ', '.join(f'{e} ({count[e]})' for e in sorted(count, key=order.env_key))
 
 
 def fill_section(sec: Section) -> None:
-    sec.environs = sorted({tc.get('environ') or '?' for tc in sec.cases}, key=env_key)
+    sec.environs = sorted(dict.fromkeys(tc.get('environ') or '?' for tc in sec.cases), key=sec.order.env_key)
     figures: dict[str, dict[str, Figure]] = collections.defaultdict(dict)
     metrics: dict[str, Metric] = {}
     mpi_metric: dict[str, bool] = {}
@@ -334,7 +367,7 @@ def fill_section(sec: Section) -> None:
             by_test[test_name(tc)][case_status(tc)].append(tc.get('environ'))
     grouped: dict[str, list[str]] = collections.defaultdict(list)
     for test in sorted(by_test, key=lambda t: (_family(t), t)):
-        text = '; '.join(f'{st}: {_env_list(envs)}' for st, envs in sorted(by_test[test].items()))
+        text = '; '.join(f'{st}: {_env_list(envs, sec.order)}' for st, envs in sorted(by_test[test].items()))
         grouped[text].append(test)
     sec.unmeasured = [(tests, text) for text, tests in grouped.items()]
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import collections
 import json
 import math
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from . import runreport
 from .runreport import case_name
-from .reportmodel import (ENV_ORDER, NOT_MEASURED, _COLL, Section, case_figures, case_status, env_key,
+from .reportmodel import (NOT_MEASURED, _COLL, Section, case_figures, case_status,
                           fmt_number, size_label, split_var, test_name)
 
 #: Seconds an output file may be younger than the end of the run and still belong to it.
@@ -79,15 +78,6 @@ def sweep_series(tc: Mapping, run_end: float | None, notes: list[str]) -> tuple[
 
 # -- figures --------------------------------------------------------------------------------------------------------
 
-def env_colour(env: str) -> str:
-    """One colour per build in every figure (matplotlib's default cycle; gnu grey)."""
-    if env in ENV_ORDER:
-        return f'C{ENV_ORDER.index(env)}'
-    if env == 'gnu':
-        return 'C7'
-    return ('C5', 'C6', 'C8', 'C9')[zlib.crc32(env.encode()) % 4]
-
-
 def _pyplot():
     import matplotlib
     matplotlib.use('Agg')
@@ -127,7 +117,7 @@ def size_curves(sec: Section, run_end: float | None) -> list[Curve]:
     is 8 x size / its throughput, NetPIPE's one-way time; a stream sweep gives bandwidth only) and OSU."""
     curves = []
     for tc in sorted((t for t in sec.cases if t.get('result') in ('pass', 'fail')),
-                     key=lambda t: env_key(t.get('environ') or '')):
+                     key=lambda t: sec.order.env_key(t.get('environ') or '')):
         env, name = tc.get('environ') or '?', test_name(tc)
         if name.startswith(('mpitest.sweep', 'tcp.sweep')):
             sizes, mbps, source = sweep_series(tc, run_end, sec.figure_notes)
@@ -170,7 +160,7 @@ def plot_sweeps(sec: Section, out: Path, run_end: float | None) -> None:
         shown = [c for c in curves if c.kind == kind]
         for c in shown:
             ax.plot([p[0] for p in c.points], [p[1] for p in c.points], **c.style,
-                    markersize=3 if c.source == 'result.json' else 5, color=env_colour(c.environ), label=c.label)
+                    markersize=3 if c.source == 'result.json' else 5, color=sec.order.colour(c.environ), label=c.label)
         ax.set_xscale('log', base=2)
         ax.set_yscale('log')
         ax.set_xticks(ticks, [size_label(t) for t in ticks])
@@ -226,7 +216,7 @@ def plot_collectives(sec: Section, out: Path) -> None:
         for i, env in enumerate(envs):
             xs = [j + (i - (len(envs) - 1) / 2) * width for j in range(len(names))]
             ys = [by_size[size][env].get(t, float('nan')) for t in names]
-            ax.bar(xs, ys, width, label=env, color=env_colour(env))
+            ax.bar(xs, ys, width, label=env, color=sec.order.colour(env))
         ax.set_xticks(range(len(names)), names, rotation=30, ha='right')
         ax.set_yscale('log')
         ax.set_ylabel('rate (KB/s)')
@@ -267,7 +257,7 @@ def plot_ebb(sec: Section, out: Path, run_end: float | None) -> None:
     effective bisection bandwidth marked."""
     series = []
     for tc in sorted((t for t in sec.cases if test_name(t) == 'ebb' and t.get('result') in ('pass', 'fail')),
-                     key=lambda t: env_key(t.get('environ') or '')):
+                     key=lambda t: sec.order.env_key(t.get('environ') or '')):
         doc = read_json(case_file(tc, 'result.json', run_end, sec.figure_notes), sec.figure_notes)
         size, values = ebb_connection_mibps(doc or {})
         if not values:
@@ -284,10 +274,10 @@ def plot_ebb(sec: Section, out: Path, run_end: float | None) -> None:
     lo, hi = min(everything), max(everything)
     bins = [lo + (hi - lo) * k / 20 for k in range(21)] if hi > lo else 10
     for env, size, values, ebb in series:
-        ax.hist(values, bins=bins, histtype='step', linewidth=1.8, color=env_colour(env),
+        ax.hist(values, bins=bins, histtype='step', linewidth=1.8, color=sec.order.colour(env),
                 label=f'{env} ({len(values)} connections)')
         if ebb is not None:
-            ax.axvline(ebb, color=env_colour(env), linestyle='--', linewidth=1)
+            ax.axvline(ebb, color=sec.order.colour(env), linestyle='--', linewidth=1)
     ax.set_xlabel('bandwidth of one connection (MiB/s, size x exchanges / block time)')
     ax.set_ylabel('connections')
     ax.grid(True, alpha=0.3)

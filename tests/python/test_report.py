@@ -18,9 +18,10 @@ import uuid
 
 import pytest
 
+from netregress import paths
 from netregress_postrun import history, report
 
-ROOT = report.paths.repo_root()
+ROOT = paths.repo_root()
 TOOL = ROOT / 'tools' / 'report'
 END = 1_800_000_000.0            # the fake run's end (unix time); files it wrote are older
 XSS = '<script>alert("x")</script> & friends'
@@ -297,7 +298,7 @@ def test_missing_pieces_say_not_measured(tmp_path):
 
 
 @pytest.mark.parametrize('setup, message', [
-    (lambda d: d / 'missing', 'no such directory'),
+    (lambda d: d / 'missing', 'no such file or directory'),
     (lambda d: d, 'no ReFrame run report (report-*.json) in it'),
     (lambda d: (d / 'report-x.json').write_text('{"runs": [') and d, 'unreadable run report'),
     (lambda d: (d / 'report-x.json').write_text('[1, 2]') and d, 'not a ReFrame run report'),
@@ -357,14 +358,63 @@ def test_page_in_headless_chromium(fake_run, tmp_path):
     assert f'IMAGES {len(FIGURES)} BROKEN []' in res.stdout, res.stdout[-2000:]
 
 
-def test_the_version_of_every_debian_build_is_named():
-    """The builds table names each Debian MPI's package version (LAM/MPI's read 'unknown' before)."""
-    for env, package in report.DEBIAN_MPI.items():
-        installed = subprocess.run(['dpkg-query', '-W', '-f=${Version}', package], capture_output=True, text=True)
-        if installed.returncode or not installed.stdout:
-            continue
-        assert report.mpi_version(env) == f'Debian {package} {installed.stdout}'
-    assert 'lam7' in report.DEBIAN_MPI
+def test_builds_name_the_mpi_library_their_kernels_reported_in_the_configuration_order(tmp_path, monkeypatch):
+    """The library string of each build comes from its kernels' result.json (``mpi.library``), never from dpkg or
+    pip; a build whose kernels recorded none is 'unknown'. Builds follow the configuration's environments (vcluster:
+    gnu, openmpi4, mpich4, openmpi5, mpich5, lam7, intelmpi), interconnects the partition's ic-<name> features."""
+    real_run = subprocess.run
+
+    def run(argv, *args, **kwargs):
+        assert os.path.basename(str(argv[0])) not in ('dpkg-query', 'dpkg', 'pip', 'pip3'), argv
+        return real_run(argv, *args, **kwargs)
+    monkeypatch.setattr(subprocess, 'run', run)
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+    out = tmp_path / 'out4'
+    out.mkdir()
+    (out / 'result.json').write_text(json.dumps({'mpi': {'library': 'Open MPI v4.1.4, package: Debian OpenMPI\n'
+                                                         'more lines', 'standard': '3.1'}}))
+    os.utime(out / 'result.json', (END - 100, END - 100))
+    lat = {'rtt_us': band(1.0, 1.0)}
+    write_report(run_dir, [
+        case('mpi_latency', 'intelmpi', 'fast', ref_test='mpitest.latency', perf=lat),
+        case('mpi_latency', 'lam7', 'fast', ref_test='mpitest.latency', perf=lat),
+        case('mpi_latency', 'openmpi4', 'fast', ref_test='mpitest.latency', perf=lat, outputdir=str(out)),
+        case('mpi_latency', 'openmpi4', 'shm', ref_test='mpitest.latency', perf=lat, outputdir=str(out)),
+        case('tcp_rtt', 'gnu', 'fast', ref_test='tcp.rtt', mpi=False, perf=lat),
+    ])
+    rep = report.collect(run_dir)
+    assert [(b['environ'], b['library']) for b in rep.builds] == [
+        ('gnu', report.NO_MPI), ('openmpi4', 'Open MPI v4.1.4, package: Debian OpenMPI'), ('lam7', 'unknown'),
+        ('intelmpi', 'unknown')]
+    assert [s.title for s in rep.sections] == ['shm on vcluster:fast', 'fast on vcluster:fast']   # ic-shm, ic-fast
+    assert rep.sections[1].tables[0].environs == ['openmpi4', 'lam7', 'intelmpi']
+
+
+def test_a_system_the_configuration_lacks_keeps_the_order_of_the_report(tmp_path):
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+    lat = {'rtt_us': band(1.0, 1.0)}
+    write_report(run_dir, [case('mpi_latency', env, ic, system='elsewhere', ref_test='mpitest.latency', perf=lat)
+                           for ic in ('ib', 'eth') for env in ('zmpi', 'ampi')], system='elsewhere')
+    rep = report.collect(run_dir)
+    assert [s.interconnect for s in rep.sections] == ['ib', 'eth']
+    assert rep.sections[0].environs == ['zmpi', 'ampi']
+
+
+def test_any_reframe_run_report_file_is_reported_beside_it(tmp_path):
+    ci = tmp_path / 'run' / 'ci'
+    ci.mkdir(parents=True)
+    path = write_report(ci, [case('mpi_latency', 'openmpi4', 'shm', ref_test='mpitest.latency',
+                                  perf={'rtt_us': band(1.0, 1.0)})], name='report.json')
+    res = run_tool(path, '--no-history')
+    assert res.returncode == 0, res.stderr
+    assert (ci / 'report-report' / 'summary.csv').is_file() and str(ci / 'report-report' / 'index.html') in res.stdout
+    other = tmp_path / 'notes.txt'
+    other.write_text('hello')
+    res = run_tool(other)
+    assert res.returncode == 2 and res.stderr.strip() == f'tools/report: {other}: unreadable run report: malformed ' \
+        f'JSON (Expecting value at line 1 column 1; a run that stopped while ReFrame wrote it?)'
 
 
 if __name__ == '__main__':

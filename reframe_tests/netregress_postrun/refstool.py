@@ -26,7 +26,7 @@ import tabulate
 import yaml
 
 from netregress import baselines, interconnects, references, site
-from netregress.figures import asserted, metric_kind
+from netregress.figures import asserted
 from . import runreport
 
 HEADER = ('# netregress reference performance for system {system!r} (schema {schema}).\n'
@@ -46,11 +46,30 @@ class Measurement:
     value: float
     unit: str
     oversubscribed: bool = False
+    #: what the check declared the figure to be (``nr_figures``), ``undeclared`` for a report that predates it
+    figure_kind: str = runreport.UNDECLARED
 
     @property
     def kind(self) -> str:
-        """Band kind: 'oversubscribed' or :func:`metric_kind`."""
-        return 'oversubscribed' if self.oversubscribed else metric_kind(self.metric, self.unit, self.test)
+        """Band kind: 'oversubscribed', else the declared kind ('throughput', 'cpu_bound', 'latency', 'ratio')."""
+        return 'oversubscribed' if self.oversubscribed else self.figure_kind
+
+    @property
+    def where(self) -> str:
+        return f'{self.system}:{self.partition}+{self.environ} {self.interconnect}'
+
+
+class RefsError(Exception):
+    """Figures that may not become references, or a reference file that cannot be written; one line per reason."""
+
+
+def refuse_undeclared(found: Iterable[Measurement]) -> None:
+    """:class:`RefsError` naming every figure whose check did not declare what it is (its band needs the kind)."""
+    lines = sorted({f'{m.test} {m.metric} ({m.where}): undeclared figure (the run report predates nr_figures; '
+                    f'its band kind is unknown): rerun the check to record it' for m in found
+                    if m.figure_kind == runreport.UNDECLARED})
+    if lines:
+        raise RefsError('\n'.join(lines))
 
 
 def _usable(tc: Mapping) -> bool:
@@ -76,7 +95,8 @@ def measurements(report: Mapping) -> list[Measurement]:
                 continue
             out.append(Measurement(system=pv.system, partition=pv.partition, environ=tc['environ'],
                                    interconnect=tc['interconnect'], test=tc['ref_test'], metric=pv.var,
-                                   value=pv.value, unit=pv.unit, oversubscribed=bool(tc.get('oversubscribed'))))
+                                   value=pv.value, unit=pv.unit, oversubscribed=bool(tc.get('oversubscribed')),
+                                   figure_kind=runreport.declaration(tc, pv.var).kind))
     return out
 
 
@@ -99,7 +119,7 @@ def merge(data: Mapping | None, system: str, found: Iterable[Measurement],
     for (part, env, ic, test, metric), ms in sorted(groups.items()):
         value = _round(statistics.median(m.value for m in ms))
         unit = ms[-1].unit
-        kind = 'oversubscribed' if any(m.oversubscribed for m in ms) else metric_kind(metric, unit, test)
+        kind = 'oversubscribed' if any(m.oversubscribed for m in ms) else ms[-1].figure_kind
         lower, upper, comment = table.tolerance(ic, kind)
         base, size = references.split_metric(metric)
         node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
@@ -162,6 +182,7 @@ def write(reports: list[Path], directory: Path, table: interconnects.Interconnec
         found += measurements(runreport.read(path))
     if system:
         found = [m for m in found if m.system == system]
+    refuse_undeclared(found)
     diffs = []
     for sys_name in sorted({m.system for m in found}):
         path = references.reference_file(sys_name, directory)
@@ -216,7 +237,9 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     base.measured_by = version
     added = 0
     for path in reports:
-        added += base.add(measurements(runreport.read(path)), rules, str(path))
+        found = measurements(runreport.read(path))
+        refuse_undeclared(m for m in found if m.system == system)
+        added += base.add(found, rules, str(path))
     if added:
         base.save()
     return (f'{note}host baseline {base.path}: {added} figures added; {len(base.entries)} variables, '
@@ -310,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f'no baseline at {path}')
             return 0
-    except (baselines.BaselineError, OSError, runreport.RunReportError) as err:
+    except (baselines.BaselineError, OSError, runreport.RunReportError, RefsError) as err:
         print(f'tools/refs: {err}')
         return 1
     if args.cmd == 'bands':
@@ -343,8 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         diff, used = write(reports, directory, table, system=args.system,
                            dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance)
-    except runreport.RunReportError as err:
-        print(f'tools/refs: {err}')
+    except (runreport.RunReportError, RefsError) as err:
+        for line in str(err).splitlines():
+            print(f'tools/refs: {line}')
         return 2
     print(diff or 'no change')
     verb = 'would use' if args.cmd == 'diff' else 'used'

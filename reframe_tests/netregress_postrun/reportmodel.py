@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from netregress import references, site
+from netregress import site
 from . import runreport
 from .runreport import RunReport, case_status, test_name
 
@@ -86,7 +86,8 @@ class Metric:
     label: str
     unit: str
     better: str | None       # 'higher', 'lower', or None (no ratio to the best build)
-    order: tuple
+    order: tuple             # within its test: (position in the case's perfvalues, size)
+    kind: str = runreport.UNDECLARED   # the check's declaration: throughput, cpu_bound, latency, ratio
 
 
 @dataclass
@@ -104,9 +105,6 @@ class Figure:
 
 _SIZED = re.compile(r'^(?P<name>.+)@(?P<size>\d+)$')
 _COLL = re.compile(r'^(?P<test>\w+)_rate_kbps$', re.I)
-_FAMILY_ORDER = ['mpitest.latency', 'mpitest.stream', 'mpitest.pingpong', 'netpipe.mpi', 'imb.pingpong', 'mpicoll',
-                 'ebb', 'osu.', 'npb.', 'mpitest.sweep', 'tcp.rtt', 'tcp.stream', 'tcp.pingpong', 'iperf3',
-                 'netpipe.tcp', 'tcp.sweep', 'links', 'nodes']
 
 
 def size_label(size: int) -> str:
@@ -122,75 +120,18 @@ def split_var(var: str) -> tuple[str, int | None]:
     return (m['name'], int(m['size'])) if m else (var, None)
 
 
-def _family(ref_test: str) -> int:
-    for i, prefix in enumerate(_FAMILY_ORDER):
-        if ref_test.startswith(prefix):
-            return i
-    return len(_FAMILY_ORDER)
+def describe(tc: Mapping, var: str, unit: str, seen: int) -> Metric:
+    """The table row of performance variable ``var`` of a case, as its check declared it (``nr_figures``: label,
+    kind, which direction is better); an undeclared figure (a report that predates the declarations) keeps its raw
+    name and is not ranked. ``seen``: its position in the case's perfvalues, the check's own order. A figure that is
+    itself a ratio gets no ratio to the best build."""
+    decl = runreport.declaration(tc, var)
+    better = decl.better if decl.kind not in ('ratio', runreport.UNDECLARED) else None
+    return Metric(key=f'{test_name(tc)}:{var}', label=decl.label, unit=unit, better=better,
+                  order=(seen, split_var(var)[1] or 0), kind=decl.kind)
 
 
-def _better(var: str) -> str | None:
-    """'lower' or 'higher'; None for a figure that is itself a ratio (builds are not ranked on it)."""
-    name = var.lower()
-    if 'ratio' in name or 'fraction' in name:
-        return None
-    return 'lower' if references.lower_is_better(var) else 'higher'
-
-
-def describe(ref_test: str, var: str, unit: str, tc: Mapping, seen: int) -> Metric:
-    """The table row of performance variable ``var`` of a case with ``ref_test`` (``seen``: its position in the
-    case's perfvalues, which keeps the check's own order, e.g. the 13 collective tests in the paper's order)."""
-    name, size = split_var(var)
-    fam = _family(ref_test)
-    order = (fam, '', seen, size or 0)       # (family, sub-group, position, size): one type per slot
-    parts = ref_test.split('.')
-    label = f'{ref_test} {var}'
-    if ref_test in ('mpitest.latency', 'tcp.rtt'):
-        what = f'{size_label(int(tc.get("size_bytes") or 8))} ' + (
-            'latency (nr-mpitest)' if ref_test == 'mpitest.latency' else 'round trip (nr-tcptest)')
-        peer = 'NetPIPE or IMB' if ref_test == 'mpitest.latency' else 'NPtcp'   # one row for every build
-        label = {'rtt_us': what, 'peer_rtt_us': f'{peer} beside {what}',
-                 'ratio_to_peer': f'{what}: ratio to {peer}'}.get(name, label)
-    elif ref_test.startswith('mpitest.') and len(parts) == 3 and parts[1] in ('stream', 'pingpong'):
-        what = f'{size_label(int(tc.get("message_bytes") or 2 ** 20))} {parts[1]}, {parts[2]} (nr-mpitest)'
-        label = {'throughput_mbps': f'{what}', 'fraction_of_link': f'{what}: fraction of link rate',
-                 'ratio_to_iperf3': f'{what}: ratio to iperf3', 'iperf3_mbps': f'iperf3 beside {what}'}.get(name, label)
-        order = (fam, f'{parts[2] != "blocking":d}{name != "throughput_mbps":d}', seen, 0)
-    elif ref_test.startswith('mpitest.sweep') or ref_test.startswith('tcp.sweep'):
-        kind = 'nr-mpitest' if ref_test.startswith('mpitest') else 'nr-tcptest'
-        label = f'{parts[-1]} sweep @ {size_label(size)} ({kind})' if size else label
-        order = (fam, parts[-1], size or 0, seen)
-    elif ref_test in ('netpipe.mpi', 'netpipe.tcp'):
-        what = 'NetPIPE MPI' if ref_test == 'netpipe.mpi' else 'NetPIPE TCP'
-        label = {'latency_us': f'{what} latency', 'max_throughput_mbps': f'{what} peak'}.get(name, label)
-    elif ref_test == 'imb.pingpong':
-        label = {'latency_us': 'IMB PingPong latency',
-                 'bandwidth_mbs': f'IMB PingPong bandwidth @ {size_label(size or 0)}'}.get(name, label)
-    elif ref_test == 'mpicoll':
-        m = _COLL.match(name)
-        if m and size:
-            label = f'{m["test"]} rate @ {size_label(size)}'
-            order = (fam, '', size, seen)
-        else:
-            order = (fam, '', -1, seen)
-    elif ref_test == 'ebb' and name == 'ebb_mibps':
-        label = 'effective bisection bandwidth (nr-ebb)'
-    elif ref_test.startswith('osu.') and size:
-        label = f'OSU {parts[1]} {name} @ {size_label(size)}'
-    elif ref_test.startswith('npb.'):
-        label = f'NAS {".".join(parts[1:]).upper()} {name}'
-    elif ref_test.startswith('tcp.') and len(parts) == 3:
-        order = (fam, f'{parts[2] != "blocking":d}{name != "throughput_mbps":d}', seen, 0)
-        label = {'throughput_mbps': f'TCP {parts[1]}, {parts[2]} (nr-tcptest)',
-                 'fraction_of_link': f'TCP {parts[1]}, {parts[2]}: fraction of link rate',
-                 'ratio_to_iperf3': f'TCP {parts[1]}, {parts[2]}: ratio to iperf3',
-                 'iperf3_mbps': f'iperf3 beside TCP {parts[1]}, {parts[2]}'}.get(name, label)
-    elif ref_test == 'iperf3.stream':
-        label = {'throughput_mbps': 'iperf3 stream'}.get(name, label)
-    return Metric(key=f'{ref_test}:{var}', label=label, unit=unit, better=_better(name), order=order)
-
-
-def _osu_kept(perfvalues: Mapping) -> set[str]:
+def _osu_kept(tc: Mapping, perfvalues: Mapping) -> set[str]:
     """OSU reports every size: keep the latency at 8 B (else the smallest size) and the rest at the largest."""
     sizes: dict[str, list[int]] = collections.defaultdict(list)
     for var in perfvalues:
@@ -199,7 +140,9 @@ def _osu_kept(perfvalues: Mapping) -> set[str]:
             sizes[name].append(size)
     kept = {var for var in perfvalues if split_var(var)[1] is None}
     for name, found in sizes.items():
-        pick = (8 if 8 in found else min(found)) if 'latency' in name else max(found)
+        kinds = {runreport.declaration(tc, f'{name}@{s}').kind for s in found}
+        latency = kinds == {'latency'} if runreport.UNDECLARED not in kinds else 'latency' in name
+        pick = (8 if 8 in found else min(found)) if latency else max(found)
         kept.add(f'{name}@{pick}')
     return kept
 
@@ -214,12 +157,12 @@ def case_figures(tc: Mapping) -> list[Figure]:
     """Every performance figure of a test case (an OSU case: one size per metric)."""
     pvs = {pv.var: pv for pv in runreport.perfvalues(tc)}
     ref_test = test_name(tc)
-    kept = _osu_kept(pvs) if ref_test.startswith('osu.') else set(pvs)
+    kept = _osu_kept(tc, pvs) if ref_test.startswith('osu.') else set(pvs)
     figures = []
     for seen, (var, pv) in enumerate(pvs.items()):
         if var not in kept or pv.value is None:
             continue                     # a figure ReFrame could not evaluate: the case's failure says so
-        figures.append(Figure(metric=describe(ref_test, var, pv.unit, tc, seen), environ=tc.get('environ', '?'),
+        figures.append(Figure(metric=describe(tc, var, pv.unit, seen), environ=tc.get('environ', '?'),
                               value=pv.value, reference=pv.ref, lower=pv.lower, upper=pv.upper,
                               verdict=verdict(pv.lower, pv.upper, pv.result), case=tc))
     return figures
@@ -334,6 +277,8 @@ def fill_section(sec: Section) -> None:
             mpi_metric.setdefault(fig.metric.key, is_mpi_case(tc))
             figures[fig.metric.key][fig.environ] = fig
             measured_tests.add(test_name(tc))
+    # rows: tests in the order the run first shows them, each test's figures in its check's order
+    test_pos = {t: i for i, t in enumerate(dict.fromkeys(test_name(tc) for tc in sec.cases))}
     # why a build has no figure for a test: the status of its case of that test (a failed case has no figures)
     status: dict[tuple, str] = {}
     for tc in sec.cases:
@@ -342,7 +287,8 @@ def fill_section(sec: Section) -> None:
         envs = [e for e in sec.environs if any(is_mpi_case(tc) == mpi and tc.get('environ') == e
                                                for tc in sec.cases)]
         table = Table(title, envs)
-        for mkey in sorted((k for k in metrics if mpi_metric[k] == mpi), key=lambda k: metrics[k].order):
+        for mkey in sorted((k for k in metrics if mpi_metric[k] == mpi),
+                           key=lambda k: (test_pos[k.rsplit(':', 1)[0]], metrics[k].order)):
             metric = metrics[mkey]
             ref_test = mkey.rsplit(':', 1)[0]
             ratios = ratio_to_best(metric, {env: f.value for env, f in figures[mkey].items()})
@@ -366,7 +312,7 @@ def fill_section(sec: Section) -> None:
         if test_name(tc) not in measured_tests:
             by_test[test_name(tc)][case_status(tc)].append(tc.get('environ'))
     grouped: dict[str, list[str]] = collections.defaultdict(list)
-    for test in sorted(by_test, key=lambda t: (_family(t), t)):
+    for test in sorted(by_test, key=lambda t: test_pos[t]):
         text = '; '.join(f'{st}: {_env_list(envs, sec.order)}' for st, envs in sorted(by_test[test].items()))
         grouped[text].append(test)
     sec.unmeasured = [(tests, text) for text, tests in grouped.items()]

@@ -8,8 +8,9 @@ postmaint too). What it settles once:
 * **Finding** (:func:`find`): a run directory holds ``report-<system>.json`` (``tools/validate``); any other path
   must be a run report itself (``run/ci/report.json``, ``reframe --report-file``).
 * **Attempts** (:func:`testcases`, :func:`analyse`): ReFrame writes one ``runs[]`` entry per attempt
-  (``--max-retries``); the *last* attempt of a case (same :func:`case_key`) decides. A case that failed outside the performance stage and
-  passed on a retry is *hidden* (the failure counts); one that failed only its performance check is *retried*.
+  (``--max-retries``); the *last* attempt of a case (same :func:`case_key`) decides. A case that failed outside
+  the performance stage and passed on a retry is *hidden* (the failure counts); one that failed only its
+  performance check is *retried*.
 * **Names** (:func:`case_name`, :func:`test_name`, :func:`case_status`, :func:`failure`).
 * **Figures** (:func:`perfvalues`): each ``perfvalues`` entry ``"system:partition:var": [value, ref, lower, upper,
   unit, result]`` as a :class:`PerfValue`; with :func:`declaration`, what the check says the figure is (its

@@ -18,13 +18,14 @@ import tabulate
 
 from . import report as rpt
 
-#: (column, metric key of report.py, factor, better): the seed's columns in this project's figures.
+#: (column, metric key of report.py, factor): the seed's columns in this project's figures. Which build leads
+#: a column is decided by the direction its check declared better (``nr_figures``), not by its name.
 COLUMNS = [
-    ('8 B latency, us (nr-mpitest, half round trip)', 'mpitest.latency:rtt_us', 0.5, 'lower'),
-    ('NetPIPE latency, us', 'netpipe.mpi:latency_us', 1.0, 'lower'),
-    ('1 MiB ping-pong, Mbit/s (nr-mpitest)', 'mpitest.pingpong.blocking:throughput_mbps', 1.0, 'higher'),
-    ('1 MiB stream, Mbit/s (nr-mpitest)', 'mpitest.stream.blocking:throughput_mbps', 1.0, 'higher'),
-    ('NetPIPE peak, Mbit/s', 'netpipe.mpi:max_throughput_mbps', 1.0, 'higher'),
+    ('8 B latency, us (nr-mpitest, half round trip)', 'mpitest.latency:rtt_us', 0.5),
+    ('NetPIPE latency, us', 'netpipe.mpi:latency_us', 1.0),
+    ('1 MiB ping-pong, Mbit/s (nr-mpitest)', 'mpitest.pingpong.blocking:throughput_mbps', 1.0),
+    ('1 MiB stream, Mbit/s (nr-mpitest)', 'mpitest.stream.blocking:throughput_mbps', 1.0),
+    ('NetPIPE peak, Mbit/s', 'netpipe.mpi:max_throughput_mbps', 1.0),
 ]
 #: The raw TCP row (the seed's first line): our TCP kernel and NPtcp on the same fabric.
 TCP_COLUMNS = {'mpitest.latency:rtt_us': ('tcp.rtt:rtt_us', 0.5),
@@ -35,6 +36,11 @@ TCP_COLUMNS = {'mpitest.latency:rtt_us': ('tcp.rtt:rtt_us', 0.5),
 #: Rows the seed has that this project cannot measure, or that a run without LAM/MPI leaves empty.
 EXTRA_ROWS = [('LAM/MPI 7.1.4', 'not in this run (the lam7 environment: Debian lam-runtime, lam4-dev)'),
               ('MPI/PRO 1.6.4', 'impossible: commercial (MPI Software Technology), discontinued, no build exists')]
+
+
+def better(section: rpt.Section, key: str) -> str | None:
+    """The better direction of figure ``key`` as its check declared it; None when undeclared (nobody leads)."""
+    return next((row.metric.better for row in section.rows if row.metric.key == key), None)
 
 
 def figures(section: rpt.Section) -> dict[str, dict[str, float]]:
@@ -59,8 +65,8 @@ def missing(section: rpt.Section, key: str, env: str) -> str:
     return '-'
 
 
-def leader(values: Mapping[str, float], better: str) -> str:
-    if not values:
+def leader(values: Mapping[str, float], better: str | None) -> str:
+    if not values or better not in ('lower', 'higher'):
         return '-'
     pick = min if better == 'lower' else max
     return pick(values, key=values.get)
@@ -76,19 +82,19 @@ def micro_table(section: rpt.Section) -> list[str]:
     envs = [e for e in section.environs if e != 'gnu']
     rows = []
     tcp = []
-    for _, key, factor, _ in COLUMNS:
+    for _, key, factor in COLUMNS:
         tkey, tfactor = TCP_COLUMNS[key]
         v = fig.get(tkey, {}).get('gnu')
         tcp.append(_fmt(None if v is None else v * tfactor))
     rows.append(['TCP (nr-tcptest, NPtcp)', *tcp])
     for env in envs:
         cells = []
-        for _, key, factor, _ in COLUMNS:
+        for _, key, factor in COLUMNS:
             v = fig.get(key, {}).get(env)
             cells.append(missing(section, key, env) if v is None else _fmt(v * factor))
         rows.append([env, *cells])
-    leads = [leader({e: v for e, v in fig.get(key, {}).items() if e in envs}, better)
-             for _, key, _, better in COLUMNS]
+    leads = [leader({e: v for e, v in fig.get(key, {}).items() if e in envs}, better(section, key))
+             for _, key, _ in COLUMNS]
     for name, text in EXTRA_ROWS:
         if name.startswith('LAM') and any(e.startswith('lam') for e in envs):
             continue                      # measured in this run: its own row above
@@ -97,12 +103,12 @@ def micro_table(section: rpt.Section) -> list[str]:
     return markdown(['build'] + [c[0] for c in COLUMNS], rows)
 
 
-def macro_table(section: rpt.Section, size_label: str = '1 MB') -> list[str]:
+def macro_table(section: rpt.Section, size: int = 1000000) -> list[str]:
     """The multi-rank figures (4 ranks on 4 nodes): effective bisection bandwidth and the 13 collective tests at
     one message size, who leads each, and how many each build leads (the seed's "no clear winner" question)."""
     rows = [row for row in section.rows
             if row.metric.key == 'ebb:ebb_mibps'
-            or (row.metric.key.startswith('mpicoll:') and row.metric.label.endswith(f'@ {size_label}'))]
+            or (row.metric.key.startswith('mpicoll:') and rpt.split_var(row.metric.key)[1] == size)]
     envs = [e for e in section.environs if e != 'gnu']
     if not rows:
         return ['No multi-rank figure in this run on this interconnect.']
@@ -110,7 +116,7 @@ def macro_table(section: rpt.Section, size_label: str = '1 MB') -> list[str]:
     wins = {e: 0 for e in envs}
     for row in rows:
         values = {e: c.figure.value for e, c in row.cells.items() if c.figure is not None and e in envs}
-        best = leader(values, 'higher')
+        best = leader(values, row.metric.better)
         if best in wins:
             wins[best] += 1
         cells = [_fmt(values[e]) if e in values else missing(section, row.metric.key, e) for e in envs]
@@ -126,7 +132,7 @@ def nas_table(section: rpt.Section) -> list[str]:
         return ['No NAS figure in this run on this interconnect.']
     envs = [e for e in section.environs if any(e in fig[k] for k in keys)]
     rows = [[key.split(':')[0][len('npb.'):].upper(), *(_fmt(fig[key].get(e)) for e in envs),
-             leader(fig[key], 'higher')] for key in keys]
+             leader(fig[key], better(section, key))] for key in keys]
     return markdown(['kernel (Mop/s)', *envs, 'leads'], rows)
 
 

@@ -1,6 +1,7 @@
 """Report -> reference conversion (tools/refs)."""
 import json
 
+import pytest
 import yaml
 
 from netregress import references
@@ -15,10 +16,15 @@ _names = iter(range(10 ** 6))
 
 
 def case(value, metric='bw_mbps', unit='Mbit/s', result='pass', fail_phase=None, ic='gige', test='tcp.stream',
-         part='gige', env='gnu', fixture=False, reason=None, name=None):
+         part='gige', env='gnu', fixture=False, reason=None, name=None, kind=None):
+    """A test case with one figure; ``kind`` (default: throughput, latency for a 'us' unit) is its declaration,
+    'undeclared': none (a report from before nr_figures)."""
+    kind = kind or ('latency' if unit == 'us' else 'throughput')
+    decl = {} if kind == 'undeclared' else {
+        metric: {'kind': kind, 'label': f'{test} {metric}', 'better': 'lower' if kind == 'latency' else 'higher'}}
     return {'result': result, 'fail_phase': fail_phase, 'fail_reason': reason, 'fixture': fixture, 'environ': env,
             'interconnect': ic, 'ref_test': test, 'unique_name': name or f'case_{next(_names)}',
-            'system': 'vc', 'partition': part,
+            'system': 'vc', 'partition': part, 'nr_figures': decl,
             'perfvalues': {f'vc:{part}:{metric}': [value, 0, None, None, unit, 'pass']}}
 
 
@@ -79,23 +85,35 @@ def test_write_round_trips_and_shows_diff(tmp_path, table):
     assert diff == ''                                   # idempotent
 
 
-def test_metric_kinds_choose_the_band(table):
-    assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'tcp.stream.blocking') == 'throughput'
-    assert refstool.metric_kind('throughput_mbps@1048576', 'Mbit/s', 'tcp.stream.blocking') == 'throughput'
-    assert refstool.metric_kind('throughput_mbps@1048576', 'Mbit/s', 'tcp.sweep.stream') == 'cpu_bound'
-    assert refstool.metric_kind('throughput_mbps@1024', 'Mbit/s', 'tcp.sweep.stream') == 'cpu_bound'
-    assert refstool.metric_kind('max_throughput_mbps', 'Mbit/s', 'netpipe.tcp') == 'cpu_bound'
-    assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'tcp.pingpong.blocking') == 'cpu_bound'
-    assert refstool.metric_kind('throughput_mbps', 'Mbit/s', 'iperf3.stream') == 'throughput'
-    assert refstool.metric_kind('rtt_us', 'us', 'tcp.rtt') == 'latency'
-    assert refstool.metric_kind('ratio_to_iperf3', 'ratio', 'tcp.stream.blocking') == 'ratio'
-    # a round trip over its peer's from another launch: as CPU-bound as the round trips themselves
-    assert refstool.metric_kind('ratio_to_peer', 'ratio', 'mpitest.latency') == 'cpu_bound'
+def test_the_declared_kind_chooses_the_band_whatever_the_names_say(table):
+    # a stream named like a sweep, declared link-bound: the declaration decides, not the test or metric name
+    found = refstool.measurements(report(case(940.0, metric='throughput_mbps@1048576', test='tcp.sweep.stream',
+                                              kind='throughput'),
+                                         case(1.2, metric='ratio_to_peer', unit='ratio', test='mpitest.latency',
+                                              kind='cpu_bound')))
+    assert [m.kind for m in found] == ['throughput', 'cpu_bound']
+    doc = refstool.merge(None, 'vc', found, table)
+    sweep = doc['references']['gige']['gnu']['gige']['tcp.sweep.stream']['throughput_mbps']['sizes'][1048576]
+    assert (sweep['lower'], sweep['upper']) == table.tolerance('gige', 'throughput')[:2]
+    peer = doc['references']['gige']['gnu']['gige']['mpitest.latency']['ratio_to_peer']
+    assert (peer['lower'], peer['upper']) == table.tolerance('gige', 'cpu_bound')[:2]
     # gige: tight for link-bound throughput, loose for CPU-bound, -3% for the iperf3 ratio; shm: no distinction
     assert table.tolerance('gige', 'throughput')[:2] == (-0.05, 0.05)
     assert table.tolerance('gige', 'cpu_bound')[0] < -0.5
     assert table.tolerance('gige', 'ratio')[0] == -0.03
     assert table.tolerance('shm', 'cpu_bound') == table.tolerance('shm', 'throughput')
+
+
+def test_write_refuses_undeclared_figures_naming_each_and_writes_nothing(tmp_path, table, capsys):
+    rep = tmp_path / 'old.json'
+    rep.write_text(json.dumps(report(case(940.0), case(12.0, metric='rtt_us', unit='us', test='tcp.rtt',
+                                                       kind='undeclared'))))
+    with pytest.raises(refstool.RefsError) as err:
+        refstool.write([rep], tmp_path, table)
+    assert str(err.value).startswith('tcp.rtt rtt_us (vc:gige+gnu gige): undeclared figure')
+    assert '\n' not in str(err.value) and not (tmp_path / 'vc.yaml').exists()
+    assert refstool.main(['write', str(rep), '--dir', str(tmp_path)]) == 2
+    assert capsys.readouterr().out.startswith('tools/refs: tcp.rtt rtt_us (vc:gige+gnu gige): undeclared figure')
 
 
 def test_oversubscribed_runs_get_the_oversubscribed_band(table):

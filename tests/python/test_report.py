@@ -27,10 +27,28 @@ END = 1_800_000_000.0            # the fake run's end (unix time); files it wrot
 XSS = '<script>alert("x")</script> & friends'
 
 
+def declare(ref_test, var):
+    """The nr_figures entry a check declares for ``var`` (netregress.figures: kind, label, better)."""
+    name, _, size = var.partition('@')
+    at = f' @ {report.size_label(int(size))}' if size else ''
+    if ref_test == 'mpitest.latency' and name == 'rtt_us':
+        return {'kind': 'latency', 'label': '8 B latency (nr-mpitest)', 'better': 'lower'}
+    if ref_test == 'mpicoll':
+        return {'kind': 'cpu_bound', 'label': f'{name.split("_")[0]} rate{at}', 'better': 'higher'}
+    if ref_test.startswith('osu.'):
+        return {'kind': 'latency', 'label': f'OSU {ref_test[4:]} {name}{at}', 'better': 'lower'}
+    if name.endswith('_us'):
+        return {'kind': 'latency', 'label': f'{ref_test} {name}{at}', 'better': 'lower'}
+    return {'kind': 'throughput', 'label': f'{ref_test} {name}{at}', 'better': 'higher'}
+
+
 def case(basename, env, ic, *, perf=None, result='pass', system='vcluster', part='fast', ref_test=None, mpi=True,
-         transports='', reason=None, phase=None, outputdir=None, stagedir=None, **extra):
-    """One test case as ReFrame 4.10 writes it into a run report (the keys tools/report reads)."""
+         transports='', reason=None, phase=None, outputdir=None, stagedir=None, declared=True, **extra):
+    """One test case as ReFrame 4.10 writes it into a run report (the keys tools/report reads); ``declared``:
+    with the checks' figure declarations (nr_figures), as runs since they were added carry them."""
     pv = {f'{system}:{part}:{var}': list(entry) for var, entry in (perf or {}).items()}
+    if declared:
+        extra.setdefault('nr_figures', {var: declare(ref_test or basename, var) for var in perf or {}})
     tc = {'display_name': f'{basename} %interconnect={ic}', 'name': f'{basename} %interconnect={ic}',
           'unique_name': f'{basename}_{ic}_{extra.get("mode", "")}', 'job_completion_time_unix': END - 30,
           'basename': basename, 'system': system, 'partition': part, 'environ': env, 'result': result,
@@ -255,17 +273,21 @@ def test_report_pieces_and_helpers():
     assert all(v != v for v in (matrix[0][2], matrix[2][2]))             # NaN: not measured
     assert [report.size_label(s) for s in (8, 1000, 4096, 10 ** 6, 2 ** 20)] == \
         ['8 B', '1 kB', '4 KiB', '1 MB', '1 MiB']
-    m = report.describe('mpitest.latency', 'rtt_us', 'us', {'size_bytes': 8}, 0)
-    assert m.better == 'lower' and m.label == '8 B latency (nr-mpitest)'
+    lat = {'ref_test': 'mpitest.latency', 'nr_figures': {
+        'rtt_us': {'kind': 'latency', 'label': '8 B latency (nr-mpitest)', 'better': 'lower'},
+        'ratio_to_peer': {'kind': 'ratio', 'label': '8 B latency: ratio to NetPIPE', 'better': 'lower'}}}
+    m = report.describe(lat, 'rtt_us', 'us', 0)
+    assert (m.better, m.label, m.kind) == ('lower', '8 B latency (nr-mpitest)', 'latency')
+    assert m.key == 'mpitest.latency:rtt_us'
     assert report.ratio_to_best(m, {'x': 2.0, 'y': 4.0}) == {'x': 1.0, 'y': 0.5}
-    peer = report.describe('tcp.rtt', 'ratio_to_peer', 'ratio', {'size_bytes': 8}, 2)
-    assert peer.better is None and peer.label == '8 B round trip (nr-tcptest): ratio to NPtcp'
-    assert report.describe('mpitest.latency', 'peer_rtt_us', 'us', {}, 1).label == \
-        'NetPIPE or IMB beside 8 B latency (nr-mpitest)'
-    ratio = report.describe('mpitest.stream.blocking', 'ratio_to_iperf3', 'ratio', {}, 0)
-    assert ratio.better is None and report.ratio_to_best(ratio, {'x': 1.0, 'y': 0.9}) == {}
+    ratio = report.describe(lat, 'ratio_to_peer', 'ratio', 2)
+    assert ratio.better is None and report.ratio_to_best(ratio, {'x': 1.0, 'y': 0.9}) == {}   # a ratio: not ranked
+    # a report from before the declarations: the raw name, not ranked, whatever the name suggests
+    old = report.describe({'ref_test': 'mpitest.latency'}, 'rtt_us', 'us', 0)
+    assert (old.label, old.kind, old.better) == ('mpitest.latency rtt_us', 'undeclared', None)
     osu = report.case_figures({'ref_test': 'osu.latency', 'environ': 'e', 'perfvalues': {
-        f's:p:latency_us@{s}': [1.0 + s, 0, None, None, 'us', 'pass'] for s in (1, 2, 4, 8, 16)}})
+        f's:p:latency_us@{s}': [1.0 + s, 0, None, None, 'us', 'pass'] for s in (1, 2, 4, 8, 16)},
+        'nr_figures': {f'latency_us@{s}': declare('osu.latency', f'latency_us@{s}') for s in (1, 2, 4, 8, 16)}})
     assert [f.metric.key for f in osu] == ['osu.latency:latency_us@8']
 
 
@@ -400,6 +422,16 @@ def test_a_system_the_configuration_lacks_keeps_the_order_of_the_report(tmp_path
     rep = report.collect(run_dir)
     assert [s.interconnect for s in rep.sections] == ['ib', 'eth']
     assert rep.sections[0].environs == ['zmpi', 'ampi']
+
+
+def test_a_report_without_declarations_shows_raw_names_unranked(tmp_path):
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+    write_report(run_dir, [case('mpi_latency', env, 'shm', ref_test='mpitest.latency', declared=False,
+                                perf={'rtt_us': band(v, v)}) for env, v in (('openmpi4', 1.0), ('mpich4', 2.0))])
+    assert report.main([str(run_dir), '--no-history']) == 0
+    md = (run_dir / 'report' / 'summary.md').read_text()
+    assert '| mpitest.latency rtt_us (us) | 1.00 pass | 2.00 pass |' in md
 
 
 def test_any_reframe_run_report_file_is_reported_beside_it(tmp_path):

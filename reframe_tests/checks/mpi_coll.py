@@ -6,6 +6,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, variable
 
+from netregress import figures
 from netregress.mpicheck import MpiKernelCheck
 from netregress.references import metric_name
 
@@ -56,9 +57,11 @@ class mpi_collectives(MpiKernelCheck):
         # several slices, is asserted. Every size stays in result.json.
         asserted = self.sizes[-1:] if self.oversubscribed else self.sizes
         for test in COLL_TESTS:
+            # a collective's rate: the ranks' CPUs and the scheduler decide it as much as the links
+            figure = figures.cpu_bound(f'{test} normalized rate')
             for size in asserted:
                 self.add_metric(metric_name(f'{test}_rate_kBps', size),
-                                f'tests[name={test}].points[size_bytes={size}].rate_kBps', 'KB/s')
+                                f'tests[name={test}].points[size_bytes={size}].rate_kBps', 'KB/s', figure.at(size))
 
 
 @rfm.simple_test
@@ -90,4 +93,5 @@ class mpi_ebb(MpiKernelCheck):
     def set_options(self):
         self.kernel_opts = ['-s', f'{self.size_bytes}-{self.size_bytes}', '-r', str(self.rounds)]
         # the seed's effective bisection bandwidth: the final "average ... (B MiB/s)" of the size
-        self.add_metric('ebb_mibps', f'sizes[size_bytes={self.size_bytes}].bandwidth_mibps', 'MiB/s')
+        self.add_metric('ebb_mibps', f'sizes[size_bytes={self.size_bytes}].bandwidth_mibps', 'MiB/s',
+                        figures.cpu_bound(f'effective bisection bandwidth, {figures.size_text(self.size_bytes)}'))

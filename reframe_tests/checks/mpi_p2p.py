@@ -7,6 +7,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
+from netregress import figures
 from netregress.iperf import Iperf3YardstickPlugin
 from netregress.mpicheck import MpiKernelCheck
 from netregress.plugins import SweepPlugin
@@ -84,7 +85,11 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
             opts.append('-n')
         self.kernel_opts = opts + list(self.extra_opts)
         # the median repetition: one repetition that lost its CPU must not move the figure
-        self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s')
+        # a stream the link bounds (blocking and non-blocking alike); a ping-pong waits a round trip per message,
+        # so latency and scheduling decide it too
+        label = f'MPI {self.mode} throughput, {self.io}, {figures.size_text(self.message_bytes)}'
+        self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s',
+                        figures.throughput(label) if self.mode == 'stream' else figures.cpu_bound(label))
 
 
 
@@ -110,7 +115,8 @@ class mpi_latency(MpiRoundTripPeerPlugin, MpitestBenchmark):
     def set_options(self):
         self.kernel_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions), '-t', str(self.test_time_s)]
         self.kernel_opts += list(self.extra_opts)
-        self.add_metric('rtt_us', 'latency.min_us', 'us')    # the best trial, as NetPIPE and IMB report
+        self.add_metric('rtt_us', 'latency.min_us', 'us',     # the best trial, as NetPIPE and IMB report
+                        figures.latency(f'MPI round trip, {figures.size_text(self.size_bytes)}'))
 
 
 @rfm.simple_test
@@ -120,6 +126,7 @@ class mpi_sweep(SweepPlugin, MpitestBenchmark):
     @run_after('init')
     def describe(self):
         self.ref_test = 'mpitest.sweep.pingpong'
+        self.sweep_label = 'MPI ping-pong sweep throughput'
 
     @run_after('setup')
     def set_options(self):

@@ -16,7 +16,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 from reframe.core.exceptions import BuildSystemError
 
-from netregress import spack_build
+from netregress import figures, spack_build
 from netregress.base import stage_file
 from netregress.mpicheck import MpiCheck
 from netregress.plugins import ExitStatusPlugin
@@ -107,8 +107,10 @@ class nas(ExitStatusPlugin, MpiCheck):
         if not self.npb_class:
             self.npb_class = system_class(self.current_system.name)
         self.ref_test = f'npb.{self.bench}.{self.npb_class}.np{self.num_ranks}'
-        self.perf_variables['mops_total'] = sn.make_performance_function(
-            npb_value(stage_file(self, self.stdout), 'mops_total'), 'Mop/s')
+        self.add_figure('mops_total', sn.make_performance_function(
+            npb_value(stage_file(self, self.stdout), 'mops_total'), 'Mop/s'),
+            figures.cpu_bound(f'NPB {self.bench.upper()} class {self.npb_class} on {self.num_ranks} processes, '
+                              f'Mop/s total'))
 
     @run_before('run')
     def set_command(self):

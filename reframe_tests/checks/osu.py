@@ -15,7 +15,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 
-from netregress import spack_build
+from netregress import figures, spack_build
 from netregress.base import stage_file
 from netregress.mpicheck import MpiCheck
 from netregress.plugins import ExitStatusPlugin
@@ -140,10 +140,14 @@ class osu(ExitStatusPlugin, MpiCheck):
         out = stage_file(self, self.stdout)
         _, metrics, _ = OSU_BENCHMARKS[self.benchmark]
         unit = {'latency_us': 'us', 'bandwidth_mbs': 'MB/s', 'message_rate': 'msg/s'}
+        # OSU's bandwidths are windows of short sends between two ranks: CPU-bound at every size
+        declared = {'latency_us': figures.latency(f'{self.benchmark} latency'),
+                    'bandwidth_mbs': figures.cpu_bound(f'{self.benchmark} bandwidth'),
+                    'message_rate': figures.cpu_bound(f'{self.benchmark} message rate')}
         for metric in metrics:
             for size in self.sizes:
-                self.perf_variables[metric_name(metric, size)] = sn.make_performance_function(
-                    osu_value(out, metric, size), unit[metric])
+                self.add_figure(metric_name(metric, size), sn.make_performance_function(
+                    osu_value(out, metric, size), unit[metric]), declared[metric].at(size))
 
     @property
     def window_on_network(self) -> bool:

@@ -7,7 +7,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
-from netregress import interconnects
+from netregress import figures, interconnects
 from netregress.iperf import Iperf3YardstickPlugin
 from netregress.plugins import SweepPlugin
 from netregress.roundtrip import TcpRoundTripPeerPlugin
@@ -85,7 +85,11 @@ class tcp_throughput(Iperf3YardstickPlugin, TcpBenchmark):
     @run_after('setup')
     def set_metrics(self):
         # the median repetition: one repetition that lost its CPU must not move the figure
-        self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s')
+        # a stream the link bounds (blocking and non-blocking alike); a ping-pong waits a round trip per message,
+        # so latency and scheduling decide it too
+        label = f'TCP {self.mode} throughput, {self.io} sockets'
+        self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s',
+                        figures.throughput(label) if self.mode == 'stream' else figures.cpu_bound(label))
 
 
 
@@ -112,7 +116,8 @@ class tcp_rtt(TcpRoundTripPeerPlugin, TcpBenchmark):
 
     @run_after('setup')
     def set_metrics(self):
-        self.add_metric('rtt_us', 'latency.min_us', 'us')    # the best trial, as NetPIPE and IMB report
+        self.add_metric('rtt_us', 'latency.min_us', 'us',     # the best trial, as NetPIPE and IMB report
+                        figures.latency(f'TCP round trip, {figures.size_text(self.size_bytes)}'))
 
 
 @rfm.simple_test
@@ -124,6 +129,7 @@ class tcp_sweep(SweepPlugin, TcpBenchmark):
     @run_after('init')
     def describe(self):
         self.ref_test = f'tcp.sweep.{self.mode}'
+        self.sweep_label = f'TCP {self.mode} sweep throughput'
 
     @run_after('setup')
     def set_options(self):

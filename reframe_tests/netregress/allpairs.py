@@ -43,7 +43,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import fixture, parameter, performance_function, run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import interconnects, provenance, slurm
+from . import figures, interconnects, provenance, slurm
 from .base import COUNTERS_FILE, NetregressCheck
 from .build import TcpKernelBuild
 from .linkplan import (DRIVER, LINK_DIR, SERVE, SLURM_ON_NAMED_NODE, driver_script, round_robin, serve_script,
@@ -329,6 +329,17 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
         if name not in stats:
             raise SanityError(f'no link measured: {name} undefined')
         return stats[name]
+
+    @run_after('init')
+    def declare_link_figures(self):
+        """What the performance functions below are. A link's figure is a short stream per direction between two
+        nodes (start-up and the CPUs decide it as much as the link), so its throughputs are CPU-bound; the fabric's
+        line rate is asserted through fraction_of_link and min_rate_fraction."""
+        for name, figure in (('min_link_mbps', figures.cpu_bound('slowest link (slower direction)')),
+                             ('median_link_mbps', figures.cpu_bound('median link')),
+                             ('min_to_median', figures.ratio('slowest link / median link')),
+                             ('max_rtt_us', figures.latency(f'largest {self.rtt_size_bytes}-byte link round trip'))):
+            self.declare_figure(name, figure)
 
     @performance_function('Mbit/s')
     def min_link_mbps(self):

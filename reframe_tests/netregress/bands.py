@@ -38,7 +38,7 @@ def apply(check) -> None:
         if refset is None:
             refs[name] = (0, None, None, fn.unit)
             continue
-        if host_refs and not check.asserted_absolute(name, fn.unit):
+        if host_refs and not check.asserted_absolute(name):
             refs[name] = (0, None, None, fn.unit)
             recorded_only.append(name)
             continue

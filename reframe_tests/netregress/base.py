@@ -166,6 +166,13 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     nr_transports = variable(str, value='', loggable=True)
 
+    #: What each performance variable of this case is, ``{name: {'kind', 'label', 'better'}}`` with ``name`` as in
+    #: the run report's perfvalues (``@size`` included): filled at setup from the figures the check declared with
+    #: its performance variables (netregress.figures); goes to the run report, where netregress_postrun reads it.
+    #:
+    #: :type: :class:`Dict[str, Dict[str, str]]`
+    nr_figures = variable(typ.Dict[str, typ.Dict[str, str]], value={}, loggable=True)
+
     # -- setup ------------------------------------------------------------------------------------------------
 
     @run_after('init')
@@ -347,6 +354,22 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
 
     # -- performance ------------------------------------------------------------------------------------------
 
+    def declare_figure(self, name: str, figure: figures.Figure):
+        """Declare what performance variable ``name`` is (a metric without ``@size`` covers every ``name@size``)."""
+        self.declared_figures = {**getattr(self, 'declared_figures', {}), name: figure}
+
+    def add_figure(self, name: str, function, figure: figures.Figure):
+        """Define performance variable ``name`` (a performance function) and declare its figure."""
+        self.perf_variables[name] = function
+        self.declare_figure(name, figure)
+
+    @run_after('setup', always_last=True)
+    def record_figures(self):
+        """Every performance variable has a declared figure (else the case fails here, naming it); ``nr_figures``
+        records them. Runs after every other setup hook (ReFrame runs a base class's last hooks last)."""
+        self.nr_figures = figures.describe(f'{type(self).__name__} ({self.unique_name})', self.perf_variables,
+                                           getattr(self, 'declared_figures', {}))
+
     @run_after('setup')
     def assert_link_rate(self):
         """On a fabric with a configured line rate, a link-bound stream is also asserted as a fraction of the most
@@ -355,8 +378,9 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         if not self.link_bound_metric or not self.ic.payload_mbps:
             return
         lower, upper = interconnects.load().fixed_band('link_fraction')
-        self.perf_variables['fraction_of_link'] = sn.make_performance_function(
-            fraction_of(self, self.link_bound_metric, self.ic.payload_mbps), 'ratio')
+        self.add_figure('fraction_of_link', sn.make_performance_function(
+            fraction_of(self, self.link_bound_metric, self.ic.payload_mbps), 'ratio'),
+            figures.ratio(f'{self.link_bound_metric} / the {self.ic.payload_mbps:g} Mbit/s a link carries'))
         self.fixed_references = {**self.fixed_references, 'fraction_of_link': (1.0, lower, upper)}
 
     def repetition_s(self, default: float) -> float:
@@ -389,8 +413,8 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         that found, after measuring, that a figure cannot be judged on this machine says so and names them)."""
         return set()
 
-    def asserted_absolute(self, name: str, unit: str) -> bool:
-        """Whether figure ``name`` is asserted against its reference on this partition.
+    def asserted_absolute(self, name: str) -> bool:
+        """Whether figure ``name`` is asserted against its reference on this partition (by its declared kind).
 
         Everything is, except where the partition extra ``assert_cpu_bound`` is False: there a figure is asserted
         only when it is a ratio or a link-bound stream on a fabric with a line rate. On a 2-vCPU virtual machine
@@ -398,7 +422,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         vs 145 Gbit/s, MPI over unshaped veth 11 vs 20 Gbit/s, a collective 10.5 vs 2.8 GB/s): they measured
         the hypervisor's moment (steal time, where it placed the vCPUs), and no band within 0.67x..1.5x holds
         them."""
-        return figures.asserted(figures.metric_kind(name, unit, self.ref_test),
+        return figures.asserted(self.nr_figures[name]['kind'],
                                  self.current_partition.extras.get('assert_cpu_bound', True),
                                  bool(self.ic.payload_mbps))
 

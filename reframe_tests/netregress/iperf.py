@@ -15,7 +15,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import interconnects
+from . import figures, interconnects
 from .bands import fraction_of
 from .plugins import ExitStatusPlugin
 from .tcppair import SERVER_OUT, TcpPairCheck, background_server_cmds, server_address_cmds
@@ -94,9 +94,9 @@ class Iperf3Check(ExitStatusPlugin, TcpPairCheck):
 
     @run_after('setup')
     def iperf3_metrics(self):
-        self.perf_variables['throughput_mbps'] = sn.make_performance_function(
+        self.add_figure('throughput_mbps', sn.make_performance_function(
             iperf3_mbps(os.path.join(self.stagedir, IPERF3_OUT), os.path.join(self.stagedir, SERVER_OUT)),
-            'Mbit/s')
+            'Mbit/s'), figures.throughput('iperf3 TCP stream throughput'))
 
     def payload_bytes(self) -> float:
         doc = load_iperf3(os.path.join(self.stagedir, IPERF3_OUT))
@@ -165,8 +165,9 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
             return
         iperf = iperf3_mbps(os.path.join(self.stagedir, YARDSTICK_OUT),
                             os.path.join(self.stagedir, YARDSTICK_SERVER_OUT))
-        self.perf_variables['iperf3_mbps'] = sn.make_performance_function(iperf, 'Mbit/s')
-        self.perf_variables['ratio_to_iperf3'] = sn.make_performance_function(
-            fraction_of(self, 'throughput_mbps', iperf), 'ratio')
+        self.add_figure('iperf3_mbps', sn.make_performance_function(iperf, 'Mbit/s'),
+                        figures.throughput('iperf3 yardstick stream throughput'))
+        self.add_figure('ratio_to_iperf3', sn.make_performance_function(
+            fraction_of(self, 'throughput_mbps', iperf), 'ratio'), figures.ratio('throughput / iperf3 yardstick'))
         lower, upper = interconnects.load().fixed_band('peer_ratio')
         self.fixed_references = {**self.fixed_references, 'ratio_to_iperf3': (1.0, lower, upper)}

@@ -36,7 +36,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
-from . import results, slurm
+from . import figures, results, slurm
 from .linkplan import SLURM_ON_NAMED_NODE
 from .base import NetregressCheck
 from .build import TcpKernelBuild
@@ -209,10 +209,16 @@ class NodeLoopbackCheck(NetregressCheck):
         self.job.options += [f'--nodes={len(self.nodes)}', f'--nodelist={",".join(self.nodes)}']
         self.fixed_references = {**self.fixed_references,
                                  'min_to_median': (1.0, self.min_node_fraction - 1.0, 0.0)}
-        for name in ('min_node_mbps', 'median_node_mbps'):
-            self.perf_variables[name] = sn.make_performance_function(self._summary(name), 'Mbit/s')
-        self.perf_variables['min_to_median'] = sn.make_performance_function(self._summary('min_to_median'),
-                                                                            'ratio')
+
+    @run_after('setup')
+    def node_figures(self):
+        """The performance variables: each node's own loopback stream (its CPU and memory decide it)."""
+        for name, label in (('min_node_mbps', 'slowest node\'s loopback stream'),
+                            ('median_node_mbps', 'median node\'s loopback stream')):
+            self.add_figure(name, sn.make_performance_function(self._summary(name), 'Mbit/s'),
+                            figures.cpu_bound(label))
+        self.add_figure('min_to_median', sn.make_performance_function(self._summary('min_to_median'), 'ratio'),
+                        figures.ratio('slowest node / median node'))
 
     @run_before('run')
     def write_driver(self):

@@ -15,6 +15,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
+from . import figures
 from .base import stage_file
 from .mpicheck import MpiCheck
 from .plugins import ExitStatusPlugin
@@ -81,9 +82,11 @@ class NetpipeMixin(ExitStatusPlugin):
     @run_after('setup')
     def netpipe_metrics(self):
         out = os.path.join(self.stagedir, NETPIPE_OUT)
-        self.perf_variables['latency_us'] = sn.make_performance_function(netpipe_value(out, 'latency_us'), 'us')
-        self.perf_variables['max_throughput_mbps'] = sn.make_performance_function(
-            netpipe_value(out, 'max_throughput_mbps'), 'Mbit/s')
+        self.add_figure('latency_us', sn.make_performance_function(netpipe_value(out, 'latency_us'), 'us'),
+                        figures.latency('NetPIPE one-way latency, smallest message'))
+        # a peak over the curve: CPU, scheduler and token-bucket bursts decide it
+        self.add_figure('max_throughput_mbps', sn.make_performance_function(
+            netpipe_value(out, 'max_throughput_mbps'), 'Mbit/s'), figures.cpu_bound('NetPIPE peak throughput'))
 
     def payload_bytes(self) -> float:
         text = ''
@@ -191,9 +194,11 @@ class ImbPingPongCheck(ExitStatusPlugin, MpiCheck):
     def imb_metrics(self):
         out = stage_file(self, self.stdout)
         lo, hi = self.msglog
-        self.perf_variables['latency_us'] = sn.make_performance_function(imb_value(out, 't_us', 2 ** lo), 'us')
-        self.perf_variables[f'bandwidth_mbs@{2 ** hi}'] = sn.make_performance_function(
-            imb_value(out, 'mbs', 2 ** hi), 'MB/s')
+        self.add_figure('latency_us', sn.make_performance_function(imb_value(out, 't_us', 2 ** lo), 'us'),
+                        figures.latency(f'IMB PingPong one-way time, {figures.size_text(2 ** lo)}'))
+        # a ping-pong (it waits a round trip per message): CPU-bound at any size
+        self.add_figure(f'bandwidth_mbs@{2 ** hi}', sn.make_performance_function(imb_value(out, 'mbs', 2 ** hi), 'MB/s'),
+                        figures.cpu_bound('IMB PingPong bandwidth').at(2 ** hi))
 
     def payload_bytes(self) -> float:
         with open(stage_file(self, self.stdout), errors='replace') as fp:

@@ -17,7 +17,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import references, results
+from . import figures, references, results
 from .base import RESULT_FILE, stage_file
 from .build import MpiKernelBuild
 
@@ -60,14 +60,23 @@ class SweepPlugin(rfm.RegressionTestPlugin):
     #: :default: ``[1, 64, 4096, 65536, 1048576]``
     asserted_sizes = variable(typ.List[int], value=[1, 64, 4096, 65536, 1048576])
 
+    #: What the sweep is, for people (``'TCP stream sweep throughput'``); the size is appended per point.
+    #:
+    #: :type: :class:`str`
+    #: :default: ``'sweep throughput'``
+    sweep_label = variable(str, value='sweep throughput')
+
     def sweep_opts(self) -> list[str]:
         return ['-e', str(self.max_exp), '-t', str(self.point_time_s)]
 
     @run_after('setup')
     def add_sweep_metrics(self):
+        # CPU-bound at every size: each point lasts a fraction of a second (a handful of 1 MiB messages on 1 Gbit/s),
+        # so start-up and the shaper's queue decide it (a gige 1 MiB stream point: 952 then 532 Mbit/s)
+        figure = figures.cpu_bound(self.sweep_label)
         for size in (s for s in self.asserted_sizes if s <= 2 ** self.max_exp):
             self.add_metric(references.metric_name('throughput_mbps', size),
-                            f'sweep[size_bytes={size}].throughput_mbps', 'Mbit/s')
+                            f'sweep[size_bytes={size}].throughput_mbps', 'Mbit/s', figure.at(size))
 
 
 class KernelMixin(ExitStatusPlugin):
@@ -100,6 +109,6 @@ class KernelMixin(ExitStatusPlugin):
     def payload_bytes(self) -> float:
         return results.payload_bytes(results.load_result(self.result_path))
 
-    def add_metric(self, name: str, keypath: str, unit: str):
-        """Declare performance variable ``name`` read from the result at ``keypath``."""
-        self.perf_variables[name] = sn.make_performance_function(results.value(self.result_path, keypath), unit)
+    def add_metric(self, name: str, keypath: str, unit: str, figure: figures.Figure):
+        """Define performance variable ``name`` read from the result at ``keypath``, and what it is."""
+        self.add_figure(name, sn.make_performance_function(results.value(self.result_path, keypath), unit), figure)

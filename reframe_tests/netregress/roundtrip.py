@@ -11,6 +11,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
+from . import figures
 from .bands import fraction_of
 from .base import stage_file
 from .peers import parse_imb_pingpong, parse_netpipe
@@ -91,9 +92,12 @@ class RoundTripPeerPlugin(rfm.RegressionTestPlugin):
         self.nr_peer = os.path.basename(self.peer_exe)
         rtt = (imb_rtt_us(stage_file(self, PEER_OUT), self.size_bytes) if kind == 'imb' else
                netpipe_rtt_us(os.path.join(self.stagedir, PEER_NETPIPE_OUT), self.size_bytes))
-        self.perf_variables['peer_rtt_us'] = sn.make_performance_function(rtt, 'us')
-        self.perf_variables['ratio_to_peer'] = sn.make_performance_function(fraction_of(self, 'rtt_us', rtt),
-                                                                            'ratio')
+        peer = 'IMB-MPI1' if kind == 'imb' else 'NetPIPE'
+        self.add_figure('peer_rtt_us', sn.make_performance_function(rtt, 'us'),
+                        figures.latency(f'{peer} round trip, {figures.size_text(self.size_bytes)}'))
+        # a ratio of two CPU-bound round trips from separate launches: judged like the figures it divides
+        self.add_figure('ratio_to_peer', sn.make_performance_function(fraction_of(self, 'rtt_us', rtt), 'ratio'),
+                        figures.cpu_bound(f'round trip / {peer}\'s', better='lower'))
 
     @run_before('run')
     def run_peer_first(self):

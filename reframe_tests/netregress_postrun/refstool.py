@@ -10,6 +10,11 @@ because its reference was missing), and writes/refreshes ``reference_values/<sys
 * several measurements of the same variable (several reports, ``--repeat``) are reduced to their median.
 
 It prints a unified diff of each file before writing (``--dry-run``: diff only).
+
+``tools/refs accept REPORT... --environ E|--partition P|--interconnect I`` replaces one scope's references after a
+deliberate change, removes what the new runs no longer measure and writes atomically (:mod:`.refsaccept`).
+Figures whose check did not declare them (``nr_figures``: a report from before the declarations) are refused by
+write, accept and record: their band kind is unknown.
 """
 from __future__ import annotations
 
@@ -304,6 +309,16 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument('--reset-tolerance', action='store_true',
                        help='replace tolerances and comments with the interconnect defaults')
         p.add_argument('--dir', type=Path, default=None, help='reference directory (default reference_values/)')
+    acc = sub.add_parser('accept', help='committed references: after a deliberate change, replace one '
+                                        "environment's, partition's or interconnect's from passing run reports")
+    acc.add_argument('reports', nargs='+', type=Path, help='ReFrame JSON run reports of passing runs')
+    acc.add_argument('--environ', help='replace the references of this environment (MPI build)')
+    acc.add_argument('--partition', help='... of this partition')
+    acc.add_argument('--interconnect', help='... of this interconnect (selectors combine: all must match)')
+    acc.add_argument('--system', help='the system (default: the one the reports measured)')
+    acc.add_argument('--dir', type=Path, default=None, help='reference directory (default: the site\'s, '
+                                                            'netregress.site.reference_dir())')
+    acc.add_argument('--dry-run', action='store_true', help='print the diff, write nothing')
     chk = sub.add_parser('check', help='parse every reference file (schema, units, tolerances, comments)')
     chk.add_argument('--dir', type=Path, default=None)
     rec = sub.add_parser('record', help="host baseline: add a run's passing figures (tools/validate does it)")
@@ -348,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         return 0
     directory = args.dir or site.reference_dir()
+    if args.cmd == 'accept':
+        return _accept(args, directory, table)
     if args.cmd == 'check':
         bad = 0
         for path in sorted(directory.glob('*.yaml')):
@@ -373,6 +390,26 @@ def main(argv: list[str] | None = None) -> int:
     print(diff or 'no change')
     verb = 'would use' if args.cmd == 'diff' else 'used'
     print(f'tools/refs: {verb} {used} measurements from {", ".join(map(str, reports))}')
+    return 0
+
+
+def _accept(args, directory: Path, table: interconnects.InterconnectTable) -> int:
+    """tools/refs accept: the diff, what was removed; exit 2 (nothing written) on a refusal."""
+    from . import refsaccept
+    try:
+        scope = refsaccept.Scope(args.environ, args.partition, args.interconnect)
+        diff, removed, used = refsaccept.accept(args.reports, directory, table, scope, system=args.system,
+                                                dry_run=args.dry_run)
+    except (runreport.RunReportError, RefsError, OSError) as err:
+        for line in str(err).splitlines():
+            print(f'tools/refs: {line}')
+        print('tools/refs: nothing written')
+        return 2
+    print(diff or 'no change')
+    for entry in removed:
+        print(f'tools/refs: removed (the new runs no longer measure it): {entry}')
+    verb = 'would replace' if args.dry_run else 'replaced'
+    print(f'tools/refs: {verb} the references of {scope} from {used} figures of {", ".join(map(str, args.reports))}')
     return 0
 
 

@@ -133,29 +133,3 @@ def asserted(kind: str, assert_cpu_bound: bool, link_rate: bool) -> bool:
     partition's extra ``assert_cpu_bound`` is False; then only ratios, and link-bound streams on a fabric with a
     line rate (``link_rate``). Rationale: base.NetregressCheck.asserted_absolute."""
     return assert_cpu_bound or kind == 'ratio' or (kind == 'throughput' and link_rate)
-
-
-# -- the name guess this module replaced ---------------------------------------------------------------------------
-# netregress_postrun.refstool still imports metric_kind (tools/refs for reports without nr_figures); the measuring
-# library no longer calls it. Remove it with that import. tests/python/test_figures.py freezes what it returned for
-# every figure the checks have, and asserts the declarations agree.
-
-#: Tests whose throughput is a peak over a curve (CPU, scheduler and token-bucket bursts decide it).
-PEAK_TESTS = ('netpipe.', 'imb.')
-#: Ratios of two CPU-bound figures from separate launches (judged like the figures they divide).
-CPU_BOUND_RATIOS = ('ratio_to_peer',)
-
-
-def metric_kind(metric: str, unit: str, test: str = '') -> str:
-    """Legacy guess of a figure's kind from its names (see the note above); checks declare :class:`Figure`."""
-    base, size = references.split_metric(metric)
-    if unit in ('us', 'ms', 's', 'ns') or base.endswith(('_us', '_s')):
-        return 'latency'
-    if base in CPU_BOUND_RATIOS:
-        return 'cpu_bound'
-    if unit == 'ratio' or base.startswith('ratio_'):
-        return 'ratio'
-    streaming = ('.stream' in test and '.sweep' not in test) or test.startswith('iperf3')
-    if test.startswith(PEAK_TESTS) or not streaming or (size is not None and size < LINK_BOUND_BYTES):
-        return 'cpu_bound'
-    return 'throughput'

@@ -59,7 +59,7 @@ class RoundTripPeerPlugin(rfm.RegressionTestPlugin):
     NetPIPE (NPtcp beside nr-tcptest, NPmpi beside nr-mpitest) or IMB-MPI1 PingPong (Intel MPI) time the same
     small-message round trip. Adds ``peer_rtt_us`` and ``ratio_to_peer`` = ``rtt_us`` / ``peer_rtt_us``: whether
     our kernel's figure means what the peer's means, judged like every figure against the site's references (a
-    ratio of two round trips is CPU-bound, ``refstool.CPU_BOUND_RATIOS``). Where the CPUs are shared (partition
+    ratio of two round trips is CPU-bound, as it declares). Where the CPUs are shared (partition
     extra ``assert_cpu_bound`` False) it is recorded, not asserted: on the 2-vCPU VM a cache line crossed between
     the two vCPUs in 104-175 ns for some seconds and in 440-990 ns for the next (the hypervisor moving them), so
     two launches a second apart saw different machines (ratios 0.61-2.39 over three runs; docs/validation.md).

@@ -16,7 +16,7 @@
  * the iteration count: probe runs with a growing count until one lasts a tenth of the test time, then the count
  * is scaled to the test time (-t) (nr/calib.h: the count that reached a tenth is probed again and the agreed
  * (median) probe decides, and a first run that still falls far short is run again with the count its own rate
- * gives; a test whose runs mostly fell short fails with exit 3). Throughput counts payload in both directions for ping-pong (as
+ * gives; a test whose runs mostly lasted less than a tenth of the target fails with exit 3). Throughput counts payload in both directions for ping-pong (as
  * Hpcbench does). The secondary ships its times (and its system log, -c) to the master after each run, outside
  * the timed part. Every MPI call is checked and its outcome agreed on by both ranks.
  */
@@ -598,7 +598,7 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             (rc = nr_mpi_agree(nr__ship_log(r, err), err)) < 0)
             goto out;
     }
-    /* The runs mostly fell short of the time target: the results are written, and the test fails (exit 3). */
+    /* The runs mostly fell far short of the time target: the results are written, and the test fails (exit 3). */
     int verdict = g_mpi->rank == 0 ? nr_calib_verdict(&r->calib, err) : NR_OK;
     if (g_mpi->rank == 0) {
         if (r->kind == NR_RUN_LATENCY) {

@@ -819,11 +819,14 @@ def case_calibration_stall():
         print(f"stalled probe: {j['options']['iterations']} iterations, repetitions "
               f"{[round(x['client']['elapsed_s'], 3) for x in j['repetitions']]} s, probes {cal['probes']}, "
               f"whole run {took:.2f} s")
-        assert cal["target_s"] == 0.5 and cal["runs"] == 3 and cal["short_runs"] == 0, cal
-        assert "warning" not in cal, cal
+        # The stalled probe alone gave 9 iterations (0.5 s / 0.06 s): every repetition a millisecond long. A machine
+        # under load can still make one repetition fall short (its probes were slowed too): most, and the median,
+        # must not.
+        assert cal["target_s"] == 0.5 and cal["runs"] == 3 and 2 * cal["short_runs"] < cal["runs"], cal
+        assert cal["short_runs"] == 0 or "warning" in cal, cal
         assert j["options"]["iterations"] > 100, j["options"]
-        for rep in j["repetitions"]:
-            assert rep["client"]["elapsed_s"] >= 0.25, rep
+        times = sorted(rep["client"]["elapsed_s"] for rep in j["repetitions"])
+        assert times[1] >= 0.25, times
         assert took >= 0.75, f"3 repetitions of 0.5 s took {took:.2f} s"
         # The same stall with a fixed count is no calibration matter: fixed_count, no warning.
         ok(tcptest(s.port, "-r", "2", "--iterations", "5", "-m", "8k", "--json", path("fixed.json")))

@@ -515,7 +515,7 @@ static int fake_probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_er
 /* The calibration shared by nr-mpitest and nr-tcptest: probes grow until one lasts a tenth of the target, that
  * count is probed again and the median probe decides, the count is scaled to the target; capped; a probe's error is
  * returned; one stalled probe cannot shrink the count; a first measured run that falls short is re-run with a
- * rescaled count, and a test whose runs mostly fell short fails with the figures. */
+ * rescaled count, short runs are reported and a test whose runs mostly fell far short fails with the figures. */
 static void test_calibrate(void)
 {
     struct nr_error e;
@@ -564,17 +564,25 @@ static void test_calibrate(void)
     rechecks = 0;
     CHECK(nr_calib_recheck(&c, 5, 0.001, &rechecks, &next) == 0);
 
-    /* The verdict: one short run is a warning, most runs short fail the test; runs at the cap are not short. */
+    /* The verdict: short runs are a warning, most runs far short (a tenth of the target) fail the test; runs at the
+     * cap are not short. */
     nr_calib_init(&c, 0.5, 1000);
     nr_calib_record(&c, 100, 0.5);
     nr_calib_record(&c, 100, 0.1);
-    nr_calib_record(&c, 1000, 0.1);
-    CHECK(c.runs == 3 && c.short_runs == 1 && c.capped_runs == 1 && c.achieved_min_s == 0.1);
+    nr_calib_record(&c, 1000, 0.01);
+    CHECK(c.runs == 3 && c.short_runs == 1 && c.far_short_runs == 0 && c.capped_runs == 1 && c.achieved_min_s == 0.01);
     CHECK(nr_calib_verdict(&c, &e) == 0);
     nr_calib_record(&c, 100, 0.2);
-    CHECK(nr_calib_verdict(&c, &e) == 0);  /* 2 of 4: not most */
-    nr_calib_record(&c, 100, 0.2);
-    CHECK(nr_calib_verdict(&c, &e) == NR_E_VALIDATE && strstr(e.detail, "3 of 5 measured runs"));
+    CHECK(nr_calib_verdict(&c, &e) == 0 && c.short_runs == 2); /* load that lets up: short, not failed */
+    nr_calib_record(&c, 100, 0.02);
+    nr_calib_record(&c, 100, 0.03);
+    CHECK(nr_calib_verdict(&c, &e) == 0 && c.far_short_runs == 2); /* 2 of 6 far short: not most */
+    nr_calib_record(&c, 100, 0.001);
+    nr_calib_record(&c, 100, 0.001);
+    CHECK(nr_calib_verdict(&c, &e) == 0 && c.far_short_runs == 4); /* half: not most */
+    nr_error_clear(&e);
+    nr_calib_record(&c, 100, 0.001);
+    CHECK(nr_calib_verdict(&c, &e) == NR_E_VALIDATE && strstr(e.detail, "5 of 9 measured runs lasted less than 10 %"));
     nr_error_clear(&e);
     nr_calib_init(&c, 0, 1000);
     nr_calib_record(&c, 3, 0.0001);

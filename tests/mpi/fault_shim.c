@@ -6,6 +6,9 @@
  *                        NR_FAULT_RANK (default 0; -1 = every rank) returns MPI_ERR_OTHER. The call itself is
  *                        made first, so a collective still completes on every rank and nothing hangs: the
  *                        kernel must notice the code, agree on it across ranks and report it.
+ *   NR_FAULT_STALL=NAME:N:MS  the N-th call of MPI_NAME (Send or Recv) on the ranks NR_FAULT_RANK names sleeps MS
+ *                        milliseconds first, as a descheduled process would: with N = 2 on rank 0, nr-mpitest's first
+ *                        calibration probe (the warm-up is the first message).
  *   NR_FAULT_CORRUPT=1   rank 0 flips one bit in the middle of every data message (tag 1) it sends: --verify
  *                        must catch it.
  *   NR_FAULT_ZERO=1      every message of at least a page (point-to-point sends, MPI_Sendrecv, the root's MPI_Bcast)
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NR__DATA_TAG 1
 #define NR__MAX_PENDING 64
@@ -54,6 +58,25 @@ static int nr__fault(const char *name, int rc)
     names[slot] = name;
     long want = colon ? atol(colon + 1) : 1;
     return ++counts[slot] == want ? MPI_ERR_OTHER : rc;
+}
+
+/* NR_FAULT_STALL: sleep before the N-th call of `name` on the chosen ranks. */
+static void nr__stall(const char *name)
+{
+    static long counts[2];
+    const char *spec = getenv("NR_FAULT_STALL");
+    char want[32];
+    long n = 0, ms = 0;
+    if (!spec || sscanf(spec, "%31[^:]:%ld:%ld", want, &n, &ms) != 3 || strcmp(want, name) != 0)
+        return;
+    const char *who = getenv("NR_FAULT_RANK");
+    int rank = who ? atoi(who) : 0;
+    if (rank >= 0 && rank != nr__rank())
+        return;
+    if (++counts[strcmp(name, "Send") == 0] == n) {
+        struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* NR_FAULT_ORDER bookkeeping on rank 1: data receives completed and data sends started. */
@@ -126,6 +149,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, M
 {
     nr__zero_check("MPI_Send", buf, count, type);
     nr__sending(tag);
+    nr__stall("Send");
     return nr__fault("Send", PMPI_Send(nr__corrupt(buf, count, type, tag), count, type, dest, tag, comm));
 }
 
@@ -138,6 +162,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st)
 {
+    nr__stall("Recv");
     int rc = PMPI_Recv(buf, count, type, src, tag, comm, st);
     if (tag == NR__DATA_TAG)
         g_received++;

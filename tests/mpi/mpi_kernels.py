@@ -214,6 +214,25 @@ def case_mpicoll_fault_in_loop(d):
     _fault_in_loop(d, 'nr-mpicoll-faulty', 4, 'Bcast:5', 'mpi_bcast', '-t', 0.05, '-r', 2, '-s', '100000', '-T', 'bcast')
 
 
+def case_mpitest_calibration_stall(d):
+    """A 60-ms stall in the first calibration probe (one 1-KiB message) of a 0.5-s target: the calibration must not
+    shrink the count to a handful of messages (runs must last about the target) and the JSON records target and
+    achieved times."""
+    js = os.path.join(d, 'stall.json')
+    run('nr-mpitest-faulty', 2, '-r', 3, '-t', 0.5, '-m', '1k', '--json', js, env={'NR_FAULT_STALL': 'Send:2:60'})
+    r = load(js)
+    cal = r['calibration']
+    times = [rep['master']['elapsed_s'] for rep in r['repetitions']]
+    print(f'stalled first probe: {r["repetitions"][0]["iterations"]} messages per run, runs {times} s, '
+          f'{cal["probes"]} probes')
+    # The stalled probe alone gave 9 messages (0.5 s / 0.06 s): every run a millisecond long. A machine under load
+    # can still make one run fall short (its probes were slowed too): most runs, and the median, must not.
+    check(cal['target_s'] == 0.5 and cal['runs'] == 3 and 2 * cal['short_runs'] < cal['runs'],
+          f'calibration record: {cal}')
+    check(sorted(times)[1] >= 0.25, f'the median run lasts at least half the 0.5-s target: {times}')
+    check(cal['short_runs'] == 0 or 'warning' in cal, f'a short run is reported: {cal}')
+
+
 def case_mpi_library_version(d):
     """Every MPI kernel names the MPI library it runs with (MPI_Get_library_version's first line) and the MPI
     standard version (MPI_Get_version)."""

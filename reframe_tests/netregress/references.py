@@ -47,8 +47,8 @@ class MissingReferenceError(ReferenceError):
 @dataclass(frozen=True)
 class Reference:
     value: float
-    lower: float
-    upper: float
+    lower: float | None          # None: open on that side (a one-sided band)
+    upper: float | None
     unit: str
     comment: str
 
@@ -104,9 +104,12 @@ def _entry(spec: Mapping, parent: Mapping, where: str) -> Reference:
     if not comment:
         raise ReferenceError(f'{where}: no comment saying where the tolerance comes from')
     value = _number(spec['value'], f'{where}.value')
-    lower = _number(spec['lower'], f'{where}.lower')
-    upper = _number(spec['upper'], f'{where}.upper')
-    if lower > 0 or upper < 0:
+    # a one-sided band: null leaves that side open (ReFrame's own reading of a None bound); never both sides
+    lower = None if spec['lower'] is None else _number(spec['lower'], f'{where}.lower')
+    upper = None if spec['upper'] is None else _number(spec['upper'], f'{where}.upper')
+    if lower is None and upper is None:
+        raise ReferenceError(f'{where}: lower and upper are both null: a band open on both sides can never fail')
+    if (lower is not None and lower > 0) or (upper is not None and upper < 0):
         raise ReferenceError(f'{where}: need lower <= 0 <= upper (fractions of value), got {lower}, {upper}')
     return Reference(value=value, lower=lower, upper=upper, unit=str(unit), comment=str(comment).strip())
 

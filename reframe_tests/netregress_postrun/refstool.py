@@ -284,7 +284,8 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
                 ref = refset.lookup(m.partition, m.environ, m.interconnect, m.test, m.metric)
             except references.MissingReferenceError:
                 continue
-            lo, hi = ref.value * (1 + ref.lower), ref.value * (1 + ref.upper)
+            lo = ref.value * (1 + ref.lower) if ref.lower is not None else float('-inf')
+            hi = ref.value * (1 + ref.upper) if ref.upper is not None else float('inf')
             if not lo <= m.value <= hi:
                 out += 1
                 lines.append(f'  OUT {m.partition}/{m.environ}/{m.interconnect}/{m.test}/{m.metric}: {m.value:.4g} '

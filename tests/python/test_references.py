@@ -97,3 +97,12 @@ def test_stored_reference_files_are_valid(repo_root):
         refset_ = references.load_file(path, path.stem)
         assert _count_entries(refset_) > 0, path
         assert yaml.safe_load(path.read_text())['system'] == path.stem
+
+
+def test_a_one_sided_band_is_allowed_and_a_band_open_on_both_sides_is_not():
+    from netregress.references import ReferenceError as RefError, _entry
+    ref = _entry({'value': 900.0, 'lower': -0.05, 'upper': None, 'unit': 'Mbit/s', 'comment': 'not slower than'},
+                 {}, 'x')
+    assert ref.as_reframe() == (900.0, -0.05, None, 'Mbit/s')       # ReFrame: no upper bound
+    with pytest.raises(RefError, match='both null'):
+        _entry({'value': 1.0, 'lower': None, 'upper': None, 'unit': 'us', 'comment': 'c'}, {}, 'x')

@@ -27,18 +27,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 from typing import Iterable, Mapping, Sequence
 
 from netregress import site, slurm
+from . import runreport
 
 # --- coverage of a run ----------------------------------------------------------------------------------------------
-
-def _testcases(report: Mapping) -> Iterable[Mapping]:
-    for run in report.get('runs') or []:
-        yield from run.get('testcases') or []
-
 
 def _nodelist(tc: Mapping) -> list[str]:
     raw = tc.get('job_nodelist', tc.get('nodelist'))
@@ -52,7 +47,7 @@ def _nodelist(tc: Mapping) -> list[str]:
 def covered_nodes(report: Mapping, *, system: str | None = None) -> dict[str, set[str]]:
     """Per partition: the nodes at least one passing test case ran on (every run of the report, retries too)."""
     used: dict[str, set[str]] = {}
-    for tc in _testcases(report):
+    for tc in runreport.testcases(report):
         if tc.get('result') != 'pass':
             continue
         if system is not None and tc.get('system') not in (system, None):
@@ -90,7 +85,7 @@ def overlapping_jobs(report: Mapping, *, system: str | None = None, runner: slur
     overlap under a second can go unseen). For nodes that share one host's CPUs, where two benchmarks at once
     measure each other."""
     names = {str(tc['jobid']): f'{tc.get("name")} @{tc.get("system")}:{tc.get("partition")}+{tc.get("environ")}'
-             for tc in _testcases(report)
+             for tc in runreport.testcases(report)
              if tc.get('jobid') and tc.get('scheduler') in ('slurm', 'squeue')
              and (system is None or tc.get('system') in (system, None))}
     if not names:
@@ -161,10 +156,9 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     serial = ''
     if args.report:
         try:
-            with open(args.report) as fp:
-                report = json.load(fp)
-        except (OSError, json.JSONDecodeError) as err:
-            print(f'coverage: cannot read report {args.report}: {err}', file=sys.stderr)
+            report = runreport.read(args.report)
+        except runreport.RunReportError as err:
+            print(f'coverage: {err}', file=sys.stderr)
             return 2
         for rfm_part, slurm_part in parts.items():
             try:

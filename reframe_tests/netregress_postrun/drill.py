@@ -20,7 +20,6 @@ The drill keeps its own baseline (run/drill/state): it never adds to or reads th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -35,7 +34,7 @@ from typing import Callable
 import yaml
 
 from netregress import paths, site, slurm
-from . import runsummary
+from . import runreport
 
 ROOT = paths.repo_root()
 DRILL = paths.run_dir() / 'drill'
@@ -97,8 +96,8 @@ class Drill:
                 fault.during()
             proc.wait(timeout=900)
         try:
-            return json.loads(report.read_text()), str(report)
-        except (OSError, json.JSONDecodeError) as err:
+            return runreport.read(report), str(report)
+        except runreport.RunReportError as err:
             return {}, f'no report ({err})'
 
     def step(self, fault: Fault) -> None:
@@ -109,9 +108,9 @@ class Drill:
             report, _ = self.run_checks(fault.key, fault)
         finally:
             fault.restore()
-        res = runsummary.analyse(report)
+        res = runreport.analyse(report)
         failed = [tc for tc in res['final'].values() if tc.get('result') == 'fail']
-        reasons = [f'{runsummary.case_name(tc)}: {runsummary.failure(tc)}' for tc in failed]
+        reasons = [f'{runreport.case_name(tc)}: {runreport.failure(tc)}' for tc in failed]
         for part in fault.node_check:
             reasons += [f'node check: {p}' for p in slurm.node_problems([part], wait_s=45)]
         if fault.key == 'clean':
@@ -124,7 +123,7 @@ class Drill:
             verdict = 'caught' if caught else ('caught, NOT named' if reasons else 'MISSED')
             named = (naming or reasons or ['nothing'])[0]
         self.ok &= caught
-        failed_names = sorted({runsummary.case_name(tc).split(' @')[0] for tc in failed}) or ['-']
+        failed_names = sorted({runreport.case_name(tc).split(' @')[0] for tc in failed}) or ['-']
         self.rows.append((f'{fault.key}. {fault.title}', f'{len(failed)}: {", ".join(failed_names)}',
                           named, f'{verdict} ({time.monotonic() - t0:.0f} s)'))
         print(f'   {verdict}: {named[:300]}', flush=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 import math
 import os
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from netregress import baselines, paths, references, site
+from . import runreport
 
 #: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
 EPOCH = '19700101T000000+0000'
@@ -79,13 +79,11 @@ class Session:
 def session_of(report: Path) -> Session:
     """The session a ReFrame run report describes."""
     try:
-        data = json.loads(Path(report).read_text())
-    except FileNotFoundError:
-        raise HistoryError(f'{report}: no such run report') from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise HistoryError(f'{report}: unreadable run report ({err})') from None
-    info = data.get('session_info') if isinstance(data, dict) else None
-    if not isinstance(info, dict) or not info.get('uuid') or not isinstance(data.get('runs'), list):
+        data = runreport.read(report)
+    except runreport.RunReportError as err:
+        raise HistoryError(str(err)) from None
+    info = data.get('session_info')
+    if not isinstance(info, dict) or not info.get('uuid'):
         raise HistoryError(f'{report}: not a ReFrame run report (no session_info.uuid or runs)')
     systems = sorted({tc.get('system') for run in data['runs'] for tc in run.get('testcases') or []
                       if tc.get('system')})

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
-import json
 import os
 import re
 import shlex
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from netregress import paths, site, slurm
-from . import coverage, history, runsummary
+from . import coverage, history, runreport, runsummary
 
 REPORT_NAME = 'report-maintenance.json'
 #: Changes smaller than this (percent) are counted, not listed, unless --threshold says otherwise.
@@ -179,13 +178,13 @@ def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -
 
 def counts(report: Mapping) -> collections.Counter:
     """The last attempt of every test case, by ReFrame 4's result ('pass', 'fail', 'abort', 'skip')."""
-    return collections.Counter(tc.get('result') for tc in runsummary.analyse(report)['final'].values())
+    return collections.Counter(tc.get('result') for tc in runreport.analyse(report)['final'].values())
 
 
 def verdict(report: Mapping, rc: int, uncovered: Sequence[str]) -> tuple[bool, str]:
     """(passed, the RESULT line)."""
     n = counts(report)
-    hidden = runsummary.analyse(report)['hidden']
+    hidden = runreport.analyse(report)['hidden']
     total, failed = sum(n.values()), n['fail'] + n['abort']
     ok = rc == 0 and failed == 0 and not hidden and not uncovered and n['pass'] > 0
     why = []
@@ -203,10 +202,10 @@ def verdict(report: Mapping, rc: int, uncovered: Sequence[str]) -> tuple[bool, s
 
 
 def failing_cases(report: Mapping) -> list[str]:
-    res = runsummary.analyse(report)
-    lines = [f'FAILED {runsummary.case_name(tc)}: {runsummary.failure(tc)}'
+    res = runreport.analyse(report)
+    lines = [f'FAILED {runreport.case_name(tc)}: {runreport.failure(tc)}'
              for tc in res['final'].values() if tc.get('result') in ('fail', 'abort')]
-    lines += [f'FAILED (then passed on a retry) {runsummary.case_name(tc)}: {runsummary.failure(tc)}'
+    lines += [f'FAILED (then passed on a retry) {runreport.case_name(tc)}: {runreport.failure(tc)}'
               for tc in res['hidden'].values()]
     return lines
 
@@ -274,10 +273,8 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
             fp.write(f'cannot run {cmd[0]}: {err}\n')
             rc = 127
     try:
-        data = json.loads(report.read_text())
-        if not isinstance(data, dict) or not isinstance(data.get('runs'), list):
-            raise ValueError('not a ReFrame run report')
-    except (OSError, ValueError) as err:
+        data = runreport.read(report)
+    except runreport.RunReportError as err:
         print(f'post-maintenance: no readable report ({err})')
         print(f'RESULT: FAIL (ReFrame exited {rc} and wrote no readable report; see {log})')
         print(f'REPORT: {log}')

@@ -52,7 +52,7 @@ def read(path: Path) -> dict:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise RunReportError(f'{path}: no such file') from None
+        raise RunReportError(f'{path}: no such run report') from None
     except IsADirectoryError:
         raise RunReportError(f'{path}: a directory, not a run report') from None
     except (OSError, UnicodeDecodeError) as err:

@@ -24,8 +24,6 @@ from typing import Mapping
 
 from netregress import baselines, site
 from . import runreport
-# the run-report model, named here as before (postmaint, drill and the tests use these names)
-from .runreport import analyse, case_name, failure, one_line  # noqa: F401
 
 
 _ANSI = re.compile(r'\x1b\[[0-9;]*m')
@@ -61,7 +59,7 @@ def skip_reason(tc: Mapping, by_name: Mapping[tuple, Mapping], skips: Mapping[st
     report's skipped cases by (unique name, 'system:partition', environ), the form of ``dependencies_actual``."""
     seen = set()
     while True:
-        reason = skips.get(case_name(tc)) or one_line(tc.get('fail_reason'))
+        reason = skips.get(runreport.case_name(tc)) or runreport.one_line(tc.get('fail_reason'))
         deps = [by_name[tuple(d)] for d in tc.get('dependencies_actual') or [] if tuple(d) in by_name]
         if reason != _DEPENDENCY_SKIP or not deps or id(deps[0]) in seen:
             return reason
@@ -71,13 +69,13 @@ def skip_reason(tc: Mapping, by_name: Mapping[tuple, Mapping], skips: Mapping[st
 
 def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | None = None) -> tuple[str, bool]:
     """(text, ok) for one report; ``skips`` from :func:`skip_reasons` names why cases were skipped."""
-    res = analyse(report)
+    res = runreport.analyse(report)
     cases = list(res['final'].values())
     count = collections.Counter(tc.get('result') for tc in cases)
     total = sum(map(case_seconds, cases))
     lines = [f'== {name}: {dict(count)}, {total:.0f} s in test cases; slowest:']
     for tc in sorted(cases, key=lambda t: -case_seconds(t))[:5]:
-        lines.append(f'   {case_seconds(tc):6.1f} s  {case_name(tc)}  {tc.get("result")}')
+        lines.append(f'   {case_seconds(tc):6.1f} s  {runreport.case_name(tc)}  {tc.get("result")}')
     asserted = out_of_band = unbanded = 0
     for tc in cases:
         for pv in runreport.perfvalues(tc):
@@ -92,17 +90,17 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     failed = [tc for tc in cases if tc.get('result') == 'fail']
     if failed:
         lines.append(f'   failed ({len(failed)}):')
-        lines += [f'     {case_name(tc)}: {failure(tc)}'
+        lines += [f'     {runreport.case_name(tc)}: {runreport.failure(tc)}'
                   for tc in failed]
     if res['hidden']:
         lines.append(f'   FAILED, then passed on a retry ({len(res["hidden"])}): a retry repeats a measurement, '
                      f'it never excuses a failure outside the performance stage:')
-        lines += [f'     {case_name(tc)}: {failure(tc)}'
+        lines += [f'     {runreport.case_name(tc)}: {runreport.failure(tc)}'
                   for tc in res['hidden'].values()]
     if res['retried']:
         lines.append(f'   passed on a retry of the performance measurement ({len(res["retried"])}; every attempt '
                      f'is in the report):')
-        lines += [f'     {case_name(tc)}: {one_line(tc.get("fail_reason"))}' for tc in res['retried'].values()]
+        lines += [f'     {runreport.case_name(tc)}: {runreport.one_line(tc.get("fail_reason"))}' for tc in res['retried'].values()]
     skipped = collections.defaultdict(list)
     by_name = {(tc.get('unique_name'), f"{tc.get('system')}:{tc.get('partition')}", tc.get('environ')): tc
                for tc in cases if tc.get('result') == 'skip'}

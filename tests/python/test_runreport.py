@@ -13,7 +13,7 @@ def tc(name, env='openmpi4', result='pass', phase=None, perf=None, **extra):
 
 
 @pytest.mark.parametrize('content, words', [
-    (None, 'no such file'),
+    (None, 'no such run report'),
     ('', 'empty file'),
     ('{"session_info": {}, "runs": [{"testcases": [', 'truncated JSON'),
     ('{"runs": [}', 'malformed JSON'),

@@ -47,24 +47,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def _prefix() -> Path:
-    """Where a run writes: ReFrame's --prefix (or RFM_PREFIX), else run/ of this checkout. ReFrame has no placeholder
-    for its prefix in report_file or a log file's name, so this file reads the prefix as ReFrame will."""
-    for i, arg in enumerate(sys.argv):
-        if arg == '--prefix' and i + 1 < len(sys.argv):
-            return Path(sys.argv[i + 1]).resolve()
-        if arg.startswith('--prefix='):
-            return Path(arg.split('=', 1)[1]).resolve()
-    return Path(os.environ.get('RFM_PREFIX') or ROOT / 'run').resolve()
-
-
-RUN = _prefix()
-# Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
-sys.dont_write_bytecode = True
 DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')   # override: a developer's scratch tree
-# Host state kept across runs (baselines, ReFrame's results database): netregress.baselines.state_dir() agrees.
-STATE = Path(os.environ.get('NETREGRESS_STATE') or RUN / 'state').resolve()
 #: This run against the last stored value of each figure from a session that passed (num_failures == 0).
 PERF_REPORT_SPEC = '19700101T000000+0000:now?num_failures==0/last:/+job_nodelist+result'
 
@@ -76,7 +59,16 @@ if str(ROOT / 'reframe_tests') not in sys.path:
     sys.path.append(str(ROOT / 'reframe_tests'))
 
 
-from netregress.site import read_env_file  # noqa: E402  (after the path above)
+from netregress.baselines import state_dir  # noqa: E402  (after the path above)
+from netregress.paths import run_dir  # noqa: E402
+from netregress.site import read_env_file  # noqa: E402
+
+#: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).
+RUN = run_dir()
+#: Host state kept across runs (baselines, ReFrame's results database): NETREGRESS_STATE, else RUN/state.
+STATE = state_dir()
+# Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
+sys.dont_write_bytecode = True
 
 VC = read_env_file(ROOT / 'config' / 'vcluster.env')
 
@@ -240,7 +232,7 @@ local = {
             'private_netns': True,      # each job in its own network namespace: lo counters are its own
             'references': EMBEDDED_REFERENCES,
             'time_limit': '90s',
-            'host_cpus': os.cpu_count(),    # no more MPI ranks than CPUs (base.py: oversubscribed runs measure the scheduler)
+            'host_cpus': os.cpu_count(),    # no more ranks than CPUs (base.py: oversubscribed runs measure the scheduler)
             'pin_ranks': True,              # MPI rank r on CPU r mod host_cpus (base.py)
             'pair_cpu': 0,                  # TCP client and server on one CPU (base.py: unpinned runs were bimodal)
             'assert_cpu_bound': False,      # its host baseline asserts ratios and link-bound streams only (base.py)

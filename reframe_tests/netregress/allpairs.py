@@ -88,10 +88,10 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
     #: :default: ``True``
     both_directions = variable(bool, value=True)
 
-    #: Passes over all links (same round order, so a link's measurements lie one pass apart); a direction's figure
-    #: is the median over the repetitions of its best pass, so a slow link must be slow in every pass. Two: on the shared 2-core
-    #: host a stream now and then fell into a busy second as a whole (fast: every repetition of one direction at
-    #: 9-13 instead of 13-16 Gbit/s; gige: 820-925 instead of 948-957 Mbit/s), never the same link twice.
+    #: Passes over all links (same round order, so a link's measurements lie one pass apart); a direction's figure is
+    #: the median over the repetitions of its best pass, so a slow link must be slow in every pass. Two: on the shared
+    #: 2-core host a stream now and then fell into a busy second as a whole (fast: every repetition of one direction
+    #: at 9-13 instead of 13-16 Gbit/s; gige: 820-925 instead of 948-957 Mbit/s), never the same link twice.
     #:
     #: :type: :class:`int`
     #: :default: ``2``

@@ -4,6 +4,7 @@ Everything is resolved from this file's location, so a clone works wherever it l
 the root (tests use it to point the library at a scratch tree).
 """
 import os
+import sys
 from pathlib import Path
 
 
@@ -24,8 +25,15 @@ def interconnect_table() -> Path:
 
 
 def run_dir() -> Path:
-    """Where every run writes (stage, output, perflogs, reports, vcluster state)."""
-    return repo_root() / 'run'
+    """Where a run writes (stage, output, perflogs, reports, the default state directory): ReFrame's ``--prefix``
+    (on this process's command line) or ``RFM_PREFIX``, else ``run/`` of this checkout. ReFrame has no placeholder
+    for its prefix in report_file or a log file's name, so config/settings.py and the library read it this way."""
+    for i, arg in enumerate(sys.argv):
+        if arg == '--prefix' and i + 1 < len(sys.argv):
+            return Path(sys.argv[i + 1]).resolve()
+        if arg.startswith('--prefix='):
+            return Path(arg.split('=', 1)[1]).resolve()
+    return Path(os.environ.get('RFM_PREFIX') or repo_root() / 'run').resolve()
 
 
 def deps_dir() -> Path:

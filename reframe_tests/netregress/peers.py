@@ -197,7 +197,8 @@ class ImbPingPongCheck(ExitStatusPlugin, MpiCheck):
         self.add_figure('latency_us', sn.make_performance_function(imb_value(out, 't_us', 2 ** lo), 'us'),
                         figures.latency(f'IMB PingPong one-way time, {figures.size_text(2 ** lo)}'))
         # a ping-pong (it waits a round trip per message): CPU-bound at any size
-        self.add_figure(f'bandwidth_mbs@{2 ** hi}', sn.make_performance_function(imb_value(out, 'mbs', 2 ** hi), 'MB/s'),
+        self.add_figure(f'bandwidth_mbs@{2 ** hi}',
+                        sn.make_performance_function(imb_value(out, 'mbs', 2 ** hi), 'MB/s'),
                         figures.cpu_bound('IMB PingPong bandwidth').at(2 ** hi))
 
     def payload_bytes(self) -> float:

@@ -4,11 +4,8 @@ A post-maintenance run proves a partition only for the nodes its checks ran on. 
 and Slurm's scheduling silently work around a node that is down, drained or not responding, so a run can pass while
 a node was never touched. This module names those nodes:
 
-:func:`node_problems`
-    Slurm's view (``sinfo``): every node of the given partitions that is down, drained, draining, failed, in an
-    unknown state or not responding (state suffix ``*``), e.g. ``fast2: not responding (down*)``. States that a
-    healthy node passes through (not responding or unknown right after a restart, rebooting, powering up) are polled
-    for at most ``wait_s`` seconds.
+Slurm's view (which nodes are down, drained or not responding) is :func:`netregress.slurm.node_problems`.
+
 :func:`uncovered_nodes`
     the run's view (a ReFrame JSON run report): every node of a partition that no passing test case ran on, e.g.
     ``gige4: used by no passing check``.
@@ -17,11 +14,10 @@ a node was never touched. This module names those nodes:
     one at a time (Slurm keeps them so with a license, not ReFrame): every pair that ``sacct`` shows running at the
     same time, e.g. ``jobs 3012 (osu ... @vcluster:fast+openmpi4) and 3013 (...) ran at the same time``.
 :func:`main`
-    ``python -m netregress_postrun.coverage --system vcluster --report REPORT.json --wait 30`` prints every kind of problem
-    and exits 1 when there is any (2 on a usage error, 3 when Slurm did not answer at all).
+    ``python -m netregress_postrun.coverage --system vcluster --report REPORT.json --wait 30`` prints every kind of
+    problem and exits 1 when there is any (2 on a usage error, 3 when Slurm did not answer at all).
 
-Commands are run through an injectable *runner* (``runner(argv, timeout_s) -> CompletedProcess``), so tests feed
-canned ``sinfo`` / ``scontrol`` output and no cluster is needed.
+Slurm is asked through netregress.slurm's injectable *runner*, so tests feed canned output and need no cluster.
 """
 from __future__ import annotations
 

@@ -15,10 +15,11 @@
  * message arrives, so the master's time covers delivery. Before the measured repetitions the master calibrates
  * the iteration count: probe runs with a growing count until one lasts a tenth of the test time, then the count
  * is scaled to the test time (-t) (nr/calib.h: the count that reached a tenth is probed again and the agreed
- * (median) probe decides, and a first run that still falls far short is run again with the count its own rate
- * gives; a test whose runs mostly lasted less than a tenth of the target fails with exit 3). Throughput counts payload in both directions for ping-pong (as
- * Hpcbench does). The secondary ships its times (and its system log, -c) to the master after each run, outside
- * the timed part. Every MPI call is checked and its outcome agreed on by both ranks.
+ * (median) probe decides, and a first run shorter than half the target is run again with the count its own rate
+ * gives; a test whose runs mostly lasted less than a tenth of the target fails with exit 3). Throughput counts
+ * payload in both directions for ping-pong (as Hpcbench does). The secondary ships its times (and its system log,
+ * -c) to the master after each run, outside the timed part. Every MPI call is checked and its outcome agreed on by
+ * both ranks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -250,8 +251,8 @@ static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, un
 }
 
 /* One measured run of *n messages into rep, with the system-monitor row around it. The first run of a calibrated
- * count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it fell far short, rank 0
- * broadcasts the rescaled count and both ranks discard the run and run it again. */
+ * count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it lasted less than half the
+ * target, rank 0 broadcasts the rescaled count and both ranks discard the run and run it again. */
 static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
                             unsigned char *rbuf, uint64_t size, uint64_t *n, bool first, struct nr__run *r,
                             struct nr_rep *rep, struct nr_error *err)

@@ -11,11 +11,12 @@
  * has arrived. One untimed message (per size in a sweep) is the warm-up, whether the count is calibrated or fixed
  * (--iterations). Before the measured repetitions the iteration count is calibrated (nr/calib.h): probe runs with a
  * growing count until one lasts a tenth of the test time, that count probed again so one stalled probe cannot
- * decide, then the count is scaled to the test time (-t); a first repetition that still falls far short of the test
- * time is run again with the count its own rate gives, and a test whose repetitions mostly lasted less than a tenth
- * of the test time fails (exit 3) instead of reporting ok. A repetition run again leaves one more server system-monitor row (-c). Process times (getrusage) of both sides are taken around each repetition; system-monitor samples (-c) are
- * taken only outside timed loops. Both sides count the payload bytes they moved; a disagreement is a validation
- * failure (exit 3).
+ * decide, then the count is scaled to the test time (-t); a first repetition shorter than half the test time is
+ * run again with the count its own rate gives, and a test whose repetitions mostly lasted less than a tenth of the
+ * test time fails (exit 3) instead of reporting ok. A repetition run again leaves one more server
+ * system-monitor row (-c). Process times (getrusage) of both sides are taken around each repetition; system-monitor
+ * samples (-c) are taken only outside timed loops. Both sides count the payload bytes they moved; a disagreement is a
+ * validation failure (exit 3).
  */
 #include <math.h>
 #include <signal.h>
@@ -277,7 +278,7 @@ static int nr__calibrate(struct nr__client *c, uint64_t size, uint64_t *iteratio
 }
 
 /* One measured repetition of *n messages into rep. The first one of a calibrated count is re-checked: when it
- * fell far short of the target it is discarded (its bytes taken off the totals) and run again with the count its
+ * lasted less than half the target it is discarded (its bytes taken off the totals) and run again with the count its
  * own rate gives (nr_calib_recheck; *n is updated). */
 static int nr__measured_run(struct nr__client *c, uint64_t *n, uint64_t size, bool first, struct nr_rep *rep,
                             struct nr_error *err)

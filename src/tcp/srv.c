@@ -2,10 +2,10 @@
  *
  * nr_tcpsrv_session() runs the whole conversation on an accepted control connection: handshake and optional
  * shared-secret authentication (nr-tcpserver does HELLO / CLIENT_HELLO itself for many connections at once, see
- * gate.c, and hands an authenticated client over with nr_tcpsrv_session_hello()), the test request checked against the server's limits, the data connection
- * (separate ephemeral listener with the requested socket options applied before listen(), accepting only the
- * connection that presents this test's cookie, while the control connection is watched for a client that gives
- * up), then the repetitions and system-monitor samples the client drives. Every wait has a timeout: each set-up
+ * gate.c, and hands an authenticated client over with nr_tcpsrv_session_hello()), the test request checked against
+ * the server's limits, the data connection (separate ephemeral listener with the requested socket options applied
+ * before listen(), accepting only the connection that presents this test's cookie, while the control connection is
+ * watched for a client that gives up), then the repetitions and system-monitor samples the client drives. Every wait has a timeout: each set-up
  * step the short handshake timeout (an idle connection cannot hold the server for the idle timeout), everything
  * later the idle timeout, and all of it the session cap (--max-session-time), which also bounds every
  * repetition's deadline. Every failure is sent to the client as an ERROR message (unless the client is gone or

@@ -40,8 +40,8 @@ int nr_tcpsrv_check_hello(const struct nr_tcpsrv_cfg *cfg, const struct nr_tcpsr
 int nr_tcpsrv_session_hello(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer,
                             const struct nr_tcpsrv_hello *h, uint64_t accepted_ns);
 
-/* Serve one client on fd (closed on return), handshake included. Returns 0 or the NR_E_* of the failure, which has already been sent
- * to the client and logged. Never exits the process. */
+/* Serve one client on fd (closed on return), handshake included. Returns 0 or the NR_E_* of the failure, which has
+ * already been sent to the client and logged. Never exits the process. */
 int nr_tcpsrv_session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct sockaddr_storage *peer);
 
 #endif

@@ -628,7 +628,6 @@ def case_idle_connections():
             ok(tcptest(s.port, "-r", "1", *FAST, "--json", path("idle.json")))
             print(f"a whole nr-tcptest run with them still open: {time.monotonic() - t0:.3f} s")
             check_fixed(load_json("idle.json"), 1, 1)
-            # More idle connections than the server keeps pending: the oldest are dropped, a real client is served.
         finally:
             for c in idle:
                 c.close()

@@ -202,21 +202,21 @@ def _docs_of(written, kernel):
     return written[kernel]
 
 
+def _written_and_documented(written, kernel):
+    """(every key path the kernel's runs wrote, the document's rows for the kernel)."""
+    paths = set().union(*(key_paths(doc) for doc in _docs_of(written, kernel)))
+    return paths, parse_doc(DOC.read_text())[kernel]
+
+
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_every_written_key_is_documented(written, kernel):
-    docs = _docs_of(written, kernel)
-    rows = parse_doc(DOC.read_text())[kernel]
-    paths = set().union(*(key_paths(doc) for doc in docs))
-    missing = undocumented(paths, rows)
+    missing = undocumented(*_written_and_documented(written, kernel))
     assert not missing, f'{kernel} writes keys docs/json-schema.md does not list: {missing}'
 
 
 @pytest.mark.parametrize('kernel', KERNELS)
 def test_every_stable_key_is_written(written, kernel):
-    docs = _docs_of(written, kernel)
-    rows = parse_doc(DOC.read_text())[kernel]
-    paths = set().union(*(key_paths(doc) for doc in docs))
-    missing = missing_stable(paths, rows)
+    missing = missing_stable(*_written_and_documented(written, kernel))
     assert not missing, f'docs/json-schema.md marks keys stable that no {kernel} run wrote: {missing}'
 
 

@@ -7,11 +7,12 @@ docs/site.md walks through it; tests/python/test_site_layer.py loads this direct
 """
 SRUN_ON_NODE = ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}']
 SRUN_ON_EACH = ['srun', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}', '--ntasks-per-node=1']
+PMIX, PMI2 = (['srun', '--kill-on-bad-exit=1', f'--mpi={pmi}'] for pmi in ('pmix', 'pmi2'))  # a dead rank ends the step
 MPIS = {  # environment: (Lmod module, mpi_family row of interconnects.yaml, launcher, where our kernels are)
-    'ompi4': ('openmpi/4.1.6', 'openmpi-ucx', ['srun', '--mpi=pmix'], '/opt/netregress/ompi4/bin'),
-    'ompi5': ('openmpi/5.0.5', 'openmpi-ucx', ['srun', '--mpi=pmix'], '/opt/netregress/ompi5/bin'),
-    'mpich': ('mpich/4.2.3', 'mpich-ofi', ['srun', '--mpi=pmi2'], '/opt/netregress/mpich/bin'),
-    'impi': ('intel-oneapi-mpi/2021.13', 'intelmpi', ['srun', '--mpi=pmi2'], '/opt/netregress/impi/bin'),
+    'ompi4': ('openmpi/4.1.6', 'openmpi-ucx', PMIX, '/opt/netregress/ompi4/bin'),
+    'ompi5': ('openmpi/5.0.5', 'openmpi-ucx', PMIX, '/opt/netregress/ompi5/bin'),
+    'mpich': ('mpich/4.2.3', 'mpich-ofi', PMI2, '/opt/netregress/mpich/bin'),
+    'impi': ('intel-oneapi-mpi/2021.13', 'intelmpi', PMI2, '/opt/netregress/impi/bin'),
 }
 
 

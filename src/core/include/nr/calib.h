@@ -48,7 +48,7 @@ struct nr_calib {
     double target_s;          /* time each measured run is calibrated to; 0 = a fixed count (--iterations) */
     uint64_t cap;             /* largest count allowed */
     unsigned probes;          /* probe runs, over the whole test */
-    unsigned recalibrations;  /* measured runs discarded because they fell far short, and run again */
+    unsigned recalibrations;  /* measured runs discarded because they fell short (NR_CALIB_SHORT), and run again */
     unsigned runs;            /* measured runs recorded */
     unsigned short_runs;      /* recorded runs shorter than NR_CALIB_SHORT x target (runs at the cap excepted) */
     unsigned far_short_runs;  /* of them, shorter than NR_CALIB_FAR x target */

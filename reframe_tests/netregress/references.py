@@ -73,14 +73,6 @@ def metric_name(metric: str, size: int | None = None) -> str:
     return metric if size is None else f'{metric}@{int(size)}'
 
 
-def lower_is_better(metric: str) -> bool:
-    """Whether the smaller value of performance variable ``metric`` (with or without ``@size``) is the better one:
-    times (``*_us``, latencies, round trips) and ``ratio_to_peer`` (``rtt_us`` / the peer's, netregress.roundtrip).
-    Rates, throughputs and the other ratios (fractions of a link, ratios to a yardstick) are better higher."""
-    name = metric.partition('@')[0].lower()
-    return name.endswith('_us') or 'latency' in name or 'rtt' in name or name == 'ratio_to_peer'
-
-
 def reference_file(system: str, directory: Path | None = None) -> Path:
     return (directory or site.reference_dir()) / f'{system}.yaml'
 

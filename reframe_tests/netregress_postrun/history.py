@@ -30,11 +30,12 @@ import math
 import os
 import subprocess
 import sys
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import baselines, paths, references, site
+from netregress import baselines, paths, site
 from . import runreport
 
 #: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
@@ -153,13 +154,15 @@ class Change:
     pdiff: float | None           # 100 x (now - before) / before, ReFrame's
     result_now: str
     result_before: str
+    better: str | None = None     # 'higher' or 'lower', as the check declared it (nr_figures); None: undeclared
 
     @property
     def worse(self) -> bool | None:
-        """True when the change goes the bad way (a latency up, a throughput down); None without a before."""
-        if self.pdiff is None:
+        """True when the change goes the bad way for its declared direction (a latency up, a throughput down);
+        None without a before or without a declaration (a report older than nr_figures)."""
+        if self.pdiff is None or self.better is None:
             return None
-        return self.pdiff > 0 if references.lower_is_better(self.pvar) else self.pdiff < 0
+        return self.pdiff > 0 if self.better == 'lower' else self.pdiff < 0
 
 
 def _num(text: str | None) -> float | None:
@@ -187,32 +190,27 @@ def compare(spec: str, rhs: str, session: Session | None = None) -> list[Change]
     sides, so a figure without an earlier value is not in its table; with ``session`` those figures of the run
     are added (``before`` None)."""
     changes = _changes(reframe(['--performance-compare', spec, '--term-lhs', LHS, '--term-rhs', rhs]), rhs)
-    if session is not None:
-        changes += _unmatched(session, changes)
-    return changes
+    if session is None:
+        return changes
+    cases = {(str(tc.get('name')), f'{tc.get("system")}:{tc.get("partition")}+{tc.get("environ")}'): tc
+             for tc in runreport.final_cases(runreport.read(session.path))}
+    # which way is worse: as the run's checks declared each figure
+    changes = [dataclasses.replace(c, better=runreport.declaration(cases[(c.name, c.sysenv)], c.pvar).better)
+               if (c.name, c.sysenv) in cases else c for c in changes]
+    return changes + _unmatched(cases, changes)
 
 
-def _unmatched(session: Session, changes: Sequence[Change]) -> list[Change]:
-    """The figures of the run's last attempts that ``changes`` lacks."""
+def _unmatched(cases: Mapping[tuple[str, str], Mapping], changes: Sequence[Change]) -> list[Change]:
+    """The figures of the run's last attempts (``cases``: (name, sysenv) -> case) that ``changes`` lacks."""
     seen = {(c.name, c.sysenv, c.pvar) for c in changes}
-    data = json.loads(session.path.read_text())
-    final: dict[tuple, Mapping] = {}
-    for run in data.get('runs') or []:
-        for tc in run.get('testcases') or []:
-            final[(tc.get('name'), tc.get('system'), tc.get('partition'), tc.get('environ'))] = tc
     out = []
-    for (name, system, part, env), tc in final.items():
-        for key, entry in (tc.get('perfvalues') or {}).items():
-            pvar = key.split(':')[-1]
-            sysenv = f'{system}:{part}+{env}'
-            try:
-                value, unit, result = entry[0], entry[4], entry[5] if len(entry) > 5 else ''
-            except (TypeError, IndexError):
+    for (name, sysenv), tc in cases.items():
+        for pv in runreport.perfvalues(tc):
+            if pv.value is None or (name, sysenv, pv.var) in seen:
                 continue
-            if value is None or (name, sysenv, pvar) in seen:
-                continue
-            out.append(Change(name=str(name), sysenv=sysenv, pvar=pvar, unit=str(unit or ''), now=_num(value),
-                              before=None, pdiff=None, result_now=str(result or ''), result_before=''))
+            out.append(Change(name=name, sysenv=sysenv, pvar=pv.var, unit=pv.unit, now=pv.value, before=None,
+                              pdiff=None, result_now=pv.result or '', result_before='',
+                              better=runreport.declaration(tc, pv.var).better))
     return out
 
 

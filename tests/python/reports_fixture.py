@@ -16,7 +16,11 @@ def case(name, env, *, part='gige', system='vcluster', nodes=('gige1', 'gige2'),
     return {'name': name, 'display_name': name, 'unique_name': f'{name}_{env}', 'system': system, 'partition': part,
             'environ': env, 'result': result, 'fail_reason': reason, 'fail_phase': phase,
             'job_nodelist': list(nodes) if result != 'skip' else [], 'perfvalues': pv, 'ref_test': ref_test,
-            'interconnect': ic, 'time_total': 2.0}
+            'interconnect': ic, 'time_total': 2.0,
+            # as the checks declare them (netregress.figures): times lower, rates higher
+            'nr_figures': {var: {'kind': 'latency' if unit == 'us' else 'throughput', 'label': var,
+                                 'better': 'lower' if unit == 'us' else 'higher'}
+                           for var, (_, _, unit) in (perf or {}).items()}}
 
 
 def report(path, start, cases, retry=None):

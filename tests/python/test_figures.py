@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / 'reframe_tests' / 'checks'))
 COLL_TESTS = ['p2p', 'bcast', 'bcast_cycled', 'reduce', 'allreduce', 'gather', 'allgather', 'scatter', 'alltoall',
               'bcast_gather', 'scatter_gather', 'reduce_scatter', 'right_shift', 'left_right_shift']
 
-#: (ref_test, metric) -> (kind, better): what ``figures.metric_kind`` (the name guess, as of commit eb479bb; removed since) and
-#: ``references.lower_is_better`` returned for every performance variable of every check on local and vcluster
+#: (ref_test, metric) -> (kind, better): what the name guesses ``figures.metric_kind`` and
+#: ``references.lower_is_better`` (as of commit eb479bb; both removed since) returned for every performance variable of every check on local and vcluster
 #: (dry runs) and of the OSU, NAS, all-pairs and node checks (every benchmark and size). Frozen when the checks
 #: began to declare their figures: the declarations must give the same bands.
 FROZEN = {

@@ -93,11 +93,11 @@ def test_bad_input_names_what_is_wrong(tmp_path, monkeypatch, stored):
     assert res.returncode == 2 and 'no such run report' in res.stderr
 
 
-@pytest.mark.parametrize('pvar, pdiff, worse', [
-    ('rtt_us', 10.0, True), ('latency_us@8', -10.0, False),
-    ('ratio_to_peer', 10.0, True),            # rtt_us / peer_rtt_us: our round trip slower against the peer's
-    ('ratio_to_iperf3', -10.0, True), ('throughput_mbps', 10.0, False), ('min_to_median', -10.0, True),
+@pytest.mark.parametrize('better, pdiff, worse', [
+    ('lower', 10.0, True), ('lower', -10.0, False), ('higher', -10.0, True), ('higher', 10.0, False),
+    (None, -50.0, None),                      # a report older than the checks' declarations: not judged
 ])
-def test_which_way_is_worse(pvar, pdiff, worse):
-    change = history.Change('c', 's', pvar, 'u', 1.0, 1.0, pdiff, 'pass', 'pass')
+def test_which_way_is_worse_is_the_declared_direction(better, pdiff, worse):
+    # the variable's name says nothing: a rate named like a time is still judged as declared
+    change = history.Change('c', 's', 'rtt_us', 'u', 1.0, 1.0, pdiff, 'pass', 'pass', better=better)
     assert change.worse is worse

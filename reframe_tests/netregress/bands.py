@@ -70,25 +70,24 @@ def reference_source(system: str, extras) -> tuple:
     """(ReferenceSet or None, description) for a partition: its host baseline or the committed references."""
     if extras.get('references') != 'host':
         return references.load(system), f'committed {references.reference_file(system)}'
-    found = _host_baseline(system, str(baselines.baseline_path(system)))
+    found = _host_baseline(system, str(baselines.state_dir() / 'baselines' / system))
     if found is None:
         return None, f'no baseline for host {baselines.host_id()} yet: recording'
     return found
 
 
 @functools.lru_cache(maxsize=8)
-def _host_baseline_cached(system: str, path: str, mtime: float):
-    base = baselines.Baseline.load(system)
+def _host_baseline_cached(system: str, path: str, mtime: float, version: str):
+    rules = baselines.BandRules.from_table(interconnects.load().baselines)
+    # this measurement version's baseline; until it has min_runs runs, an earlier version's, with the warning
+    base, warning = baselines.Baseline.for_run(system, rules, version=version)
     if base is None:
         return None
-    stale = base.stale_reason()
-    if stale:
-        return None
-    rules = baselines.BandRules.from_table(interconnects.load().baselines)
-    return base.reference_set(rules), f'host baseline {base.host_id} ({len(base.runs)} runs)'
+    source = f'host baseline {base.host_id} ({len(base.runs)} runs)'
+    return base.reference_set(rules), source + (f'; WARNING: {warning}' if warning else '')
 
 
 def _host_baseline(system: str, path: str):
-    mtime = os.stat(path).st_mtime if os.path.exists(path) else -1.0
-    return _host_baseline_cached(system, path, mtime)
-
+    """Cached while the baselines' directory (every write renames into it) and the measurement version hold."""
+    mtime = os.stat(path).st_mtime_ns if os.path.exists(path) else -1
+    return _host_baseline_cached(system, path, mtime, baselines.measurement_version())

@@ -2,14 +2,19 @@
 
 The committed files in ``reference_values/`` describe a site's own system and are strict: a missing entry fails.
 An embedded system instead runs on whatever host the user has, so its references are that host's own history,
-kept outside the repository in the state directory (``NETREGRESS_STATE``, default ``run/state``)::
+kept outside the repository in the state directory (:func:`state_dir`: ``NETREGRESS_STATE``, else ``<prefix>/state``
+= ``run/state``; ``make clean`` keeps it)::
 
-    <state>/baselines/<system>/<host id>.yaml
+    <state>/baselines/<system>/<host id>.<measurement version>.yaml
 
-The host id is a hash of a stable fingerprint (CPU model, cores, memory, kernel release, virtualisation); the file
-also records what measured it (:func:`measurement_version`: the kernel sources, the checks and the library code
-that launches, pins and reads them, the settings and interconnect table), and a baseline measured otherwise is
-stale: pinning a TCP pair to one CPU moved a loopback round trip 10x without touching ``src/``.
+The host id is a hash of a stable fingerprint (CPU model, cores, memory, kernel release, virtualisation); the
+measurement version (:func:`measurement_version`) a hash of what can change a figure: the kernel sources, the
+checks and the library code that launches, pins and reads them, the settings and interconnect table, each read
+for its meaning (Python as its syntax tree without docstrings, C without comments, shell without comment lines):
+pinning a TCP pair to one CPU moved a loopback round trip 10x without touching ``src/``, a reworded comment moves
+nothing. A new measurement version starts a new baseline beside the old ones, which are never deleted; until the
+new one has ``min_runs`` runs a run compares with the newest older one and says what changed
+(:meth:`Baseline.for_run`). A file of the earlier layout, ``<host id>.yaml``, is read as one more baseline.
 
 A baseline keeps, per performance variable, the figures of its last ``window`` passing runs. The reference value is
 their median and the band is derived from their spread: each side is ``spread_factor`` x the largest relative
@@ -17,22 +22,31 @@ deviation of a run from the median, at least the metric kind's ``floor`` and at 
 ``config/interconnects.yaml`` ``baselines:``). Fewer than ``min_runs`` runs say little about spread (the largest
 deviation among two runs is about one standard deviation): until then the band is the cap. Every entry
 says in its comment which runs it came from.
+
+The state directory is private (:mod:`.statefiles`: created 0700, refused when another user owns it or group or
+others may write it); a baseline is written atomically, never through a symlink, and :func:`locked` serialises
+read-modify-write (``tools/refs record``).
 """
 from __future__ import annotations
 
+import ast
+import contextlib
 import datetime
+import functools
 import hashlib
 import json
+import math
 import os
 import platform
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import yaml
 
-from . import paths, references
+from . import paths, references, statefiles
 
 SCHEMA = 'netregress-baseline/1'
 
@@ -43,10 +57,33 @@ class BaselineError(Exception):
 
 # -- where and for which host -----------------------------------------------------------------------------------
 
-def state_dir() -> Path:
-    """Where host state lives: ``NETREGRESS_STATE`` or ``run/state`` of this checkout."""
+def state_dir(create: bool = True) -> Path:
+    """Where host state lives (baselines, ReFrame's results database): ``NETREGRESS_STATE``, else ``state/`` under
+    the run directory (:func:`netregress.paths.run_dir`: ``--prefix``, ``RFM_PREFIX``, else ``run/``). Created 0700
+    when missing; :class:`BaselineError` (one line) when it belongs to someone else or group/others may write it."""
     env = os.environ.get('NETREGRESS_STATE')
-    return Path(env).resolve() if env else paths.run_dir() / 'state'
+    path = Path(env).resolve() if env else paths.run_dir() / 'state'
+    if create:
+        try:
+            statefiles.private_dir(path)
+        except statefiles.StateError as err:
+            raise BaselineError(str(err)) from None
+    return path
+
+
+@contextlib.contextmanager
+def locked(directory: Path | None = None) -> Iterator[Path]:
+    """The state directory, locked (``flock`` on its ``.lock``) for a read-modify-write of its baselines."""
+    directory = directory or state_dir()
+    try:
+        lock = statefiles.locked(directory)
+        lock.__enter__()
+    except statefiles.StateError as err:
+        raise BaselineError(str(err)) from None
+    try:
+        yield directory
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def _cpuinfo() -> tuple[str, str]:
@@ -89,30 +126,146 @@ def host_id(facts: Mapping | None = None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def measurement_version(root: Path | None = None) -> str:
-    """Hash of everything that decides how a figure is measured: the kernel sources (``src/``), the checks and the
-    library that launches, pins and reads them, ``config/settings.py``, the virtual cluster (``tools/vcluster`` and its
-    ``config/vcluster.env``) and the interconnect table (its band rules excluded: they judge figures, they do not
-    make them). Figures measured by another version are not comparable."""
-    root = root or paths.repo_root()
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return tree
+
+
+#: C string and character literals (kept), // and /* */ comments (dropped)
+_C_TOKENS = re.compile(r'(?P<string>"(?:\\.|[^"\\\n])*"|' r"'(?:\\.|[^'\\\n])*')"
+                       r'|(?P<line>//[^\n]*)|(?P<block>/\*.*?\*/)', re.S)
+
+
+#: C tokens: literals, identifiers and numbers, multi-character operators, any other character
+_C_LEX = re.compile(r'"(?:\\.|[^"\\\n])*"|' r"'(?:\\.|[^'\\\n])*'"
+                    r'|[A-Za-z0-9_.]+|->|\+\+|--|<<=|>>=|<<|>>|<=|>=|==|!=|&&|\|\||##|[-+*/%&|^!=]=|\S')
+
+
+def _c_meaning(text: str) -> str:
+    """C source as its tokens: comments dropped (string and character literals kept), spacing and line breaks
+    normalised (a preprocessor directive keeps its own line)."""
+    text = _C_TOKENS.sub(lambda m: m.group('string') or ' ', text).replace('\\\n', ' ')
+    out, code = [], []
+    for line in text.splitlines():
+        if line.lstrip().startswith('#'):
+            out += [' '.join(code), ' '.join(_C_LEX.findall(line))]
+            code = []
+        else:
+            code += _C_LEX.findall(line)
+    return '\n'.join(x for x in out + [' '.join(code)] if x)
+
+
+def _hash_meaning(text: str) -> str:
+    """Shell, CMake, env files: without comment lines (a shebang kept), blank lines and indentation."""
+    return '\n'.join(line.strip() for line in text.splitlines()
+                     if line.strip() and not (line.lstrip().startswith('#') and not line.startswith('#!')))
+
+
+def meaning(path: Path) -> bytes:
+    """What of a file can change a figure: Python as its syntax tree without docstrings or positions, C without
+    comments, shell/CMake/env files without comment lines; anything else (or what does not parse) byte for byte."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return raw
+    suffix = path.suffix
+    if suffix == '.py':
+        try:
+            return ast.dump(_strip_docstrings(ast.parse(text)), include_attributes=False).encode()
+        except (SyntaxError, ValueError):
+            return raw
+    if suffix in ('.c', '.h', '.cc', '.cpp', '.hpp', '.cxx'):
+        return _c_meaning(text).encode()
+    if suffix in ('.sh', '.bash', '.env', '.cmake', '') or path.name == 'CMakeLists.txt':
+        return _hash_meaning(text).encode()
+    return raw
+
+
+def _measuring_files(root: Path) -> list[Path]:
     files = [p for p in sorted((root / 'src').rglob('*')) if p.is_file()]
     # the measuring package and the checks; the post-run package (netregress_postrun) reads runs, it makes no figure
     files += sorted((root / 'reframe_tests' / 'netregress').rglob('*.py'))
     files += sorted((root / 'reframe_tests' / 'checks').rglob('*.py'))
-    digest = hashlib.sha256()
     # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
     config = [root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster']
-    files += [p for p in config if p.exists()]
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode() + b'\0' + path.read_bytes() + b'\0')
-    table = yaml.safe_load((root / 'config' / 'interconnects.yaml').read_text()) or {}
-    measuring = {k: v for k, v in table.items() if k not in ('baselines', 'fixed_bands')}
-    digest.update(json.dumps(measuring, sort_keys=True, default=str).encode())
-    return digest.hexdigest()[:12]
+    return files + [p for p in config if p.exists()]
 
 
-def baseline_path(system: str, directory: Path | None = None, host: str | None = None) -> Path:
-    return (directory or state_dir()) / 'baselines' / system / f'{host or host_id()}.yaml'
+TABLE_KEY = 'config/interconnects.yaml (measuring part)'
+
+
+@functools.lru_cache(maxsize=8)
+def _measured_files_cached(root: str, signature: tuple) -> tuple:
+    base = Path(root)
+    out = {str(p.relative_to(base)): hashlib.sha256(meaning(p)).hexdigest()[:12] for p in _measuring_files(base)}
+    try:
+        table = yaml.safe_load((base / 'config' / 'interconnects.yaml').read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        table = {}
+    if isinstance(table, Mapping):
+        table = {k: v for k, v in table.items() if k not in ('baselines', 'fixed_bands')}
+    out[TABLE_KEY] = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return tuple(sorted(out.items()))
+
+
+def measured_files(root: Path | None = None) -> dict[str, str]:
+    """{file relative to the root: 12-hex digest of its :func:`meaning`} of everything that decides how a figure is
+    measured: the kernel sources (``src/``), the checks and the library that launches, pins and reads them,
+    ``config/settings.py``, the virtual cluster (``tools/vcluster`` and ``config/vcluster.env``) and the interconnect
+    table (its band rules excluded: they judge figures, they do not make them). Cached while no file changes."""
+    root = Path(root or paths.repo_root()).resolve()
+    signature = []
+    for p in _measuring_files(root) + [root / 'config' / 'interconnects.yaml']:
+        try:
+            st = p.stat()
+            signature.append((str(p), st.st_mtime_ns, st.st_size))
+        except OSError:
+            signature.append((str(p), 0, -1))
+    return dict(_measured_files_cached(str(root), tuple(signature)))
+
+
+def version_of(files: Mapping[str, str]) -> str:
+    """The measurement version of a :func:`measured_files` map."""
+    return hashlib.sha256(json.dumps(dict(sorted(files.items()))).encode()).hexdigest()[:12]
+
+
+def measurement_version(root: Path | None = None) -> str:
+    """Hash of :func:`measured_files`: figures measured by another version are not comparable."""
+    return version_of(measured_files(root))
+
+
+def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """The files whose meaning differs between two :func:`measured_files` maps (added, removed or changed)."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
+_SAFE_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.+-]*')
+
+
+def _safe(name: str, what: str) -> str:
+    """A name that may become one path component (a system, a host id, a version)."""
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or '..' in name:
+        raise BaselineError(f'{what} {name!r}: letters, digits, ".", "_", "+" and "-" only')
+    return name
+
+
+def baseline_path(system: str, directory: Path | None = None, host: str | None = None,
+                  version: str | None = None) -> Path:
+    """``<state>/baselines/<system>/<host id>.<measurement version>.yaml``."""
+    return (directory or state_dir()) / 'baselines' / _safe(system, 'system') / \
+        f'{_safe(host or host_id(), "host id")}.{_safe(version or measurement_version(), "version")}.yaml'
+
+
+def legacy_path(system: str, directory: Path | None = None, host: str | None = None) -> Path:
+    """The earlier layout's one baseline of a host, ``<state>/baselines/<system>/<host id>.yaml`` (read, kept)."""
+    return (directory or state_dir()) / 'baselines' / _safe(system, 'system') / \
+        f'{_safe(host or host_id(), "host id")}.yaml'
 
 
 # -- bands ------------------------------------------------------------------------------------------------------
@@ -127,16 +280,38 @@ class BandRules:
     cap: tuple[float, float]
 
     @classmethod
-    def from_table(cls, data: Mapping | None) -> 'BandRules':
-        data = data or {}
-        try:
-            lo, hi = data.get('cap', [-0.33, 0.5])
-            return cls(window=int(data.get('window', 5)), min_runs=int(data.get('min_runs', 3)),
-                       spread_factor=float(data.get('spread_factor', 4.0)),
-                       floor={k: float(v) for k, v in (data.get('floor') or {}).items()},
-                       cap=(float(lo), float(hi)))
-        except (TypeError, ValueError) as err:
-            raise BaselineError(f'config/interconnects.yaml baselines: malformed ({err})') from None
+    def from_table(cls, data: Mapping | None, source: str = 'config/interconnects.yaml') -> 'BandRules':
+        """The rules of a ``baselines:`` block; :class:`BaselineError` naming the key for a value out of range:
+        window and min_runs whole numbers >= 1, spread_factor > 0, floors in [0, 1), cap [lower, upper] with
+        -1 < lower <= 0 <= upper, every number finite."""
+        where = f'{source} baselines'
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise BaselineError(f'{where}: expected a mapping, got {type(data).__name__}')
+
+        def number(key, value, lo, hi, lo_open=False, hi_open=False, whole=False):
+            ok_type = isinstance(value, int) if whole else isinstance(value, (int, float))
+            if isinstance(value, bool) or not ok_type:
+                raise BaselineError(f'{where}.{key}: expected {"a whole number" if whole else "a number"}, '
+                                    f'got {value!r}')
+            v = float(value)
+            if not math.isfinite(v) or v < lo or (lo_open and v == lo) or v > hi or (hi_open and v == hi):
+                rng = f'{"(" if lo_open else "["}{lo:g}, {hi:g}{")" if hi_open else "]"}'
+                raise BaselineError(f'{where}.{key}: {value!r} is out of range {rng}')
+            return int(value) if whole else v
+
+        cap = data.get('cap', [-0.33, 0.5])
+        if not isinstance(cap, (list, tuple)) or len(cap) != 2:
+            raise BaselineError(f'{where}.cap: expected [lower, upper], got {cap!r}')
+        floor = data.get('floor') or {}
+        if not isinstance(floor, Mapping):
+            raise BaselineError(f'{where}.floor: expected a mapping of kind: fraction, got {floor!r}')
+        return cls(window=number('window', data.get('window', 5), 1, 1000, whole=True),
+                   min_runs=number('min_runs', data.get('min_runs', 3), 1, 1000, whole=True),
+                   spread_factor=number('spread_factor', data.get('spread_factor', 4.0), 0, 1000, lo_open=True),
+                   floor={str(k): number(f'floor.{k}', v, 0, 1, hi_open=True) for k, v in floor.items()},
+                   cap=(number('cap[0]', cap[0], -1, 0, lo_open=True), number('cap[1]', cap[1], 0, 1000)))
 
     def band(self, samples: list[float], kind: str) -> tuple[float, float, float, str]:
         """(value, lower, upper, comment) for the figures of a metric's runs."""
@@ -157,82 +332,188 @@ class BandRules:
 
 # -- the file ---------------------------------------------------------------------------------------------------
 
+def figure_value(value, where: str) -> float:
+    """A figure that may enter a baseline: a finite number >= 0; :class:`BaselineError` naming it otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BaselineError(f'{where}: {value!r} is not a number')
+    v = float(value)
+    if math.isnan(v):
+        raise BaselineError(f'{where}: NaN is not a figure')
+    if math.isinf(v):
+        raise BaselineError(f'{where}: {v} is not a finite figure')
+    if v < 0:
+        raise BaselineError(f'{where}: {v:g} is negative (no figure netregress measures is)')
+    return v
+
+
+def _mapping(value, where: str) -> Mapping:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BaselineError(f'{where}: expected a mapping, got {type(value).__name__}')
+    return value
+
+
 class Baseline:
-    """One host's baseline of one system: samples per (partition, environ, interconnect, test, metric)."""
+    """One host's baseline of one system at one measurement version: samples per (partition, environ,
+    interconnect, test, metric)."""
 
     def __init__(self, system: str, path: Path, data: Mapping | None = None):
         self.system = system
         self.path = path
+        if data is not None and not isinstance(data, Mapping):
+            raise BaselineError(f'{path}: not a baseline (top level is {type(data).__name__}, not a mapping)')
         data = dict(data or {})
         if data and data.get('schema') != SCHEMA:
             raise BaselineError(f'{path}: schema must be {SCHEMA!r}, got {data.get("schema")!r}')
-        self.host: dict = dict(data.get('host') or host_facts())
+        self.host: dict = dict(_mapping(data.get('host'), f'{path}: host') or host_facts())
         self.host_id: str = str(data.get('host_id') or host_id(self.host))
         self.measured_by: str = str(data.get('measured_by') or '')
-        self.runs: list = list(data.get('runs') or [])
+        #: {file: digest} of what measured it (measured_files); empty in a baseline of the earlier layout
+        self.measured_files: dict = {str(k): str(v) for k, v in
+                                     _mapping(data.get('measured_files'), f'{path}: measured_files').items()}
+        runs = data.get('runs') or []
+        if not isinstance(runs, list) or not all(isinstance(r, Mapping) for r in runs):
+            raise BaselineError(f'{path}: runs: expected a list of mappings')
+        self.runs: list = list(runs)
         # (part, env, ic, test, metric) -> {'unit': str, 'kind': str, 'samples': [float]}
         self.entries: dict[tuple, dict] = {}
-        for part, envs in (data.get('metrics') or {}).items():
-            for env, ics in (envs or {}).items():
-                for ic, tests in (ics or {}).items():
-                    for test, metrics in (tests or {}).items():
-                        for metric, entry in (metrics or {}).items():
+        for part, envs in _mapping(data.get('metrics'), f'{path}: metrics').items():
+            for env, ics in _mapping(envs, f'{path}: {part}').items():
+                for ic, tests in _mapping(ics, f'{path}: {part}/{env}').items():
+                    for test, metrics in _mapping(tests, f'{path}: {part}/{env}/{ic}').items():
+                        for metric, entry in _mapping(metrics, f'{path}: {part}/{env}/{ic}/{test}').items():
+                            where = f'{path}: {part}/{env}/{ic}/{test}/{metric}'
                             samples = entry.get('samples') if isinstance(entry, Mapping) else None
                             if not isinstance(samples, list) or not samples:
-                                raise BaselineError(f'{path}: {part}/{env}/{ic}/{test}/{metric}: no samples')
+                                raise BaselineError(f'{where}: no samples')
                             self.entries[(part, env, ic, test, str(metric))] = {
                                 'unit': str(entry.get('unit', '')), 'kind': str(entry.get('kind', 'throughput')),
-                                'samples': [float(s) for s in samples]}
+                                'samples': [figure_value(s, f'{where} sample {i + 1}')
+                                            for i, s in enumerate(samples)]}
 
     @classmethod
-    def load(cls, system: str, directory: Path | None = None, host: str | None = None) -> 'Baseline | None':
-        """This host's baseline of ``system``, or None when there is none."""
-        path = baseline_path(system, directory, host)
-        if not path.exists():
-            return None
+    def read(cls, system: str, path: Path) -> 'Baseline':
+        """The baseline in ``path`` (a symlink refused, a malformed file a one-line :class:`BaselineError`)."""
+        if path.is_symlink():
+            raise BaselineError(f'{path}: a symbolic link (to {os.readlink(path)}), not a baseline: refusing it')
         try:
-            data = yaml.safe_load(path.read_text())
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise BaselineError(f'{path}: unreadable baseline ({err})') from None
+        try:
+            data = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise BaselineError(f'{path}: not valid YAML: {err}') from None
+            raise BaselineError(f'{path}: not valid YAML ({" ".join(str(err).split())})') from None
+        if data is None:
+            raise BaselineError(f'{path}: empty baseline (truncated?); move it away to start a new one')
         return cls(system, path, data)
 
+    @classmethod
+    def load(cls, system: str, directory: Path | None = None, host: str | None = None,
+             version: str | None = None) -> 'Baseline | None':
+        """This host's baseline of ``system`` at the current measurement version (``version``), or None when
+        there is none (a file of the earlier layout counts when it was measured by this version)."""
+        version = version or measurement_version()
+        path = baseline_path(system, directory, host, version)
+        if path.exists() or path.is_symlink():
+            return cls.read(system, path)
+        legacy = legacy_path(system, directory, host)
+        if legacy.exists() or legacy.is_symlink():
+            base = cls.read(system, legacy)
+            if base.measured_by == version:
+                return base
+        return None
+
+    @classmethod
+    def all_versions(cls, system: str, directory: Path | None = None, host: str | None = None) -> list['Baseline']:
+        """Every baseline of this host and ``system``, whatever measured it, oldest last run first."""
+        folder = (directory or state_dir()) / 'baselines' / _safe(system, 'system')
+        host = host or host_id()
+        found = [cls.read(system, p) for p in sorted(folder.glob(f'{host}.*yaml'))
+                 if p.name == f'{host}.yaml' or re.fullmatch(rf'{re.escape(host)}\.[A-Za-z0-9_.+-]+\.yaml', p.name)]
+        return sorted(found, key=lambda b: (b.last_recorded(), b.path.name))
+
+    def last_recorded(self) -> str:
+        return str(self.runs[-1].get('recorded_utc', '')) if self.runs else ''
+
+    @classmethod
+    def for_run(cls, system: str, rules: 'BandRules', directory: Path | None = None, host: str | None = None,
+                version: str | None = None, files: Mapping[str, str] | None = None
+                ) -> tuple['Baseline | None', str | None]:
+        """(baseline a run compares with, warning or None). This version's baseline once it has ``min_runs`` runs;
+        before that the newest baseline of an earlier version, with a warning naming what changed since; else this
+        version's (any runs) or None. ``files``: :func:`measured_files` of now (default: this checkout's)."""
+        files = measured_files() if files is None else files
+        version = version or version_of(files)
+        current = cls.load(system, directory, host, version)
+        if current is not None and len(current.runs) >= rules.min_runs:
+            return current, None
+        older = [b for b in cls.all_versions(system, directory, host) if b.measured_by != version and b.entries]
+        if not older:
+            return current, None
+        old = older[-1]
+        have = f'{len(current.runs)} run(s)' if current else 'none yet'
+        return old, (f'comparing with the baseline of an earlier measurement version ({old.measured_by or "unknown"}'
+                     f', {len(old.runs)} runs, {old.path}): {old.what_changed(files)}; this version\'s ({version}) has '
+                     f'{have}, it is used from {rules.min_runs} runs on')
+
+    def what_changed(self, files: Mapping[str, str] | None = None) -> str:
+        """'changed since: a, b (and N more)', the files whose meaning differs from what measured this baseline."""
+        if not self.measured_files:
+            return 'changed since: not known (the baseline predates the per-file record)'
+        changed = changed_files(self.measured_files, files if files is not None else measured_files())
+        if not changed:
+            return 'changed since: nothing that measures'
+        shown = ', '.join(changed[:6]) + (f' (and {len(changed) - 6} more)' if len(changed) > 6 else '')
+        return f'changed since: {shown}'
+
     def stale_reason(self, version: str | None = None) -> str | None:
-        """Why this baseline cannot be compared with (None: it can)."""
+        """Why this baseline's figures were measured otherwise than now (None: by this version)."""
         version = version or measurement_version()
         if self.measured_by != version:
             return (f'{self.path} was measured by another version of the kernels, checks or settings '
-                    f'({self.measured_by or "unknown"}, now {version}): its figures do not describe this one')
+                    f'({self.measured_by or "unknown"}, now {version}; {self.what_changed()})')
         return None
 
     def add(self, measurements: Iterable, rules: BandRules, source: str) -> int:
-        """Append one run's figures (``refstool.Measurement``); keep the last ``rules.window`` per metric."""
-        n = 0
-        for m in measurements:
-            if m.system != self.system:
-                continue
+        """Append one run's figures (``refstool.Measurement``); keep the last ``rules.window`` per metric.
+        :class:`BaselineError` (nothing added) for a figure that is not a finite number >= 0."""
+        mine = [m for m in measurements if m.system == self.system]
+        for m in mine:
+            figure_value(m.value, f'{source}: {m.partition}/{m.environ}/{m.interconnect}/{m.test}/{m.metric}')
+        for m in mine:
             entry = self.entries.setdefault((m.partition, m.environ, m.interconnect, m.test, m.metric),
                                             {'unit': m.unit, 'kind': m.kind, 'samples': []})
             entry['samples'] = (entry['samples'] + [float(f'{m.value:.5g}')])[-rules.window:]
             entry['unit'], entry['kind'] = m.unit, m.kind
-            n += 1
-        if n:
+        if mine:
             self.runs = (self.runs + [{'recorded_utc': datetime.datetime.now(datetime.timezone.utc)
-                                       .strftime('%Y-%m-%dT%H:%M:%SZ'), 'report': source, 'figures': n}])[-20:]
-        return n
+                                       .strftime('%Y-%m-%dT%H:%M:%SZ'), 'report': source, 'figures': len(mine)}])[-20:]
+        return len(mine)
 
     def to_dict(self) -> dict:
         metrics: dict = {}
         for (part, env, ic, test, metric), entry in sorted(self.entries.items()):
             metrics.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})[metric] = entry
         return {'schema': SCHEMA, 'system': self.system, 'host_id': self.host_id, 'host': self.host,
-                'measured_by': self.measured_by, 'runs': self.runs, 'metrics': metrics}
+                'measured_by': self.measured_by, 'measured_files': dict(sorted(self.measured_files.items())),
+                'runs': self.runs, 'metrics': metrics}
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix('.tmp')
-        tmp.write_text(f'# netregress host baseline of {self.system!r} on host {self.host_id} (tools/refs show)\n'
-                       + yaml.safe_dump(self.to_dict(), sort_keys=False, width=118))
-        tmp.replace(self.path)
+        """Write the file atomically (mkstemp beside it, fsync, rename; never through a symlink), its directories
+        private. Hold :func:`locked` around the load-add-save."""
+        try:
+            folder = self.path.parent
+            statefiles.private_dir(folder.parent.parent, 'state directory')
+            statefiles.private_dir(folder.parent, 'baselines directory')
+            statefiles.private_dir(folder, 'baselines directory')
+            statefiles.atomic_write(self.path, f'# netregress host baseline of {self.system!r} on host '
+                                               f'{self.host_id} (tools/refs show)\n'
+                                    + yaml.safe_dump(self.to_dict(), sort_keys=False, width=118),
+                                    mode=0o600, what='baseline')
+        except statefiles.StateError as err:
+            raise BaselineError(str(err)) from None
 
     def reference_set(self, rules: BandRules) -> references.ReferenceSet:
         """The baseline as references (value = median of the runs, band from their spread)."""

@@ -78,8 +78,11 @@ def reference_file(system: str, directory: Path | None = None) -> Path:
 
 
 def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+    """A finite number; :class:`ReferenceError` naming ``where`` for anything else (NaN, infinity, text)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ReferenceError(f'{where}: expected a number, got {value!r}')
+    if not math.isfinite(float(value)):
+        raise ReferenceError(f'{where}: expected a finite number, got {value!r}')
     return float(value)
 
 
@@ -96,6 +99,8 @@ def _entry(spec: Mapping, parent: Mapping, where: str) -> Reference:
     if not comment:
         raise ReferenceError(f'{where}: no comment saying where the tolerance comes from')
     value = _number(spec['value'], f'{where}.value')
+    if value < 0:
+        raise ReferenceError(f'{where}.value: {value:g} is negative (no figure netregress measures is)')
     # a one-sided band: null leaves that side open (ReFrame's own reading of a None bound); never both sides
     lower = None if spec['lower'] is None else _number(spec['lower'], f'{where}.lower')
     upper = None if spec['upper'] is None else _number(spec['upper'], f'{where}.upper')
@@ -103,6 +108,8 @@ def _entry(spec: Mapping, parent: Mapping, where: str) -> Reference:
         raise ReferenceError(f'{where}: lower and upper are both null: a band open on both sides can never fail')
     if (lower is not None and lower > 0) or (upper is not None and upper < 0):
         raise ReferenceError(f'{where}: need lower <= 0 <= upper (fractions of value), got {lower}, {upper}')
+    if lower is not None and lower < -1:
+        raise ReferenceError(f'{where}.lower: {lower:g} is below -1 (a bound under zero; null leaves the side open)')
     return Reference(value=value, lower=lower, upper=upper, unit=str(unit), comment=str(comment).strip())
 
 
@@ -121,17 +128,32 @@ class ReferenceSet:
         if data and data.get('system') not in (None, system):
             raise ReferenceError(f'{source}: file is for system {data.get("system")!r}, not {system!r}')
         self.tree: Mapping = data.get('references') or {}
+        if not isinstance(self.tree, Mapping):
+            raise ReferenceError(f'{source}: references: expected a mapping, got {type(self.tree).__name__}')
 
     def entries(self):
-        """Every (partition, environ, interconnect, test, metric[@size]) and its validated reference."""
-        for part, envs in self.tree.items():
-            for env, ics in envs.items():
-                for ic, tests in ics.items():
-                    for test, metrics in tests.items():
-                        for metric, spec in metrics.items():
+        """Every (partition, environ, interconnect, test, metric[@size]) and its validated reference;
+        :class:`ReferenceError` naming the first level that is not a mapping."""
+        def level(node, keys):
+            if not isinstance(node, Mapping):
+                raise ReferenceError(f'{self.source}: {"/".join(map(str, keys)) or "references"}: expected a mapping, '
+                                     f'got {type(node).__name__}')
+            return node.items()
+
+        for part, envs in level(self.tree, []):
+            for env, ics in level(envs, [part]):
+                for ic, tests in level(ics, [part, env]):
+                    for test, metrics in level(tests, [part, env, ic]):
+                        for metric, spec in level(metrics, [part, env, ic, test]):
                             sizes = spec.get('sizes') if isinstance(spec, Mapping) else None
+                            if sizes is not None:
+                                list(level(sizes, [part, env, ic, test, metric, 'sizes']))
                             for name in ([metric_name(metric, s) for s in sizes] if sizes else [metric]):
                                 yield (part, env, ic, test, name), self.lookup(part, env, ic, test, name)
+
+    def count(self) -> int:
+        """Number of (metric[, size]) references, validating each one."""
+        return sum(1 for _ in self.entries())
 
     def lookup(self, partition: str, environ: str, interconnect: str, test: str, metric: str) -> Reference:
         """The reference for one performance variable (``metric`` may carry ``@size``)."""
@@ -163,15 +185,24 @@ class ReferenceSet:
         return _entry(sizes[size], node, f'{where}.sizes.{size}')
 
 
-def load_file(path: Path, system: str) -> ReferenceSet:
-    """Parse one reference file; a file that does not exist is an empty set (every lookup then fails)."""
+def load_file(path: Path, system: str, *, require: bool = False) -> ReferenceSet:
+    """Parse one reference file; a file that does not exist is an empty set (every lookup then fails) unless
+    ``require``. A file that exists but holds no document (cut to its header) is a :class:`ReferenceError`."""
+    path = Path(path)
     if not path.exists():
+        if require:
+            raise ReferenceError(f'{path}: no such reference file')
         return ReferenceSet({}, system, source=str(path))
-    with open(path) as fp:
-        try:
-            data = yaml.safe_load(fp)
-        except yaml.YAMLError as err:
-            raise ReferenceError(f'{path}: not valid YAML: {err}') from None
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ReferenceError(f'{path}: unreadable ({err})') from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ReferenceError(f'{path}: not valid YAML ({" ".join(str(err).split())})') from None
+    if data is None:
+        raise ReferenceError(f'{path}: no references (an empty file, or one cut to its header)')
     return ReferenceSet(data, system, source=str(path))
 
 

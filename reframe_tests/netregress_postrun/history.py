@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import subprocess
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import baselines, paths, site
+from netregress import baselines, interconnects, paths, site
 from . import runreport
 
 #: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
@@ -228,12 +227,12 @@ def baseline_sessions(system: str) -> tuple[list[str], str]:
     """(session uuids, description) of the runs this host's baseline of ``system`` was made from (the last
     ``window`` runs whose report still exists)."""
     try:
-        base = baselines.Baseline.load(system)
-    except baselines.BaselineError as err:
+        rules = baselines.BandRules.from_table(interconnects.load().baselines)
+        base, _warning = baselines.Baseline.for_run(system, rules)     # the one a run of this version compares with
+    except (baselines.BaselineError, interconnects.InterconnectError) as err:
         return [], f'unreadable baseline: {err}'
     if base is None:
         return [], f'no baseline of {system} on this host ({baselines.baseline_path(system)})'
-    rules = baselines.BandRules.from_table(None)
     uuids = []
     for run in base.runs:
         try:
@@ -272,12 +271,15 @@ def store_reports(reports: Sequence[Path]) -> list[str]:
     ReFrame's runtime); one line per report: stored, or already there."""
     sessions = [session_of(Path(r)) for r in reports]
     for s in sessions:                     # what ReFrame's store() reads of every test case
-        for run in json.loads(s.path.read_text())['runs']:
-            for tc in run.get('testcases') or []:
-                missing = [k for k in STORED_KEYS if k not in tc]
-                if missing:
-                    raise HistoryError(f'{s.path}: a test case ({tc.get("display_name", "?")}) has no '
-                                       f'{", ".join(missing)}: not a ReFrame 4 run report')
+        try:
+            cases = list(runreport.testcases(runreport.read(s.path)))
+        except runreport.RunReportError as err:
+            raise HistoryError(str(err)) from None
+        for tc in cases:
+            missing = [k for k in STORED_KEYS if k not in tc]
+            if missing:
+                raise HistoryError(f'{s.path}: a test case ({tc.get("display_name", "?")}) has no '
+                                   f'{", ".join(missing)}: not a ReFrame 4 run report')
     stored = {row.get('UUID') for row in stored_sessions()}
     todo = [s for s in sessions if s.uuid not in stored]
     lines = [f'{s.path}: session {s.uuid} already stored' for s in sessions if s.uuid in stored]
@@ -328,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser('compare', help='a run against the last passing run and/or the baseline')
     c.add_argument('report', type=Path, help="the run's ReFrame report (report-<system>.json)")
     c.add_argument('--against', choices=['last-pass', 'baseline', 'both'], default='both')
-    c.add_argument('--threshold', type=float, default=0.0, help='only changes of at least this many percent')
+    c.add_argument('--threshold', type=runreport.percent, default=0.0,
+                   help='only changes of at least this many percent')
     sub.add_parser('sessions', help='the stored sessions')
     i = sub.add_parser('import', help='store run reports written before the storage was on')
     i.add_argument('reports', type=Path, nargs='+')

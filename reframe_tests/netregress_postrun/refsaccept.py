@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -34,7 +32,8 @@ import yaml
 
 from netregress import interconnects, references
 from . import runreport
-from .refstool import Measurement, RefsError, _usable, dump, measurements, merge, refuse_undeclared
+from .refstool import (Measurement, RefsError, _usable, check_figures, dump, measurements, merge,
+                       read_reference_text, refuse_undeclared, validate_text, write_reference_file)
 
 
 @dataclass(frozen=True)
@@ -136,25 +135,8 @@ def check_entries(doc: Mapping, where: str) -> None:
 
 def write_atomically(path: Path, text: str) -> None:
     """``text`` into ``path`` by a temporary file in its directory, fsync and ``os.replace``: readers see the old
-    file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    try:
-        with os.fdopen(fd, 'w') as fp:
-            fp.write(text)
-            fp.flush()
-            os.fsync(fp.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dirfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dirfd)
-    finally:
-        os.close(dirfd)
+    file or the new one, never a part; a symlink is refused (:func:`netregress.statefiles.atomic_write`)."""
+    write_reference_file(path, text)
 
 
 def accept(reports: list[Path], directory: Path, table: interconnects.InterconnectTable, scope: Scope, *,
@@ -162,7 +144,11 @@ def accept(reports: list[Path], directory: Path, table: interconnects.Interconne
     """Replace the references of ``scope`` in the system's reference file from ``reports``; return (unified diff,
     removed entries, figures used). :class:`RefsError` (nothing written) on a refusal."""
     reps = [runreport.load(p) for p in reports]
-    found: list[Measurement] = [m for rep in reps for m in measurements(rep.data)]
+    found: list[Measurement] = []
+    for rep in reps:
+        got = measurements(rep.data)
+        check_figures(rep.path, got)
+        found += got
     systems = sorted({str(tc['system']) for rep in reps for tc in rep.cases
                       if tc.get('system') and tc.get('interconnect')})
     if system is None:
@@ -178,18 +164,16 @@ def accept(reports: list[Path], directory: Path, table: interconnects.Interconne
         raise RefsError(f'the reports measure nothing of {system} in the scope {scope}: nothing to accept')
     refuse_undeclared(found)
     path = references.reference_file(system, directory)
-    before = path.read_text() if path.exists() else ''
-    try:
-        data = yaml.safe_load(before) if before else None
-    except yaml.YAMLError as err:
-        raise RefsError(f'{path}: not valid YAML ({" ".join(str(err).split())})') from None
-    if data is not None and not isinstance(data, dict):
-        raise RefsError(f'{path}: not a reference file (top level is not a mapping)')
+    before, data = read_reference_text(path)
     doc = copy.deepcopy(data or {})
     measured = {(m.partition, m.environ, m.interconnect, m.test, m.metric) for m in found}
-    removed = remove_stale(doc, scope, measured)
-    after = dump(merge(doc, system, found, table))
+    try:
+        removed = remove_stale(doc, scope, measured)
+        after = dump(merge(doc, system, found, table))
+    except (AttributeError, TypeError, KeyError) as err:
+        raise RefsError(f'{path}: malformed reference tree ({err}): fix it by hand') from None
     check_entries(yaml.safe_load(after), str(path))
+    validate_text(after, system, path)
     diff = ''.join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                         fromfile=f'{path} (before)', tofile=f'{path} (after)'))
     if not dry_run and after != before:

@@ -22,6 +22,7 @@ import copy
 import difflib
 import io
 import json
+import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Iterable, Mapping
 import tabulate
 import yaml
 
-from netregress import baselines, interconnects, references, site
+from netregress import baselines, interconnects, references, site, statefiles
 from netregress.figures import asserted
 from . import runreport
 
@@ -179,29 +180,89 @@ def dump(doc: Mapping) -> str:
     return buf.getvalue()
 
 
+def check_figures(source, found: Iterable[Measurement]) -> None:
+    """:class:`RefsError` naming the report and the figure for a value that is not a finite number >= 0."""
+    for m in found:
+        try:
+            baselines.figure_value(m.value, f'{source}: {m.partition}/{m.environ}/{m.interconnect}/{m.test}/'
+                                            f'{m.metric}')
+        except baselines.BaselineError as err:
+            raise RefsError(str(err)) from None
+
+
+def read_reference_text(path: Path) -> tuple[str, dict | None]:
+    """(text, document) of an existing reference file ('' and None when there is none); :class:`RefsError` for one
+    that is not valid YAML or not a mapping (a file cut to its header is a new file: its text stays in the diff)."""
+    if path.is_symlink():
+        raise RefsError(f'{path}: a symbolic link (to {os.readlink(path)}): refusing to write through it')
+    if not path.exists():
+        return '', None
+    try:
+        before = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise RefsError(f'{path}: unreadable ({err})') from None
+    try:
+        data = yaml.safe_load(before) if before else None
+    except yaml.YAMLError as err:
+        raise RefsError(f'{path}: not valid YAML ({" ".join(str(err).split())}): fix or move it, nothing '
+                        f'written') from None
+    if data is not None and not isinstance(data, dict):
+        raise RefsError(f'{path}: not a reference file (top level is {type(data).__name__}, not a mapping)')
+    return before, data
+
+
+def validate_text(text: str, system: str, path: Path) -> int:
+    """Parse a reference document as the checks will, every entry; its number of references (:class:`RefsError`
+    naming the entry otherwise)."""
+    try:
+        n = references.ReferenceSet(yaml.safe_load(text), system, source=str(path)).count()
+    except references.ReferenceError as err:
+        raise RefsError(str(err)) from None
+    if not n:
+        raise RefsError(f'{path}: would hold no references')
+    return n
+
+
 def write(reports: list[Path], directory: Path, table: interconnects.InterconnectTable, *,
           system: str | None = None, dry_run: bool = False, reset_tolerance: bool = False) -> tuple[str, int]:
-    """Merge the reports into the reference files; return (diff text, number of measurements used)."""
+    """Merge the reports into the reference files; return (diff text, number of measurements used). Every file is
+    checked before any is written; each is written atomically (never through a symlink). :class:`RefsError`:
+    nothing written."""
     found: list[Measurement] = []
     for path in reports:
-        found += measurements(runreport.read(path))
+        got = measurements(runreport.read(path))
+        check_figures(path, got)
+        found += got
     if system:
         found = [m for m in found if m.system == system]
     refuse_undeclared(found)
-    diffs = []
+    diffs, writes = [], []
     for sys_name in sorted({m.system for m in found}):
         path = references.reference_file(sys_name, directory)
-        before = path.read_text() if path.exists() else ''
-        data = yaml.safe_load(before) if before else None
-        after = dump(merge(data, sys_name, found, table, reset_tolerance=reset_tolerance))
-        # the written file must be readable by the checks
-        references.ReferenceSet(yaml.safe_load(after), sys_name, source=str(path))
+        before, data = read_reference_text(path)
+        try:
+            after = dump(merge(data, sys_name, found, table, reset_tolerance=reset_tolerance))
+        except (AttributeError, TypeError) as err:
+            raise RefsError(f'{path}: malformed reference tree ({err}): fix it by hand, nothing written') from None
+        validate_text(after, sys_name, path)         # the written file must be readable by the checks
         diffs.append(''.join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                                   fromfile=f'{path} (before)', tofile=f'{path} (after)')))
-        if not dry_run:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(after)
+        writes.append((path, after))
+    if not dry_run:
+        for path, after in writes:
+            write_reference_file(path, after)
     return ''.join(diffs), len(found)
+
+
+def write_reference_file(path: Path, text: str) -> None:
+    """``text`` into the reference file ``path`` atomically (:func:`netregress.statefiles.atomic_write`)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        statefiles.atomic_write(path, text, what='reference file')
+    except statefiles.StateError as err:
+        raise RefsError(str(err)) from None
+    except OSError as err:
+        raise RefsError(f'{path.parent}: cannot create the reference directory ({err.strerror})') from None
 
 
 def latest_report(run_dir: Path) -> Path | None:
@@ -229,35 +290,54 @@ def _reference_bands(refset: references.ReferenceSet) -> list[tuple[float, float
 
 
 def record(reports: list[Path], system: str, table: interconnects.InterconnectTable) -> str:
-    """Add the passing figures of ``reports`` to this host's baseline of ``system``; return what was done."""
+    """Add the passing figures of ``reports`` to this host's baseline of ``system`` at the current measurement
+    version; return what was done. Every report is read and checked first; the baseline is read, extended and
+    written under the state directory's lock (concurrent records queue), atomically; a baseline of an earlier
+    version stays as it is beside the new one. Nothing is written on an error."""
     rules = baselines.BandRules.from_table(table.baselines)
-    base = baselines.Baseline.load(system)
-    note = ''
-    version = baselines.measurement_version()
-    if base is not None and base.stale_reason(version):
-        note = f'{base.stale_reason(version)}: starting a new baseline\n'
-        base = None
-    if base is None:
-        base = baselines.Baseline(system, baselines.baseline_path(system))
-    base.measured_by = version
-    added = 0
+    found_per_report = []
     for path in reports:
-        found = measurements(runreport.read(path))
-        refuse_undeclared(m for m in found if m.system == system)
-        added += base.add(found, rules, str(path))
-    if added:
-        base.save()
+        found = [m for m in measurements(runreport.read(path)) if m.system == system]
+        refuse_undeclared(found)
+        check_figures(path, found)
+        found_per_report.append((path, found))
+    files = baselines.measured_files()
+    version = baselines.version_of(files)
+    note = ''
+    with baselines.locked():
+        base = baselines.Baseline.load(system, version=version)
+        if base is None:
+            base = baselines.Baseline(system, baselines.baseline_path(system, version=version))
+            older = [b for b in baselines.Baseline.all_versions(system) if b.measured_by != version]
+            if older:
+                note = (f'a new measurement version ({version}): starting a new baseline beside '
+                        f'{older[-1].path} (kept; {older[-1].what_changed(files)})\n')
+        base.measured_by, base.measured_files = version, files
+        added = sum(base.add(found, rules, str(path)) for path, found in found_per_report)
+        if added:
+            base.save()
     return (f'{note}host baseline {base.path}: {added} figures added; {len(base.entries)} variables, '
             f'{len(base.runs)} runs')
 
 
+def reset(system: str) -> str:
+    """Forget this host's baseline of ``system`` at the current measurement version (earlier versions' are kept)."""
+    with baselines.locked():
+        base = baselines.Baseline.load(system)
+        if base is None:
+            return f'no baseline of {system!r} at this measurement version ({baselines.measurement_version()})'
+        base.path.unlink()
+        kept = [b.path for b in baselines.Baseline.all_versions(system)]
+        return f'removed {base.path}' + (f' (kept, other versions: {", ".join(map(str, kept))})' if kept else '')
+
+
 def show(system: str, table: interconnects.InterconnectTable, report: Path | None = None) -> str:
     """This host's baseline: facts, runs, band widths; with a report, each of its figures against the bands."""
-    base = baselines.Baseline.load(system)
+    rules = baselines.BandRules.from_table(table.baselines)
+    base, warning = baselines.Baseline.for_run(system, rules)
     if base is None:
         return (f'no baseline of {system!r} for this host ({baselines.host_id()}: '
                 f'{json.dumps(baselines.host_facts())}) under {baselines.state_dir()}')
-    rules = baselines.BandRules.from_table(table.baselines)
     refset = base.reference_set(rules)
     extras = site.partition_extras(system)
 
@@ -271,10 +351,13 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
     keys = {key for key, entry in base.entries.items() if is_asserted(key[0], key[2], entry['kind'])}
     bands = [(ref.lower, ref.upper) for key, ref in refset.entries() if key in keys]
     lines = [f'host baseline {base.path}', f'  host {base.host_id}: {json.dumps(base.host)}',
-             f'  measured by {base.measured_by}' + (f' (STALE: {base.stale_reason()})' if base.stale_reason() else ''),
+             f'  measured by {base.measured_by}' + (f' (WARNING: {warning})' if warning else ''),
              f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables: {len(keys)} asserted '
              f'against these bands, {len(base.entries) - len(keys)} recorded only (CPU-bound where the partition '
-             f'asserts ratios instead)', '', band_table(bands)]
+             f'asserts ratios instead)']
+    others = [b for b in baselines.Baseline.all_versions(system) if b.path != base.path]
+    lines += [f'  also kept: {b.path} (measured by {b.measured_by or "unknown"}, {len(b.runs)} runs)' for b in others]
+    lines += ['', band_table(bands)]
     if report:
         found = [m for m in measurements(runreport.read(report)) if m.system == system]
         out = 0
@@ -333,7 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     bds = sub.add_parser('bands', help='band widths of committed reference files')
     bds.add_argument('files', nargs='+', type=Path)
     args = ap.parse_args(argv)
-    table = interconnects.load()
+    try:
+        table = interconnects.load()
+    except interconnects.InterconnectError as err:
+        print(f'tools/refs: {err}')
+        return 2
     try:
         if args.cmd == 'record':
             print(record(args.reports, args.system, table))
@@ -342,25 +429,24 @@ def main(argv: list[str] | None = None) -> int:
             print(show(args.system, table, args.report))
             return 0
         if args.cmd == 'reset':
-            path = baselines.baseline_path(args.system)
-            if path.exists():
-                path.unlink()
-                print(f'removed {path}')
-            else:
-                print(f'no baseline at {path}')
+            print(reset(args.system))
             return 0
-    except (baselines.BaselineError, OSError, runreport.RunReportError, RefsError) as err:
-        print(f'tools/refs: {err}')
+    except (baselines.BaselineError, OSError, runreport.RunReportError, RefsError, site.SiteError,
+            references.ReferenceError) as err:
+        for line in str(err).splitlines():
+            print(f'tools/refs: {line}')
+        if args.cmd != 'show':
+            print('tools/refs: nothing written')
         return 1
     if args.cmd == 'bands':
         for path in args.files:
             try:
-                data = yaml.safe_load(path.read_text())
-                refset = references.ReferenceSet(data, (data or {}).get('system', path.stem), source=str(path))
+                refset = references.load_file(path, _system_of(path), require=True)
+                refset.count()
                 print(f'{path}:')
                 print(band_table(_reference_bands(refset)))
-            except (OSError, yaml.YAMLError, references.ReferenceError) as err:
-                print(f'tools/refs: {path}: {err}')
+            except references.ReferenceError as err:
+                print(f'tools/refs: {err}')
                 return 1
         return 0
     directory = args.dir or site.reference_dir()
@@ -368,14 +454,19 @@ def main(argv: list[str] | None = None) -> int:
         return _accept(args, directory, table)
     if args.cmd == 'check':
         bad = 0
-        for path in sorted(directory.glob('*.yaml')):
+        files = sorted(directory.glob('*.yaml'))
+        for path in files:
             try:
-                refset = references.load_file(path, path.stem)
-                n = _count_entries(refset)
+                n = references.load_file(path, path.stem, require=True).count()
+                if not n:
+                    raise references.ReferenceError(f'{path}: no references (an empty tree: a reference file '
+                                                    f'asserts nothing)')
                 print(f'{path}: ok ({n} references)')
             except references.ReferenceError as err:
-                print(f'{path}: {err}')
+                print(f'tools/refs: {err}')
                 bad += 1
+        if not files:
+            print(f'tools/refs: no reference files (*.yaml) in {directory}')
         return 1 if bad else 0
     reports = args.reports or [r for r in [latest_report(paths.run_dir())] if r]
     if not reports:
@@ -387,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     except (runreport.RunReportError, RefsError) as err:
         for line in str(err).splitlines():
             print(f'tools/refs: {line}')
+        print('tools/refs: nothing written')
         return 2
     print(diff or 'no change')
     verb = 'would use' if args.cmd == 'diff' else 'used'
@@ -416,4 +508,13 @@ def _accept(args, directory: Path, table: interconnects.InterconnectTable) -> in
 
 def _count_entries(refset: references.ReferenceSet) -> int:
     """Number of (metric[, size]) references, validating each one."""
-    return sum(1 for _ in refset.entries())
+    return refset.count()
+
+
+def _system_of(path: Path) -> str:
+    """The system a reference file says it is for (its name when it does not say or cannot be read)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return path.stem
+    return str(data.get('system') or path.stem) if isinstance(data, dict) else path.stem

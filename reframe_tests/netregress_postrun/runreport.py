@@ -62,12 +62,48 @@ def read(path: Path) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        what = 'truncated JSON' if err.pos >= len(text.rstrip()) else 'malformed JSON'
+        # a string still open at the end, or an error where the text ends: the file stops short
+        cut = err.pos >= len(text.rstrip()) or err.msg.startswith('Unterminated string')
+        what = 'truncated JSON' if cut else 'malformed JSON'
         raise RunReportError(f'{path}: unreadable run report: {what} ({err.msg} at line {err.lineno} column '
                              f'{err.colno}; a run that stopped while ReFrame wrote it?)') from None
     if not isinstance(data, dict) or not isinstance(data.get('runs'), list):
         raise RunReportError(f'{path}: not a ReFrame run report (no "runs" list)')
+    check_structure(data, path)
     return data
+
+
+def check_structure(data: Mapping, path: Path | str) -> None:
+    """:class:`RunReportError` naming the entry (``runs[0].testcases[3]``) where a run report is not shaped as
+    ReFrame writes one: runs and test cases are mappings, ``testcases`` a list, ``perfvalues`` and ``nr_figures``
+    mappings, ``session_info`` a mapping."""
+    if 'session_info' in data and not isinstance(data['session_info'], (dict, type(None))):
+        raise RunReportError(f'{path}: session_info: expected an object, got {type(data["session_info"]).__name__}')
+    for i, run in enumerate(data.get('runs') or []):
+        if not isinstance(run, dict):
+            raise RunReportError(f'{path}: runs[{i}]: expected an object, got {type(run).__name__}')
+        cases = run.get('testcases')
+        if cases is not None and not isinstance(cases, list):
+            raise RunReportError(f'{path}: runs[{i}].testcases: expected a list, got {type(cases).__name__}')
+        for j, tc in enumerate(cases or []):
+            where = f'{path}: runs[{i}].testcases[{j}]'
+            if not isinstance(tc, dict):
+                raise RunReportError(f'{where}: expected an object, got {type(tc).__name__}')
+            for key in ('perfvalues', DECLARATIONS):
+                if tc.get(key) is not None and not isinstance(tc[key], dict):
+                    raise RunReportError(f'{where}.{key}: expected an object, got {type(tc[key]).__name__}')
+
+
+def percent(text: str) -> float:
+    """An argparse ``type`` for a threshold in percent: a finite number >= 0 (``nan``, ``inf``, ``-5`` refused)."""
+    import argparse
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a number') from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f'{text!r}: a threshold is a finite number of percent >= 0')
+    return value
 
 
 def find(path: Path) -> list[Path]:

@@ -143,3 +143,165 @@ def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
     assert second != first                                           # how the checks launch the kernels
     table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 2}}\n')
     assert baselines.measurement_version(tmp_path) not in (first, second)
+
+
+# -- measurement version: what can change a figure, not comments ----------------------------------------------------
+
+def _tree(root):
+    (root / 'src').mkdir(parents=True)
+    (root / 'src' / 'k.c').write_text('/* kernel */\nint main(void) { return 0; } // done\n')
+    lib = root / 'reframe_tests' / 'netregress'
+    lib.mkdir(parents=True)
+    (lib / 'base.py').write_text('"""Docs."""\nPIN = "taskset -c 0"  # pin\n')
+    (root / 'config').mkdir()
+    (root / 'config' / 'interconnects.yaml').write_text('interconnects: {shm: {nodes: 1}}\n')
+    return lib
+
+
+def test_comments_and_docstrings_do_not_change_the_measurement_version(tmp_path):
+    lib = _tree(tmp_path)
+    first = baselines.measurement_version(tmp_path)
+    (tmp_path / 'src' / 'k.c').write_text('/* the kernel,\n   reworded */\nint main(void)\n{\n'
+                                          '    return 0;   /* ok */\n}\n')
+    (lib / 'base.py').write_text('"""Other docs, longer."""\n\n# a comment\nPIN = "taskset -c 0"\n')
+    assert baselines.measurement_version(tmp_path) == first
+    (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 1; }\n')
+    second = baselines.measurement_version(tmp_path)
+    assert second != first
+    (tmp_path / 'src' / 'k.c').write_text('int main(void) { puts("/* not a comment */"); return 1; }\n')
+    assert baselines.measurement_version(tmp_path) not in (first, second)    # a string is code
+    changed = baselines.changed_files({'src/k.c': 'x', 'gone.py': 'y'}, baselines.measured_files(tmp_path))
+    assert 'src/k.c' in changed and 'gone.py' in changed and 'reframe_tests/netregress/base.py' in changed
+
+
+# -- a new measurement version: a new baseline beside the old one, compared with the old one meanwhile -------------
+
+def _record(base_dir, version, files, values, rules=RULES):
+    base = baselines.Baseline.load('vc', base_dir, version=version) or \
+        baselines.Baseline('vc', baselines.baseline_path('vc', base_dir, version=version))
+    base.measured_by, base.measured_files = version, files
+    for v in values:
+        base.add([m(v)], rules, f'r{v}.json')
+    base.save()
+    return base
+
+
+def test_a_new_version_keeps_the_old_baseline_and_compares_with_it(tmp_path):
+    old_files = {'src/k.c': 'aaa', 'reframe_tests/netregress/base.py': 'bbb'}
+    new_files = {'src/k.c': 'ccc', 'reframe_tests/netregress/base.py': 'bbb'}
+    old = _record(tmp_path, 'v1', old_files, [900.0, 910.0, 920.0, 930.0, 940.0])
+    text = old.path.read_text()
+    rules = baselines.BandRules(window=5, min_runs=3, spread_factor=3.0, floor={}, cap=(-0.33, 0.5))
+    base, warning = baselines.Baseline.for_run('vc', rules, tmp_path, version='v2', files=new_files)
+    assert base.path == old.path and 'earlier measurement version (v1, 5 runs' in warning
+    assert 'changed since: src/k.c' in warning.replace('\n', ' ')
+    new = _record(tmp_path, 'v2', new_files, [800.0])
+    assert new.path != old.path and old.path.read_text() == text               # the old one is never touched
+    base, _ = baselines.Baseline.for_run('vc', rules, tmp_path, version='v2', files=new_files)
+    assert base.path == old.path                                                # 1 run < min_runs 3
+    _record(tmp_path, 'v2', new_files, [805.0, 810.0])
+    base, warning = baselines.Baseline.for_run('vc', rules, tmp_path, version='v2', files=new_files)
+    assert base.measured_by == 'v2' and warning is None and len(base.runs) == 3
+    assert sorted(p.name for p in (tmp_path / 'baselines' / 'vc').glob('*.yaml')) == \
+        sorted([old.path.name, new.path.name])
+
+
+def test_a_baseline_of_the_earlier_layout_is_read_and_kept(tmp_path):
+    legacy = baselines.legacy_path('vc', tmp_path)
+    b = baselines.Baseline('vc', legacy)
+    b.measured_by = 'old'
+    for v in (900.0, 905.0, 910.0):
+        b.add([m(v)], RULES, 'r.json')
+    b.save()
+    base, warning = baselines.Baseline.for_run('vc', RULES, tmp_path, version='new', files={})
+    assert base.path == legacy and 'predates the per-file record' in warning
+    assert baselines.Baseline.load('vc', tmp_path, version='old').path == legacy
+
+
+# -- bad input: one line naming file and entry, nothing written ------------------------------------------------------
+
+@pytest.mark.parametrize('samples, message', [
+    ('[abc]', "'abc' is not a number"), ('[.nan]', 'NaN is not a figure'), ('[.inf]', 'inf is not a finite'),
+    ('[-5.0]', '-5 is negative'), ('[]', 'no samples'), ('[true]', 'True is not a number')])
+def test_a_bad_sample_in_a_baseline_file_is_one_line(tmp_path, samples, message):
+    path = baselines.baseline_path('vc', tmp_path, version='v1')
+    path.parent.mkdir(parents=True)
+    path.write_text(f'schema: {baselines.SCHEMA}\nmeasured_by: v1\nmetrics: {{gige: {{gnu: {{gige: {{t: '
+                    f'{{bw: {{unit: x, samples: {samples}}}}}}}}}}}}}\n')
+    with pytest.raises(baselines.BaselineError) as err:
+        baselines.Baseline.load('vc', tmp_path, version='v1')
+    assert message in str(err.value) and str(path) in str(err.value) and 'gige/gnu/gige/t/bw' in str(err.value)
+    assert '\n' not in str(err.value)
+
+
+@pytest.mark.parametrize('text, message', [
+    ('', 'empty baseline'), ('[1, 2]', 'top level is list'),
+    ('schema: netregress-baseline/1\nmetrics: {a: 1}', 'a: expected a mapping'),
+    ('{unclosed', 'not valid YAML'), ('runs: 5\nschema: netregress-baseline/1', 'runs: expected a list')])
+def test_a_malformed_baseline_file_is_one_line(tmp_path, text, message):
+    path = baselines.baseline_path('vc', tmp_path, version='v1')
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(baselines.BaselineError, match=message):
+        baselines.Baseline.load('vc', tmp_path, version='v1')
+
+
+@pytest.mark.parametrize('block, message', [
+    ({'window': -1}, r'window: -1 is out of range \[1, 1000\]'), ({'window': 2.5}, 'window: expected a whole'),
+    ({'min_runs': 0}, 'min_runs: 0 is out of range'), ({'spread_factor': float('nan')}, 'spread_factor: nan'),
+    ({'spread_factor': 0}, 'spread_factor: 0 is out of range'), ({'floor': {'latency': 1.5}}, 'floor.latency'),
+    ({'cap': [-1.5, 0.5]}, r'cap\[0\]: -1.5'), ({'cap': [0.1, 0.5]}, r'cap\[0\]: 0.1'),
+    ({'cap': [-0.3, float('inf')]}, r'cap\[1\]: inf'), ({'cap': 3}, 'cap: expected'), ('x', 'expected a mapping')])
+def test_band_rules_out_of_range_are_refused(block, message):
+    with pytest.raises(baselines.BaselineError, match=message):
+        baselines.BandRules.from_table(block)
+
+
+def test_a_nan_or_negative_figure_never_enters_a_baseline(tmp_path):
+    base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
+    for bad in (float('nan'), float('inf'), -1.0):
+        with pytest.raises(baselines.BaselineError, match=r'r.json: gige/gnu/gige/tcp.stream.blocking/'):
+            base.add([m(900.0), m(bad)], RULES, 'r.json')
+    assert base.entries == {} and base.runs == []
+
+
+def test_names_that_would_leave_the_state_directory_are_refused(tmp_path):
+    for system in ('../escaped', 'a/b', '..', ''):
+        with pytest.raises(baselines.BaselineError, match='letters, digits'):
+            baselines.baseline_path(system, tmp_path, host='h', version='v')
+
+
+def test_the_state_directory_is_made_private_and_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'state'))
+    assert oct(baselines.state_dir().stat().st_mode & 0o777) == '0o700'
+    (tmp_path / 'state').chmod(0o777)
+    with pytest.raises(baselines.BaselineError, match='writable by group or others'):
+        baselines.state_dir()
+
+
+def test_save_refuses_a_symlinked_baseline(tmp_path):
+    base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
+    base.path.parent.mkdir(parents=True, mode=0o700)
+    (tmp_path / 'baselines').chmod(0o700)
+    base.path.symlink_to('/dev/full')
+    base.add([m(900.0)], RULES, 'r.json')
+    with pytest.raises(baselines.BaselineError, match='symbolic link'):
+        base.save()
+    with pytest.raises(baselines.BaselineError, match='symbolic link'):
+        baselines.Baseline.load('vc', tmp_path, version='v1')
+
+
+def test_a_run_compares_with_the_earlier_version_and_says_so(tmp_path, monkeypatch):
+    """What the checks use (netregress.bands): the older baseline's bands, the warning in nr_reference_source."""
+    from netregress import bands
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
+    files = {'src/k.c': 'aaa'}
+    monkeypatch.setattr(baselines, 'measured_files', lambda root=None: dict(files))
+    _record(tmp_path, baselines.version_of(files), dict(files), [900.0, 910.0, 920.0])
+    refset, source = bands.reference_source('vc', {'references': 'host'})
+    assert 'WARNING' not in source
+    files['src/k.c'] = 'bbb'
+    refset, source = bands.reference_source('vc', {'references': 'host'})
+    assert 'WARNING: comparing with the baseline of an earlier measurement version' in source
+    assert 'changed since: src/k.c' in source
+    assert refset.lookup('gige', 'gnu', 'gige', 'tcp.stream.blocking', 'throughput_mbps').value == 910.0

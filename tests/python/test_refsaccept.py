@@ -144,7 +144,7 @@ def test_the_file_is_intact_when_the_write_fails(tmp_path, ref_dir, table, monke
     def fail(src, dst):
         raise OSError(28, 'No space left on device')
     monkeypatch.setattr(os, 'replace', fail)
-    with pytest.raises(OSError):
+    with pytest.raises(refstool.RefsError, match='No space left on device.*the old one is intact'):
         refsaccept.accept([new_run(tmp_path)], ref_dir, table, refsaccept.Scope('openmpi4'))
     assert (ref_dir / 'vc.yaml').read_text() == text
     assert sorted(p.name for p in ref_dir.iterdir()) == ['vc.yaml']           # no temporary file left behind

@@ -132,3 +132,172 @@ def test_what_a_partition_asserts():
     assert refstool.asserted('ratio', False, False) and refstool.asserted('throughput', False, True)
     assert not refstool.asserted('throughput', False, False)          # a stream on unshaped veth: CPU-bound
     assert not refstool.asserted('latency', False, True) and not refstool.asserted('cpu_bound', False, True)
+
+
+# -- state: concurrent records, bad input, nothing written ----------------------------------------------------------
+
+import os                                   # noqa: E402
+import subprocess                           # noqa: E402
+from pathlib import Path                    # noqa: E402
+
+from netregress import baselines            # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def refs(*args, state, check=False):
+    env = {**os.environ, 'NETREGRESS_STATE': str(state)}
+    env.pop('NETREGRESS_SITE', None)
+    return subprocess.run([str(ROOT / 'tools' / 'refs'), *map(str, args)], capture_output=True, text=True, env=env,
+                          timeout=120, check=check)
+
+
+def test_eight_concurrent_records_keep_all_nine_runs(tmp_path):
+    """One record, then 8 at once (tools/validate of several sessions, CI jobs): the state lock keeps every run."""
+    state = tmp_path / 'state'
+    reps = []
+    for i in range(9):
+        rep = tmp_path / f'r{i}.json'
+        rep.write_text(json.dumps(report(case(900.0 + i))))
+        reps.append(rep)
+    assert '1 figures added' in refs('record', '--system', 'vc', reps[0], state=state, check=True).stdout
+    procs = [subprocess.Popen([str(ROOT / 'tools' / 'refs'), 'record', '--system', 'vc', str(r)],
+                              env={**os.environ, 'NETREGRESS_STATE': str(state)}, stdout=subprocess.PIPE, text=True)
+             for r in reps[1:]]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs) and all('1 figures added' in o for o in outs)
+    files = list((state / 'baselines' / 'vc').glob('*.yaml'))
+    assert len(files) == 1
+    runs = yaml.safe_load(files[0].read_text())['runs']
+    assert sorted(r['report'] for r in runs) == sorted(map(str, reps))                    # 9 of 9
+    assert oct(state.stat().st_mode & 0o777) == '0o700'
+    assert sorted(p.name for p in (state / 'baselines' / 'vc').iterdir()) == [files[0].name]   # no temporary left
+
+
+def _bad_reports(tmp_path):
+    good = json.dumps(report(case(940.0)))
+    yield 'truncated', good[:len(good) // 2], 'truncated JSON'
+    yield 'malformed', good.replace(':', ';', 1), 'malformed JSON'
+    yield 'empty', '', 'empty file'
+    yield 'not-a-report', '[1, 2]', 'no "runs" list'
+    yield 'case-not-object', '{"runs": [{"testcases": [5]}]}', 'runs[0].testcases[0]: expected an object'
+    yield 'negative', json.dumps(report(case(-940.0))), '-940 is negative'
+    yield 'perfvalues-list', '{"runs": [{"testcases": [{"perfvalues": [1]}]}]}', 'perfvalues: expected an object'
+
+
+def test_record_refuses_bad_reports_in_one_line_writing_nothing(tmp_path):
+    state = tmp_path / 'state'
+    for name, text, message in _bad_reports(tmp_path):
+        rep = tmp_path / f'{name}.json'
+        rep.write_text(text)
+        out = refs('record', '--system', 'vc', rep, state=state)
+        assert out.returncode == 1, name
+        first = out.stdout.splitlines()[0]
+        assert first.startswith(f'tools/refs: {rep}') and message in first, (name, out.stdout)
+        assert out.stdout.splitlines()[1:] == ['tools/refs: nothing written'] and not out.stderr, name
+        assert not (state / 'baselines').exists(), name
+
+
+def test_write_refuses_bad_reports_in_one_line_writing_nothing(tmp_path, table, capsys):
+    (tmp_path / 'refs').mkdir()
+    for name, text, message in _bad_reports(tmp_path):
+        rep = tmp_path / f'{name}.json'
+        rep.write_text(text)
+        assert refstool.main(['write', str(rep), '--dir', str(tmp_path / 'refs')]) == 2, name
+        out = capsys.readouterr().out.splitlines()
+        assert message in out[0] and out[1:] == ['tools/refs: nothing written'], (name, out)
+        assert list((tmp_path / 'refs').iterdir()) == [], name
+
+
+def test_write_replaces_the_file_atomically_never_through_a_symlink(tmp_path, table):
+    rep = tmp_path / 'r.json'
+    rep.write_text(json.dumps(report(case(940.0))))
+    victim = tmp_path / 'victim.yaml'
+    victim.write_text('precious\n')
+    (tmp_path / 'refs').mkdir()
+    (tmp_path / 'refs' / 'vc.yaml').symlink_to(victim)
+    with pytest.raises(refstool.RefsError, match='symbolic link'):
+        refstool.write([rep], tmp_path / 'refs', table)
+    assert victim.read_text() == 'precious\n'
+
+
+def test_write_refuses_a_malformed_existing_file(tmp_path, table):
+    rep = tmp_path / 'r.json'
+    rep.write_text(json.dumps(report(case(940.0))))
+    for text, message in (('{unclosed', 'not valid YAML'), ('- 1\n', 'top level is list'),
+                          ('schema: netregress-references/1\nreferences: {gige: 5}\n', 'malformed reference tree')):
+        (tmp_path / 'vc.yaml').write_text(text)
+        with pytest.raises(refstool.RefsError, match=message):
+            refstool.write([rep], tmp_path, table)
+        assert (tmp_path / 'vc.yaml').read_text() == text
+
+
+def _ref_file(value='940.0', lower='-0.05', upper='0.05', header=True):
+    return ((refstool.HEADER.format(system='vc', schema=references.SCHEMA) if header else '')
+            + f'schema: {references.SCHEMA}\nsystem: vc\nreferences:\n  gige:\n    gnu:\n      gige:\n'
+            f'        tcp.stream:\n          bw_mbps: {{value: {value}, lower: {lower}, upper: {upper}, '
+            f'unit: Mbit/s, comment: c}}\n')
+
+
+@pytest.mark.parametrize('text, message', [
+    (refstool.HEADER.format(system='vc', schema=references.SCHEMA), 'no references (an empty file, or one cut'),
+    ('', 'no references (an empty file'),
+    (f'schema: {references.SCHEMA}\nsystem: vc\nreferences: {{}}\n', 'no references (an empty tree'),
+    (_ref_file(value='.inf'), 'value: expected a finite number, got inf'),
+    (_ref_file(value='.nan'), 'value: expected a finite number, got nan'),
+    (_ref_file(value='-940.0'), 'value: -940 is negative'),
+    (_ref_file(upper='.inf'), 'upper: expected a finite number'),
+    (_ref_file(lower='-2'), 'lower: -2 is below -1'),
+    (_ref_file(value='fast'), "value: expected a number, got 'fast'"),
+    (_ref_file()[:-40], 'not valid YAML'),
+    (f'schema: {references.SCHEMA}\nsystem: vc\nreferences: {{gige: [1]}}\n', 'gige: expected a mapping'),
+    (f'schema: {references.SCHEMA}\nsystem: vc\nreferences: [1]\n', 'references: expected a mapping'),
+])
+def test_check_fails_every_bad_reference_file_in_one_line(tmp_path, text, message, capsys):
+    (tmp_path / 'vc.yaml').write_text(text)
+    assert refstool.main(['check', '--dir', str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.count('\n') == 1 and out.startswith(f'tools/refs: {tmp_path / "vc.yaml"}') and message in out, out
+
+
+def test_check_passes_a_good_file(tmp_path, capsys):
+    (tmp_path / 'vc.yaml').write_text(_ref_file())
+    assert refstool.main(['check', '--dir', str(tmp_path)]) == 0
+    assert 'ok (1 references)' in capsys.readouterr().out
+
+
+def test_show_of_an_unknown_system_is_one_line(tmp_path):
+    rep = tmp_path / 'r.json'
+    rep.write_text(json.dumps(report(case(940.0))))
+    refs('record', '--system', 'vc', rep, state=tmp_path / 'state', check=True)
+    out = refs('show', '--system', 'vc', state=tmp_path / 'state')   # vc: in no settings
+    assert out.returncode == 1 and out.stdout.count('\n') == 1 and not out.stderr
+    assert "system 'vc' is not defined" in out.stdout
+
+
+def test_a_state_directory_others_may_write_is_refused(tmp_path):
+    state = tmp_path / 'state'
+    state.mkdir(mode=0o777)
+    state.chmod(0o777)
+    rep = tmp_path / 'r.json'
+    rep.write_text(json.dumps(report(case(940.0))))
+    out = refs('record', '--system', 'vc', rep, state=state)
+    assert out.returncode == 1 and 'writable by group or others' in out.stdout and not (state / 'baselines').exists()
+
+
+def test_record_after_a_measurement_change_keeps_the_old_baseline(tmp_path, monkeypatch, table):
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'state'))
+    rep = tmp_path / 'r.json'
+    rep.write_text(json.dumps(report(case(940.0))))
+    files = {'src/k.c': 'aaa'}
+    monkeypatch.setattr(baselines, 'measured_files', lambda root=None: dict(files))
+    for _ in range(5):
+        refstool.record([rep], 'vc', table)
+    old = next((tmp_path / 'state' / 'baselines' / 'vc').glob('*.yaml'))
+    text = old.read_text()
+    files['src/k.c'] = 'bbb'
+    out = refstool.record([rep], 'vc', table)
+    assert out.startswith('a new measurement version') and f'beside {old} (kept; changed since: src/k.c)' in out
+    assert old.read_text() == text and len(list(old.parent.glob('*.yaml'))) == 2
+    base, warning = baselines.Baseline.for_run('vc', baselines.BandRules.from_table(table.baselines))
+    assert base.path == old and 'changed since: src/k.c' in warning

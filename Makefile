@@ -20,5 +20,8 @@ drill:
 bootstrap:
 	tools/bootstrap --for validate
 
+# clean: build trees and run results; the host's history stays, run/state (baselines, ReFrame's results database:
+# docs/history.md). To forget it too: rm -rf run/state (tools/refs reset --system S forgets one baseline).
 clean:
-	rm -rf build run
+	rm -rf build
+	if [ -d run ]; then find run -mindepth 1 -maxdepth 1 ! -name state -exec rm -rf {} +; fi

@@ -1,14 +1,12 @@
 """ReFrame configuration of netregress.
 
-    reframe -C config/settings.py -c reframe_tests -r            # system chosen automatically
-    reframe -C config/settings.py -c reframe_tests --system local -r
+    reframe -C config/settings.py -c reframe_tests -r                                    # the local system
+    reframe -C config/settings.py -C $NETREGRESS_SITE/settings.py -c reframe_tests -r    # a site's system
 
-Systems
-  local         any machine, no root: local scheduler, shared memory and TCP loopback.
-  vcluster      the Slurm cluster of network-namespace nodes made by tools/vcluster (partitions fast, gige).
-  site-example  a commented template for a real site (Slurm, InfiniBand via UCX, Ethernet, module or Spack MPIs).
-Automatic selection: vcluster while tools/vcluster reports it up (its state under run/vcluster/), else local.
-``--system`` always wins.
+The embedded system, ``local``: any machine, no root: local scheduler, shared memory and TCP loopback. Every
+cluster, the virtual one too, is a site layered over this file (docs/site.md): config/sites/vcluster/ (the Slurm
+cluster of network-namespace nodes made by tools/vcluster) and config/sites/example/ (a template for a real
+centre). A site's systems are loaded after this file, so ReFrame selects them first; ``--system`` always wins.
 
 Everything is resolved from this file's location (no absolute paths): MPI builds and kernels under .deps/ (made by
 tools/bootstrap), everything a run writes under run/. One programming environment per MPI build (openmpi4, mpich4,
@@ -16,8 +14,9 @@ openmpi5, mpich5, intelmpi, lam7) plus ``gnu`` (no MPI: TCP kernels, NPtcp, iper
 
 Environment extras read by the netregress library (reframe_tests/netregress):
   mpi_family   row of config/interconnects.yaml that forces this MPI onto an interconnect
-  launch       launcher command template ({ntasks}, {ntasks_per_node}, {nodes}); per system, because on Slurm each
-               MPI needs its own PMI (docs/vcluster.md)
+  launch       launcher command template ({ntasks}, {ntasks_per_node}, {nodes}); a partition's extra
+               ``launch: {environment: template}`` wins, because on Slurm each MPI needs its own PMI
+               (config/sites/vcluster/settings.py)
   mpicc        MPI C compiler for the cmake build path
   kernels      directory with prebuilt kernels (tools/bootstrap: .deps/kernels/<env>/bin)
   netpipe_mpi  NetPIPE MPI module built against this MPI (absent = none exists; the check says so)
@@ -28,7 +27,7 @@ Environment extras read by the netregress library (reframe_tests/netregress):
   known_faults defects of this MPI build that checks skip, visibly, with the reason: [{checks: [check names],
                interconnects: [names] (only runs on these), oversubscribed: true (only runs with more ranks
                than CPUs), reason: '...'}]
-Partition extras: references ('host': the references are this host's baseline, recorded by its first run and kept
+Partition extras: launch ({environment: launcher template}, see above), references ('host': the references are this host's baseline, recorded by its first run and kept
 under run/state or $NETREGRESS_STATE (netregress/baselines.py); absent: the committed reference_values/<system>.yaml,
 where a missing reference fails), time_limit / max_pending_time (per job; ReFrame's defaults where absent),
 interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
@@ -61,7 +60,6 @@ if str(ROOT / 'reframe_tests') not in sys.path:
 
 from netregress.baselines import state_dir  # noqa: E402  (after the path above)
 from netregress.paths import run_dir  # noqa: E402
-from netregress.site import read_env_file  # noqa: E402
 
 #: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).
 RUN = run_dir()
@@ -69,27 +67,6 @@ RUN = run_dir()
 STATE = state_dir()
 # Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
 sys.dont_write_bytecode = True
-
-VC = read_env_file(ROOT / 'config' / 'vcluster.env')
-
-
-def _vcluster_up():
-    """True while tools/vcluster says the cluster is up (state file under run/vcluster/)."""
-    state_dir = ROOT / VC.get('VC_STATE_DIR', 'run/vcluster')
-    for name in ('state', 'status'):
-        try:
-            if (state_dir / name).read_text().split()[0].lower() in ('up', 'running'):
-                return True
-        except (OSError, IndexError):
-            continue
-    return (state_dir / 'up').exists()
-
-
-VCLUSTER_UP = _vcluster_up()
-if VC.get('VC_SLURM_CONF') and (ROOT / VC['VC_SLURM_CONF']).exists():
-    # Slurm commands run by ReFrame (sbatch, squeue, sacct, scancel) must talk to the virtual cluster.
-    os.environ.setdefault('SLURM_CONF', str(ROOT / VC['VC_SLURM_CONF']))
-
 
 def _mpi(env):
     return DEPS / 'mpi' / env
@@ -171,29 +148,14 @@ LOCAL_LAUNCH = {
     'intelmpi': [str(_mpi('intelmpi') / 'bin' / 'mpiexec'), '-n', '{ntasks}'],
     'lam7': [LAMRUN, '--user', LAM_USER, '-np', '{ntasks}'],
 }
-# Slurm (slurm-vcluster.md): Open MPIs via PMIx; Debian MPICH through its own Hydra (its srun --mpi=pmi2 path hangs
-# in MPI_Finalize in ~10% of runs); MPICH 5 and Intel MPI via PMI-2. --kill-on-bad-exit: a rank that dies ends the
-# step at once, with its signal, instead of leaving its partner blocked until the job's time limit.
-KILL = '--kill-on-bad-exit=1'
-SLURM_LAUNCH = {
-    'openmpi4': ['srun', KILL, '--mpi=pmix'],
-    'openmpi5': ['srun', KILL, '--mpi=pmix'],
-    'mpich4': ['mpiexec.mpich', '-launcher', 'slurm', '-rmk', 'slurm', '-n', '{ntasks}',
-               '-ppn', '{ntasks_per_node}'],
-    'mpich5': ['srun', KILL, '--mpi=pmi2'],
-    'intelmpi': ['srun', KILL, '--mpi=pmi2'],
-    # LAM's own slurm boot module starts one lamd per node of the allocation; mpirun.lam places the ranks
-    'lam7': [LAMRUN, '-np', '{ntasks}'],
-}
-
-
-def _environments(system, launch):
+def _environments(launch):
+    """One environment per MPI build of this machine, for any system that lists it (a site's partitions may too,
+    with its own way of starting ranks: the partition extra ``launch``, netregress/launch.py)."""
     envs = [{
         'name': 'gnu',
         'cc': 'gcc',
         'features': ['tcp', 'kernels'],
         'extras': {'kernels': _kernels('openmpi4')},   # TCP kernels do not link MPI: any build's copy works
-        'target_systems': [system],
     }]
     for name, b in MPI_BUILDS.items():
         features = ['mpi', 'kernels'] + (['imb'] if 'imb' in b['extras'] else [])
@@ -204,7 +166,6 @@ def _environments(system, launch):
             'env_vars': b['env_vars'],
             'extras': {'mpi_family': b['family'], 'mpicc': b['cc'], 'launch': launch[name],
                        'kernels': _kernels(name), **b['extras']},
-            'target_systems': [system],
         })
     return envs
 
@@ -241,78 +202,21 @@ local = {
 }
 
 
-def _vc_partition(name, iface_key, subnet_key, default_iface, shm):
-    return {
-        'name': name,
-        'descr': f'vcluster nodes linked by the {name} fabric',
-        'scheduler': 'slurm',
-        'launcher': 'srun',
-        # --overcommit: the 4-rank collectives on one 2-CPU node (shm) need more tasks than CPUs;
-        # --licenses: one job at a time on the host's CPUs, whichever partition (config/vcluster.env)
-        'access': [f'--partition={VC.get(f"VC_PARTITION_{name.upper()}", name)}', '--overcommit',
-                   f'--licenses={VC.get("VC_HOST_LICENSE", "host_cpus")}:1'],
-        'environs': ENV_NAMES,
-        # the next job waits in Slurm's queue for the license and starts as the last one ends, instead of after
-        # ReFrame has seen it end (about 1 s); Slurm, not ReFrame, keeps them one at a time
-        'max_jobs': 2,
-        'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
-        'extras': {
-            'references': EMBEDDED_REFERENCES,
-            # the slowest case takes 35 s here, and up to three jobs queue ahead of one (max_jobs per partition,
-            # one license); a job that has not started within two minutes on an idle cluster of namespaces will
-            # not start: fail and name the node states instead of waiting for Slurm's timeouts
-            'time_limit': '90s',
-            'max_pending_time': '120s',
-            'host_cpus': os.cpu_count(),     # namespace nodes share this host's CPUs (oversubscription, base.py)
-            'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (base.py: shm runs were bimodal)
-            'pair_cpu': 0,                   # TCP client and server on one CPU (base.py: unpinned runs were bimodal)
-            'assert_cpu_bound': False,       # its host baseline asserts ratios and link-bound streams only (base.py)
-            'interconnects': {name: {'iface': VC.get(iface_key, default_iface),
-                                     'subnet': VC.get(subnet_key, ''),
-                                     # unshaped veth is bounded by the shared CPUs, not the link: its links moved
-                                     # 0.5-0.98x of the median link with the load of other jobs; a slow node is
-                                     # node_loopback's to catch, a link here only when it is below 0.6x
-                                     **({'min_link_fraction': 0.6} if name == 'fast' else {})}},
-            # --overlap: helper steps (servers, counter snapshots) run beside other steps of the job (Slurm >=
-            # 20.11 gives steps exclusive CPUs otherwise: a background server blocks the next step on its node);
-            # --label: the per-node snapshots arrive interleaved and are told apart by task label.
-            'on_node': ['srun', '--mpi=none', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}'],
-            'on_each_node': ['srun', '--mpi=none', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
-                             '--ntasks-per-node=1'],
-        },
-    }
-
-
-vcluster = {
-    'name': 'vcluster',
-    'descr': 'Slurm cluster of network-namespace nodes on this machine (tools/vcluster)',
-    'hostnames': ['.*'] if VCLUSTER_UP else ['^$'],
-    'modules_system': 'nomod',
-    'prefix': str(RUN),               # stage/ and output/ under it: ReFrame's defaults, so --prefix moves them
-    'partitions': [
-        # shared memory is measured once, on the fast partition's nodes (same CPUs and kernel as gige's)
-        _vc_partition('fast', 'VC_FAST_IFACE', 'VC_FAST_SUBNET', 'eth0', shm=True),
-        _vc_partition('gige', 'VC_GIGE_IFACE', 'VC_GIGE_SUBNET', 'eth0', shm=False),
-    ],
-}
-
 CHECKS = str(ROOT / 'reframe_tests')
 #: The option sets of every entry point, once (``reframe --mode NAME``): tools/validate (full, ci), the CI templates
 #: (ci) and ci/post-maintenance (maintenance, its tag filter added by itself). A failed case is run once more; the
-#: comparison with the last passing run is printed. On the vcluster ReFrame may queue the next job (async): every
-#: job takes the host's one Slurm license, so Slurm starts it the moment the last one ends (1.2 s a job sooner).
+#: comparison with the last passing run is printed. A site may define its own for its systems (the vcluster's are
+#: asynchronous).
 _RUN = ['-c', CHECKS, '-R', '--performance-report', '--max-retries=1']
 MODES = [
-    {'name': 'full', 'options': _RUN + ['--exec-policy=async'], 'target_systems': ['vcluster']},
-    {'name': 'ci', 'options': _RUN + ['--exec-policy=async', '--tag=ci'], 'target_systems': ['vcluster']},
     {'name': 'full', 'options': _RUN + ['--exec-policy=serial']},
     {'name': 'ci', 'options': _RUN + ['--exec-policy=serial', '--tag=ci']},
     {'name': 'maintenance', 'options': _RUN},
 ]
 
 site_configuration = {
-    'systems': [vcluster, local],
-    'environments': _environments('vcluster', SLURM_LAUNCH) + _environments('local', LOCAL_LAUNCH),
+    'systems': [local],
+    'environments': _environments(LOCAL_LAUNCH),
     'modes': MODES,
     'general': [{
         'check_search_path': [str(ROOT / 'reframe_tests')],

@@ -36,7 +36,7 @@ def system_class(system: str) -> str:
     """The NPB class built for ``system`` (first of the npb spec's ``classes=``)."""
     classes = spack_build.spec_variant(spack_build.package_spec(system, NPB_PACKAGE), 'classes')
     if not classes:
-        raise ValueError(f'the npb spec of config/spack/{system}/spack.yaml names no classes=')
+        raise ValueError(f'the npb spec of {spack_build.site.spack_env_source(system)}/spack.yaml names no classes=')
     return classes[0]
 
 

@@ -2,8 +2,9 @@
 
 Every MPI build needs its own launcher, and on Slurm not even the same one (``srun --mpi=pmix`` for Open MPI,
 ``--mpi=pmi2`` for MPICH 5 / Intel MPI, Hydra's ``mpiexec -launcher slurm`` for Debian MPICH, see
-docs/vcluster.md). ReFrame binds launchers to partitions, so the environment carries the command as a
-template in its ``extras.launch`` list and :func:`launcher_for` turns it into a launcher for the test's job.
+docs/vcluster.md). ReFrame binds launchers to partitions, not to (partition, environment) pairs, so the command is
+a template: the partition's ``extras.launch[<environment>]`` (how this cluster starts that MPI), else the
+environment's ``extras.launch`` (how the MPI starts itself); :func:`launcher_for` turns it into the job's launcher.
 
 Template placeholders: ``{ntasks}``, ``{ntasks_per_node}``, ``{nodes}``.
 """
@@ -36,8 +37,12 @@ class TemplateLauncher(JobLauncher):
 
 
 def launcher_for(environ, partition) -> JobLauncher | None:
-    """The launcher the environment asks for on this partition, or None to keep the partition's own."""
-    template = environ.extras.get('launch')
+    """The launcher the partition (first) or the environment asks for, or None to keep the partition's own."""
+    per_env = (partition.extras or {}).get('launch') or {}
+    if not isinstance(per_env, dict):
+        raise ValueError(f'partition {partition.fullname}: extras.launch must map environment names to launcher '
+                         f'templates, not {type(per_env).__name__}')
+    template = per_env.get(environ.name) or environ.extras.get('launch')
     if not template:
         return None
     return TemplateLauncher(template)

@@ -41,17 +41,7 @@ DRILL = paths.run_dir() / 'drill'
 CGROUP = Path('/sys/fs/cgroup/cpu/netregress-drill')
 
 
-def _vc_env() -> dict[str, str]:
-    env = {}
-    for line in (ROOT / 'config' / 'vcluster.env').read_text().splitlines():
-        line = line.split('#', 1)[0].strip()
-        if '=' in line:
-            key, _, value = line.partition('=')
-            env[key.strip()] = value.strip().strip('"')
-    return env
-
-
-VC = _vc_env()
+VC = site.read_env_file(paths.config_dir() / 'vcluster.env')    # how tools/vcluster builds the cluster
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 300, **kw) -> subprocess.CompletedProcess:

@@ -33,3 +33,14 @@ def net_dev(**ifaces) -> str:
 @pytest.fixture
 def make_net_dev():
     return net_dev
+
+
+#: The virtual cluster's site directory: tests of the vcluster system load it the way a centre loads its own.
+VCLUSTER_SITE = ROOT / 'config' / 'sites' / 'vcluster'
+
+
+@pytest.fixture
+def vcluster_site(monkeypatch) -> Path:
+    """NETREGRESS_SITE set to the vcluster's site (for this process and every tool a test starts)."""
+    monkeypatch.setenv('NETREGRESS_SITE', str(VCLUSTER_SITE))
+    return VCLUSTER_SITE

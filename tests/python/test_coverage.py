@@ -8,6 +8,9 @@ import pytest
 from netregress import site, slurm
 from netregress_postrun import coverage
 
+# the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
+pytestmark = pytest.mark.usefixtures('vcluster_site')
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -1,16 +1,25 @@
 """The interconnect x MPI table: complete for every partition/environment pair, placeholders checked."""
-import importlib.util
-
 import pytest
 
+from netregress import site
 from netregress.interconnects import InterconnectError, InterconnectTable, SCHEMA
 
+# the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
+pytestmark = pytest.mark.usefixtures('vcluster_site')
 
-def load_settings(repo_root):
-    spec = importlib.util.spec_from_file_location('nr_settings', repo_root / 'config' / 'settings.py')
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.site_configuration
+
+def launch_templates():
+    """(system:partition, environment, template) of every MPI environment of every system, through the site layer
+    (the partition's ``launch`` first, as netregress.launch does)."""
+    out = []
+    for name in site.systems():
+        for part in site.partitions(name):
+            per_part = (part.get('extras') or {}).get('launch') or {}
+            for env in site.environments(name):
+                if env['name'] in part['environs'] and 'mpi' in (env.get('features') or []):
+                    out.append((f'{name}:{part["name"]}', env['name'],
+                                per_part.get(env['name']) or env['extras']['launch']))
+    return out
 
 
 def test_table_declares_the_documented_interconnects(table):
@@ -22,22 +31,18 @@ def test_table_declares_the_documented_interconnects(table):
 
 def test_every_partition_has_a_path_for_every_mpi_it_offers(table, repo_root):
     """For each system partition, each ic-<name> feature, each MPI environment there: a complete path."""
-    cfg = load_settings(repo_root)
-    envs = {}
-    for env in cfg['environments']:
-        for system in env.get('target_systems', ['*']):
-            envs[(system, env['name'])] = env
     checked = 0
-    for system in cfg['systems']:
-        for part in system['partitions']:
+    for name in site.systems():
+        envs = {e['name']: e for e in site.environments(name)}
+        for part in site.partitions(name):
             ics = [f[3:] for f in part.get('features', []) if f.startswith('ic-')]
             ctx_all = part.get('extras', {}).get('interconnects', {})
             for ic in ics:
                 table.interconnect(ic)
                 if table.interconnect(ic).counters != 'none':
-                    assert ctx_all.get(ic, {}).get('iface'), f'{system["name"]}:{part["name"]} has no iface for {ic}'
+                    assert ctx_all.get(ic, {}).get('iface'), f'{name}:{part["name"]} has no iface for {ic}'
                 for env_name in part['environs']:
-                    env = envs[(system['name'], env_name)]
+                    env = envs[env_name]
                     family = env.get('extras', {}).get('mpi_family')
                     if not family:
                         continue
@@ -110,8 +115,7 @@ def test_link_fraction_is_of_the_payload_a_link_carries():
 
 def test_mpich4_ucx_tcp_finalize_hang_is_declared_on_every_tcp_path_not_on_shm(repo_root):
     from netregress.base import known_fault
-    faults = next(e for e in load_settings(repo_root)['environments']
-                  if e['name'] == 'mpich4')['extras']['known_faults']
+    faults = next(e for e in site.environments('local') if e['name'] == 'mpich4')['extras']['known_faults']
     for ic in ('tcp', 'fast', 'gige'):                  # the hang was measured on one node (lo) and across nodes
         assert 'MPI_Finalize' in known_fault(faults, 'mpi_throughput', ic, oversubscribed=False)
     assert known_fault(faults, 'mpi_throughput', 'shm', oversubscribed=False) is None
@@ -122,8 +126,7 @@ def test_mpich4_ucx_tcp_finalize_hang_is_declared_on_every_tcp_path_not_on_shm(r
 def test_every_srun_launch_ends_the_step_when_a_rank_dies(repo_root):
     """Without --kill-on-bad-exit a crashed rank leaves its partner blocked until the job's time limit, and the
     reason reads only 'DUE TO TIME LIMIT'."""
-    launches = [(e['name'], e['extras']['launch']) for e in load_settings(repo_root)['environments']
-                if (e.get('extras') or {}).get('launch', [''])[0] == 'srun']
+    launches = [t for t in launch_templates() if t[2][0] == 'srun']
     assert len(launches) >= 4
-    for name, launch in launches:
-        assert '--kill-on-bad-exit=1' in launch, f'{name}: {launch}'
+    for where, env, launch in launches:
+        assert '--kill-on-bad-exit=1' in launch, f'{env} on {where}: {launch}'

@@ -1,5 +1,4 @@
 """LAM/MPI 7.1 as the `lam7` environment: settings, interconnect rows, transport report, the user switch, lamrun."""
-import importlib.util
 import os
 import subprocess
 import time
@@ -7,33 +6,29 @@ from types import SimpleNamespace
 
 import pytest
 
-from netregress import launch, provenance, spack_build
+from netregress import launch, provenance, site, spack_build
+
+# the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
+pytestmark = pytest.mark.usefixtures('vcluster_site')
 
 
-def settings(repo_root):
-    spec = importlib.util.spec_from_file_location('nr_settings_lam', repo_root / 'config' / 'settings.py')
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def lam_env(repo_root, system):
-    found = [e for e in settings(repo_root).site_configuration['environments']
-             if e['name'] == 'lam7' and system in e['target_systems']]
+def lam_env(system):
+    """The lam7 environment of ``system`` and the launcher its partitions start it with (netregress.site)."""
+    found = [e for e in site.environments(system) if e['name'] == 'lam7']
     assert len(found) == 1, f'one lam7 environment on {system}'
-    return found[0]
+    part = site.partitions(system)[0]
+    return found[0], ((part.get('extras') or {}).get('launch') or {}).get('lam7') or found[0]['extras']['launch']
 
 
 @pytest.mark.parametrize('system', ['local', 'vcluster'])
 def test_lam7_environment(repo_root, system):
-    env = lam_env(repo_root, system)
+    env, launcher = lam_env(system)
     extras = env['extras']
     assert env['cc'] == 'mpicc.lam' and extras['mpicc'] == 'mpicc.lam'
     assert extras['mpi_family'] == 'lam'
     assert extras['run_as'] and extras['run_as'] != 'root'
     assert extras['spack_mpi'] == 'none'
     assert 'mpi' in env['features']
-    launcher = extras['launch']
     assert launcher[0].endswith('tools/lamrun') and os.access(launcher[0], os.X_OK)
     assert launcher[-2:] == ['-np', '{ntasks}']
     # locally lamrun switches user itself; under Slurm the job is submitted as the user (sbatch --uid)

@@ -17,6 +17,9 @@ from netregress import baselines
 from netregress_postrun import history, postmaint
 from reports_fixture import LAT, T0, case, history_reports, report
 
+# the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
+pytestmark = pytest.mark.usefixtures('vcluster_site')
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = str(ROOT / 'ci' / 'post-maintenance')
 

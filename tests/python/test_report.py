@@ -21,6 +21,9 @@ import pytest
 from netregress import paths
 from netregress_postrun import history, report
 
+# the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
+pytestmark = pytest.mark.usefixtures('vcluster_site')
+
 ROOT = paths.repo_root()
 TOOL = ROOT / 'tools' / 'report'
 END = 1_800_000_000.0            # the fake run's end (unix time); files it wrote are older

@@ -15,7 +15,8 @@ REFRAME = Path(sys.executable).parent / 'reframe'
 def test_reframe_lists_checks_without_skipping_files(system, tmp_path):
     if not REFRAME.exists():
         pytest.skip(f'no reframe next to {sys.executable}')
-    site = ['-C', str(ROOT / 'config' / 'sites' / 'example' / 'settings.py')] if system == 'site-example' else []
+    site_dir = {'site-example': 'example', 'vcluster': 'vcluster'}.get(system)
+    site = ['-C', str(ROOT / 'config' / 'sites' / site_dir / 'settings.py')] if site_dir else []
     proc = subprocess.run([str(REFRAME), '-C', str(ROOT / 'config' / 'settings.py'), *site, '-c',
                            str(ROOT / 'reframe_tests'), '--system', system, '-l'],
                           capture_output=True, text=True, timeout=120, env={**os.environ, 'TMPDIR': str(tmp_path)})

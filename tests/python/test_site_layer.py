@@ -52,10 +52,31 @@ def test_the_example_site_loads_through_the_layer(at_site):
     assert site.partition_extras('site-example')['ib']['interconnects'] == {'ib': {'iface': 'mlx5_0:1'}}
     assert site.reference_dir() == EXAMPLE / 'references'
     assert spack_build.source_dir('site-example') == EXAMPLE / 'spack' / 'site-example'
-    assert spack_build.source_dir('vcluster') == ROOT / 'config' / 'spack' / 'vcluster'
-    assert 'local' in site.systems() and 'vcluster' in site.systems()     # ours stay
+    assert spack_build.source_dir('local') == ROOT / 'config' / 'spack' / 'local'
+    assert 'local' in site.systems() and 'vcluster' not in site.systems()     # ours stay; the vcluster is a site
     with pytest.raises(site.SiteError, match="system 'nosuch' is not defined in .*example/settings.py"):
         site.system('nosuch')
+
+
+def test_the_vcluster_is_a_site_that_matches_the_cluster_tools_vcluster_builds(at_site):
+    """config/sites/vcluster describes the cluster config/vcluster.env builds: partition names, interfaces, subnets,
+    the license every job takes; its MPI builds are the embedded environments, started the Slurm way."""
+    vc_site = ROOT / 'config' / 'sites' / 'vcluster'
+    at_site(vc_site)
+    vc = site.read_env_file(ROOT / 'config' / 'vcluster.env')
+    assert site.selected_system() == 'vcluster'
+    parts = {p['name']: p for p in site.partitions('vcluster')}
+    assert sorted(parts) == sorted([vc['VC_PARTITION_FAST'], vc['VC_PARTITION_GIGE']])
+    for name, part in parts.items():
+        fabric = part['extras']['interconnects'][name]
+        assert fabric['iface'] == vc[f'VC_{name.upper()}_IFACE']
+        assert fabric['subnet'] == vc[f'VC_{name.upper()}_SUBNET']
+        assert f'--licenses={vc["VC_HOST_LICENSE"]}:1' in part['access']
+        assert f'--partition={name}' in part['access']
+        assert set(part['extras']['launch']) == set(part['environs']) - {'gnu'}
+    assert {e['name'] for e in site.environments('vcluster')} == {e['name'] for e in site.environments('local')}
+    assert spack_build.source_dir('vcluster') == vc_site / 'spack' / 'vcluster'
+    assert site.modes()['full'] and '--exec-policy=async' in site.modes()['full']
 
 
 def test_without_a_site_its_systems_are_not_there_and_say_how(at_site):

@@ -22,19 +22,25 @@ from reframe.core.exceptions import BuildSystemError  # noqa: E402
 
 from netregress import spack_build  # noqa: E402
 
+# the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
 ROOT = Path(__file__).resolve().parents[2]
-SYSTEMS = ('local', 'vcluster', 'site-example')
-#: The example site (config/sites/example): site-example's settings and Spack description live there.
-EXAMPLE = ROOT / 'config' / 'sites' / 'example'
+#: Every system with a Spack description, and the site it belongs to (None: the embedded configuration).
+SITES = {'local': None, 'vcluster': ROOT / 'config' / 'sites' / 'vcluster',
+         'site-example': ROOT / 'config' / 'sites' / 'example'}
+SYSTEMS = tuple(SITES)
 
 
 @pytest.fixture(autouse=True)
-def example_site(monkeypatch):
+def use_site(monkeypatch):
+    """``use_site(system)``: NETREGRESS_SITE set to the site of ``system``; the vcluster's until then."""
     from netregress import site
-    monkeypatch.setenv('NETREGRESS_SITE', str(EXAMPLE))
-    site._config.cache_clear()
-    spack_build._load_yaml.cache_clear()
-    yield
+
+    def use(system):
+        monkeypatch.setenv('NETREGRESS_SITE', str(SITES[system] or SITES['vcluster']))
+        site._config.cache_clear()
+        spack_build._load_yaml.cache_clear()
+    use('vcluster')
+    yield use
     site._config.cache_clear()
 needs_spack = pytest.mark.skipif(spack_build.spack_exe() is None, reason='no Spack here (spack not on PATH, no '
                                  'project wrapper): tools/bootstrap sets one up')
@@ -74,7 +80,7 @@ def lock(deps: Path, system: str, source_sha: str | None = None) -> Path:
     env = deps / 'spack' / 'envs' / system
     env.mkdir(parents=True, exist_ok=True)
     (env / 'spack.lock').write_text('{}')
-    sha = source_sha or hashlib.sha256((ROOT / 'config' / 'spack' / system / 'spack.yaml').read_bytes()).hexdigest()
+    sha = source_sha or hashlib.sha256((spack_build.source_dir(system) / 'spack.yaml').read_bytes()).hexdigest()
     (env / 'netregress.yaml').write_text(yaml.safe_dump({'source_sha256': sha}))
     return env
 
@@ -91,8 +97,9 @@ def deps(monkeypatch, tmp_path):
     spack_build._load_yaml.cache_clear()
 
 
-def test_every_description_pins_each_mpi_and_lists_the_packages():
+def test_every_description_pins_each_mpi_and_lists_the_packages(use_site):
     for system in SYSTEMS:
+        use_site(system)
         specs = spack_build.root_specs(system)
         names = [s.split('@')[0].split()[0] for s in specs]
         assert names == ['netregress', 'netpipe', 'osu-micro-benchmarks', 'npb', 'intel-mpi-benchmarks'], system
@@ -105,13 +112,13 @@ def test_every_description_pins_each_mpi_and_lists_the_packages():
             assert re.search(rf'^    - {re.escape(mpi)}\s*(#.*)?$', text, re.M), f'{system}: {env} -> {mpi} not in mpis'
 
 
-def test_site_template_names_agree_with_settings_and_ci():
+def test_site_template_names_agree_with_settings_and_ci(use_site):
     """The example system is `site-example` in the example site's settings and Spack description and in both CI
     templates."""
     from netregress import site
-    systems = set(site.systems())
     for system in SYSTEMS:
-        assert system in systems, f'the Spack description of {system} names no ReFrame system'
+        use_site(system)
+        assert system in site.systems(), f'the Spack description of {system} names no ReFrame system'
     envs = {e['name'] for e in site.environments('site-example')}
     assert set(spack_build.environment_map('site-example')) == envs
     assert "NR_SYSTEM: site-example" in (ROOT / 'ci' / 'gitlab-ci.yml').read_text()
@@ -267,12 +274,15 @@ def test_variant_prints_what_the_nas_check_reads(capsys):
     assert 'npb is not in config/spack/no-such-system/spack.yaml' in capsys.readouterr().err
 
 
-def test_prepare_generates_the_environment_outside_the_checkout(tmp_path):
-    env = {**os.environ, 'NETREGRESS_DEPS': str(tmp_path)}
+def test_prepare_generates_the_environment_outside_the_checkout(tmp_path, use_site):
     tool = str(ROOT / 'tools' / 'spack-env')
-    out = subprocess.run([tool, 'prepare', '--all'], capture_output=True, text=True, env=env, timeout=60)
-    assert out.returncode == 0, out.stderr
+    for site_dir in set(SITES.values()) - {None}:
+        env = {**os.environ, 'NETREGRESS_DEPS': str(tmp_path), 'NETREGRESS_SITE': str(site_dir)}
+        out = subprocess.run([tool, 'prepare', '--all'], capture_output=True, text=True, env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+    env = {**os.environ, 'NETREGRESS_DEPS': str(tmp_path)}
     for system in SYSTEMS:
+        use_site(system)
         gen = yaml.safe_load((tmp_path / 'spack' / 'envs' / system / 'spack.yaml').read_text())['spack']
         assert gen['repos'] == {'netregress': str(ROOT / 'spack_repo' / 'netregress')}
         assert gen['develop']['netregress']['path'] == str(ROOT)
@@ -293,7 +303,7 @@ def test_spack_env_usage_errors(tmp_path):
     out = subprocess.run([tool, 'install', 'local'], capture_output=True, text=True, env=env)
     assert out.returncode == 2 and 'not concretized' in out.stderr and 'concretize local' in out.stderr
     out = subprocess.run([tool, 'systems'], capture_output=True, text=True)
-    assert out.stdout.split() == ['local', 'site-example', 'vcluster']
+    assert out.stdout.split() == ['local', 'vcluster']          # the embedded one and the vcluster site's
 
 
 def test_mirror_registers_only_what_is_missing(tmp_path):

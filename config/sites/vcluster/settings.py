@@ -1,0 +1,93 @@
+"""The virtual cluster (tools/vcluster) described as a site, the way a centre describes its own Slurm cluster.
+
+    eval "$(tools/vcluster env)"                  # SLURM_CONF of the cluster (a real cluster has its own default)
+    export NETREGRESS_SITE=config/sites/vcluster  # or --site config/sites/vcluster on every tool
+    tools/validate --system vcluster              # reframe -C config/settings.py -C $NETREGRESS_SITE/settings.py
+
+tools/validate and tools/drill use this site when they bring the cluster up. Two Slurm partitions, one per fabric
+(fast: unshaped veth; gige: veth shaped to 1 Gbit/s); the MPI builds are this machine's (the environments of
+config/settings.py, made by tools/bootstrap), started the Slurm way per build (`launch` below). The names here must
+match config/vcluster.env, which builds the cluster (tests/python/test_site_layer.py compares them).
+References: this directory's references/vcluster.yaml once `tools/refs write` has put one there (judged like any
+site: a missing reference fails), else this host's baseline (netregress/baselines.py). docs/site.md walks through it.
+"""
+import os
+from pathlib import Path
+
+from netregress.paths import run_dir      # importable: config/settings.py, loaded first, puts it on the path
+
+HERE = Path(__file__).resolve().parent
+LAMRUN = str(HERE.parents[2] / 'tools' / 'lamrun')      # the checkout this site ships in
+REFERENCES = Path(os.environ.get('NETREGRESS_REFERENCES') or HERE / 'references')
+
+# How each MPI build starts ranks under Slurm: Open MPIs via PMIx; Debian MPICH through its own Hydra (its srun
+# --mpi=pmi2 path hangs in MPI_Finalize in ~10% of runs); MPICH 5 and Intel MPI via PMI-2. --kill-on-bad-exit: a
+# rank that dies ends the step at once instead of leaving its partner blocked until the job's time limit. LAM's own
+# Slurm boot module starts one lamd per node of the allocation.
+KILL = '--kill-on-bad-exit=1'
+LAUNCH = {
+    'openmpi4': ['srun', KILL, '--mpi=pmix'],
+    'openmpi5': ['srun', KILL, '--mpi=pmix'],
+    'mpich4': ['mpiexec.mpich', '-launcher', 'slurm', '-rmk', 'slurm', '-n', '{ntasks}', '-ppn', '{ntasks_per_node}'],
+    'mpich5': ['srun', KILL, '--mpi=pmi2'],
+    'intelmpi': ['srun', KILL, '--mpi=pmi2'],
+    'lam7': [LAMRUN, '-np', '{ntasks}'],
+}
+# --overlap: helper steps (servers, counter snapshots) run beside other steps of the job (Slurm >= 20.11 gives steps
+# exclusive CPUs otherwise); --label: the per-node snapshots arrive interleaved and are told apart by task label.
+ON_NODE = ['srun', '--mpi=none', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}']
+ON_EACH_NODE = ['srun', '--mpi=none', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
+                '--ntasks-per-node=1']
+
+
+def partition(name, subnet, shm=False, **fabric):
+    return {
+        'name': name,
+        'descr': f'vcluster nodes linked by the {name} fabric',
+        'scheduler': 'slurm',
+        'launcher': 'srun',
+        # --overcommit: the 4-rank collectives on one 2-CPU node (shm) need more tasks than CPUs; --licenses: all
+        # nodes share this machine's CPUs, so one job at a time on the whole cluster (Slurm keeps the order)
+        'access': [f'--partition={name}', '--overcommit', '--licenses=host_cpus:1'],
+        'environs': ['gnu', *LAUNCH],
+        'max_jobs': 2,               # the next job waits in Slurm's queue for the license, not in ReFrame
+        'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
+        'extras': {
+            'launch': LAUNCH,
+            'references': 'committed' if (REFERENCES / 'vcluster.yaml').exists() else 'host',
+            # the slowest case takes 35 s; a job not started within two minutes on an idle cluster will not start
+            'time_limit': '90s',
+            'max_pending_time': '120s',
+            'host_cpus': os.cpu_count(),     # the nodes share this host's CPUs (oversubscription, base.py)
+            'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (shm runs were bimodal unpinned)
+            'pair_cpu': 0,                   # both ends of a TCP pair on one CPU (unpinned runs were bimodal)
+            'assert_cpu_bound': False,       # the host baseline asserts ratios and link-bound streams only
+            'interconnects': {name: {'iface': 'eth0', 'subnet': subnet, **fabric}},
+            'on_node': ON_NODE,
+            'on_each_node': ON_EACH_NODE,
+        },
+    }
+
+
+ASYNC = ['-c', str(HERE.parents[2] / 'reframe_tests'), '-R', '--performance-report', '--max-retries=1',
+         '--exec-policy=async']
+site_configuration = {
+    'systems': [{
+        'name': 'vcluster',
+        'descr': 'Slurm cluster of network-namespace nodes on this machine (tools/vcluster)',
+        'hostnames': ['.*'],
+        'modules_system': 'nomod',
+        'prefix': str(run_dir()),     # --prefix / RFM_PREFIX, else run/ of the checkout, as the local system
+        'partitions': [
+            # shared memory is measured once, on the fast nodes (same CPUs and kernel as gige's). Unshaped veth is
+            # bounded by the shared CPUs, not the link: its links moved 0.5-0.98x of the median link with the load
+            # of other jobs, so a link fails there only below 0.6x (a slow node is node_loopback's to catch)
+            partition('fast', '10.92.1.0/24', shm=True, min_link_fraction=0.6),
+            partition('gige', '10.92.2.0/24'),
+        ],
+    }],
+    # ReFrame may queue the next job (async): every job takes the one license, so Slurm starts it the moment the
+    # last one ends (1.2 s a job sooner than ReFrame's poll); the other modes are config/settings.py's
+    'modes': [{'name': 'full', 'options': ASYNC, 'target_systems': ['vcluster']},
+              {'name': 'ci', 'options': ASYNC + ['--tag=ci'], 'target_systems': ['vcluster']}],
+}

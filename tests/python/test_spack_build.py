@@ -411,16 +411,21 @@ def test_snapshot_rejects_bad_input(tmp_path, args, message):
     assert out.returncode == 2 and message in out.stderr
 
 
-def test_snapshot_recipe_declares_the_snapshot_digest_on_the_builtin_recipe():
+def test_snapshot_recipe_declares_the_snapshot_digest_on_the_builtin_recipe(tmp_path):
+    """The recipe subclasses the builtin one; versions and digests are data beside it, never code (issue 29:
+    tests/python/test_spack_snapshots.py imports it against stubs and feeds it malicious manifests)."""
     tool = load_tool('spack-env')
-    text = tool.snapshot_recipe('osu-micro-benchmarks', [{'version': '7.4', 'sha256': 'ab' * 32}])
+    entries = [{'package': 'osu-micro-benchmarks', 'version': '7.4', 'sha256': 'ab' * 32,
+                'archive': f'_source-cache/archive/ab/{"ab" * 32}.tar.gz'}]
+    tool.snapshots.write_recipes(tmp_path, entries)
+    text = (tmp_path / 'packages' / 'osu_micro_benchmarks' / 'package.py').read_text()
     assert 'from spack_repo.builtin.packages.osu_micro_benchmarks.package import OsuMicroBenchmarks as _Builtin' \
         in text
-    assert 'class OsuMicroBenchmarks(_Builtin):' in text
-    assert f'version("7.4", sha256="{"ab" * 32}")' in text
+    assert 'class OsuMicroBenchmarks(_Builtin):' in text and '7.4' not in text
+    data = json.loads((tmp_path / 'packages' / 'osu_micro_benchmarks' / 'snapshots.json').read_text())
+    assert data['versions'] == [{'version': '7.4', 'sha256': 'ab' * 32}]
     compile(text, 'package.py', 'exec')
-    assert 'class IntelMpiBenchmarks(' in tool.snapshot_recipe('intel-mpi-benchmarks',
-                                                               [{'version': '2021.7', 'sha256': '0' * 64}])
+    assert 'class IntelMpiBenchmarks(' in tool.snapshots.recipe('intel-mpi-benchmarks', '{}')
 
 
 def test_spack_setup_without_checkouts_says_why(tmp_path):

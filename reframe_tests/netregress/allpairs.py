@@ -191,25 +191,18 @@ class AllPairsLinkCheck(ExitStatusPlugin, NetregressCheck):
 
     @run_after('setup')
     def allocate_every_node(self):
-        """Ask Slurm for every node of the partition by name; fail now, naming them, when some cannot be used."""
+        """Ask Slurm by name for every node of the partition the run is scoped to (a reservation, a node list:
+        netregress.slurm.allocate_scoped_nodes); fail now, naming them, when some cannot be used."""
         part = self.current_partition
         if part.scheduler.registered_name not in ('slurm', 'squeue'):
             self.skip(f'{part.fullname}: all-pairs needs a Slurm partition (scheduler '
                       f'{part.scheduler.registered_name})')
-        slurm_part = slurm.slurm_partition(part.access, part.name)
-        problems = slurm.node_problems([slurm_part], self.node_wait_s)
-        if problems:
-            raise SanityError(f'partition {slurm_part}: not every node can be used: {"; ".join(problems)}')
-        try:
-            self.nodes = slurm.partition_nodes(slurm_part)
-        except slurm.SlurmQueryError as err:
-            raise SanityError(f'partition {slurm_part}: {err}') from None
+        self.nodes = slurm.allocate_scoped_nodes(self, self.node_wait_s)
         if len(self.nodes) < 2:
-            self.skip(f'partition {slurm_part} has {len(self.nodes)} node: no link to test')
+            self.skip(f'{part.fullname}: {len(self.nodes)} node in scope: no link to test')
         self.rounds = round_robin(self.nodes)
         self.num_tasks = len(self.nodes)
         self.num_tasks_per_node = 1
-        self.job.options += [f'--nodes={len(self.nodes)}', f'--nodelist={",".join(self.nodes)}']
         # after the partition's time_limit (base class): the job's length grows with the number of links
         self.time_limit = 30 + self.link_budget_s * self.passes * sum(len(r) for r in self.rounds)
         if self.rate_mbps is None:

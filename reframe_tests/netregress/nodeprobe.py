@@ -199,14 +199,11 @@ class NodeLoopbackCheck(NetregressCheck):
         part = self.current_partition
         if self.ic.nodes < 2 or part.scheduler.registered_name not in ('slurm', 'squeue'):
             self.skip(f'{part.fullname} {self.interconnect}: one node, or no Slurm partition to list nodes of')
-        slurm_part = slurm.slurm_partition(part.access, part.name)
-        try:
-            self.nodes = slurm.partition_nodes(slurm_part)
-        except slurm.SlurmQueryError as err:
-            raise SanityError(f'partition {slurm_part}: {err}') from None
+        self.nodes = slurm.allocate_scoped_nodes(self, wait_s=10.0)
+        if not self.nodes:
+            self.skip(f'{part.fullname}: no node of it in the run\'s scope')
         self.num_tasks = len(self.nodes)
         self.num_tasks_per_node = 1
-        self.job.options += [f'--nodes={len(self.nodes)}', f'--nodelist={",".join(self.nodes)}']
         self.fixed_references = {**self.fixed_references,
                                  'min_to_median': (1.0, self.min_node_fraction - 1.0, 0.0)}
 

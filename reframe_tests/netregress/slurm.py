@@ -9,6 +9,9 @@
     every node of a Slurm partition, in Slurm's order.
 :func:`slurm_partition`
     the Slurm partition a ReFrame partition submits to (the ``--partition=`` of its ``access``).
+:func:`node_scope`, :func:`scoped_nodes`
+    the nodes a run was limited to by its jobs' Slurm options (a reservation, a node list, exclusions: ReFrame's
+    ``-J``, as ci/post-maintenance passes them), so that every all-node check asks for just those.
 
 Commands are run through an injectable *runner* (``runner(argv, timeout_s) -> CompletedProcess``), so tests feed
 canned ``sinfo`` / ``scontrol`` output and no cluster is needed. Host lists are expanded by ReFrame's own
@@ -16,11 +19,13 @@ canned ``sinfo`` / ``scontrol`` output and no cluster is needed. Host lists are 
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import time
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Collection, Sequence
 
-from reframe.utility import nodelist_expand
+from reframe.utility import nodelist_abbrev, nodelist_expand
 
 Runner = Callable[[Sequence[str], float], subprocess.CompletedProcess]
 
@@ -129,8 +134,10 @@ def _sinfo_nodes(partitions: Sequence[str], runner: Runner, timeout_s: float) ->
 STATES_UNKNOWN = 'node states unknown'
 
 
-def _problems_once(partitions: Sequence[str], runner: Runner, timeout_s: float) -> tuple[list[str], bool]:
-    """One sinfo pass: (problems, whether every problem may still pass by itself)."""
+def _problems_once(partitions: Sequence[str], runner: Runner, timeout_s: float,
+                   only: Collection[str] | None = None, reserved_ok: bool = False) -> tuple[list[str], bool]:
+    """One sinfo pass: (problems, whether every problem may still pass by itself); ``only``: judge just these
+    nodes; ``reserved_ok``: a maintenance reservation's state is no problem (the jobs run inside it)."""
     try:
         rows = _sinfo_nodes(partitions, runner, timeout_s)
     except SlurmQueryError as err:
@@ -144,6 +151,10 @@ def _problems_once(partitions: Sequence[str], runner: Runner, timeout_s: float) 
             problems.append(f'partition {part}: sinfo lists no nodes (no such partition, or it is empty)')
             transient = False
         for _, node, state, reason in mine:
+            if only is not None and node not in only:
+                continue
+            if reserved_ok:
+                state = '+'.join(w for w in state.split('+') if split_state(w)[0] != 'maint') or 'idle'
             what, passing = describe_state(state)
             if what is None or node in seen:
                 continue
@@ -156,7 +167,8 @@ def _problems_once(partitions: Sequence[str], runner: Runner, timeout_s: float) 
 
 def node_problems(partitions: list[str], wait_s: float, *, runner: Runner = run_command,
                   clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-                  poll_s: float = POLL_S, query_timeout_s: float = QUERY_TIMEOUT_S) -> list[str]:
+                  poll_s: float = POLL_S, query_timeout_s: float = QUERY_TIMEOUT_S,
+                  only: Collection[str] | None = None, reserved_ok: bool = False) -> list[str]:
     """Nodes of ``partitions`` that Slurm cannot run jobs on, one message each (empty: all usable).
 
     A node down, drained, draining, failed, in an unknown state or not responding (``*``) is named with its sinfo
@@ -164,14 +176,15 @@ def node_problems(partitions: list[str], wait_s: float, *, runner: Runner = run_
     through (not responding, unknown, rebooting, powering up), sinfo is asked again every ``poll_s`` seconds, but
     never after ``wait_s`` seconds from the start; a query started after that is not made, and each query's own
     timeout is cut to the time left (at least one second), so the call returns within about ``wait_s +
-    query_timeout_s``. When sinfo itself fails or does not answer, that is the one message.
+    query_timeout_s``. When sinfo itself fails or does not answer, that is the one message. ``only`` and
+    ``reserved_ok``: see :func:`_problems_once` (a run scoped to some nodes, or inside a reservation).
     """
     if not partitions:
         return []
     deadline = clock() + max(0.0, wait_s)
     timeout_s = query_timeout_s
     while True:
-        problems, transient = _problems_once(partitions, runner, timeout_s)
+        problems, transient = _problems_once(partitions, runner, timeout_s, only, reserved_ok)
         left = deadline - clock()
         if not transient or left <= 0:
             return problems
@@ -183,6 +196,11 @@ def node_problems(partitions: list[str], wait_s: float, *, runner: Runner = run_
 
 
 # --- host lists and partitions -------------------------------------------------------------------------------------
+
+def abbrev(nodes: Sequence[str]) -> str:
+    """A Slurm host list of ``nodes`` (``fast1, fast2, gige3`` -> ``fast[1-2],gige3``); '' for none."""
+    return nodelist_abbrev(list(nodes)) if nodes else ''
+
 
 def expand_hostlist(expr: str) -> list[str]:
     """Expand a Slurm host list (``fast[1-3,5],gige1`` -> fast1, fast2, fast3, fast5, gige1) without Slurm."""
@@ -215,4 +233,87 @@ def partition_nodes(partition: str, *, runner: Runner = run_command,
         for node in query(['scontrol', 'show', 'hostnames', expr], runner, timeout_s).split():
             if node not in nodes:
                 nodes.append(node)
+    return nodes
+
+
+# --- the nodes a job may use: what the run was scoped to (reservation, node list, exclusions) ----------------------
+
+@dataclass(frozen=True)
+class NodeScope:
+    """The nodes a run asked its jobs to use, from their Slurm options (ReFrame's ``-J``, ci/post-maintenance)."""
+    reservation: str | None = None
+    nodelist: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.reservation or self.nodelist or self.exclude)
+
+    def describe(self) -> str:
+        what = ([f'reservation {self.reservation}'] if self.reservation else []) + \
+               ([f'nodes {",".join(self.nodelist)}'] if self.nodelist else []) + \
+               ([f'excluding {",".join(self.exclude)}'] if self.exclude else [])
+        return ', '.join(what) or 'the whole partition'
+
+
+_SCOPE_KEYS = {'reservation': 'reservation', 'nodelist': 'nodelist', 'w': 'nodelist', 'exclude': 'exclude',
+               'x': 'exclude'}
+
+
+def node_scope(options: Sequence[str]) -> NodeScope:
+    """The scope named by Slurm job options as ReFrame passes them (``reservation=R``, ``--reservation=R``,
+    ``--nodelist=L``, ``-w L``, ``exclude=L``, ``-x L``; a later option of a kind replaces an earlier one)."""
+    found: dict[str, str] = {}
+    for opt in options or []:
+        words = str(opt).split(None, 1)
+        key, sep, value = words[0].lstrip('-').partition('=')
+        if not sep and len(words) == 2:
+            value = words[1].strip()
+        kind = _SCOPE_KEYS.get(key)
+        if kind and value:
+            found[kind] = value
+    return NodeScope(reservation=found.get('reservation'),
+                     nodelist=tuple(expand_hostlist(found['nodelist'])) if 'nodelist' in found else (),
+                     exclude=tuple(expand_hostlist(found['exclude'])) if 'exclude' in found else ())
+
+
+def reservation_nodes(name: str, *, runner: Runner = run_command, timeout_s: float = QUERY_TIMEOUT_S) -> list[str]:
+    """The nodes of Slurm reservation ``name`` (``scontrol show reservation``); :class:`SlurmQueryError` when
+    Slurm cannot say or the reservation holds none."""
+    text = query(['scontrol', 'show', 'reservation', name], runner, timeout_s)
+    m = re.search(r'\bNodes=(\S+)', text)
+    if not m or m.group(1) == '(null)':
+        raise SlurmQueryError(f'reservation {name} holds no nodes (scontrol show reservation {name})')
+    return expand_hostlist(m.group(1))
+
+
+def scoped_nodes(partition_nodes_: Sequence[str], scope: NodeScope, *, runner: Runner = run_command) -> list[str]:
+    """The nodes of a partition (``partition_nodes_``, in Slurm's order) a run scoped by ``scope`` may use."""
+    nodes = list(partition_nodes_)
+    if scope.reservation:
+        inside = set(reservation_nodes(scope.reservation, runner=runner))
+        nodes = [n for n in nodes if n in inside]
+    if scope.nodelist:
+        nodes = [n for n in nodes if n in scope.nodelist]
+    return [n for n in nodes if n not in scope.exclude]
+
+
+def allocate_scoped_nodes(check, wait_s: float) -> list[str]:
+    """The nodes an all-node check runs on: every node of its Slurm partition that the run's scope allows
+    (:func:`node_scope` of the job's ``-J`` options), asked for by name so that a node that cannot be used fails
+    the check, named, instead of being left out. Sets the job's node options; returns the nodes (Slurm's order).
+    ``SanityError`` naming the partition and scope when Slurm cannot say or some chosen node is unusable."""
+    from reframe.core.exceptions import SanityError
+    part = check.current_partition
+    slurm_part = slurm_partition(part.access, part.name)
+    scope = node_scope([*check.job.cli_options, *check.job.options])
+    where = f'partition {slurm_part}' + (f' ({scope.describe()})' if scope else '')
+    try:
+        nodes = scoped_nodes(partition_nodes(slurm_part), scope)
+    except SlurmQueryError as err:
+        raise SanityError(f'{where}: {err}') from None
+    problems = node_problems([slurm_part], wait_s, only=set(nodes), reserved_ok=bool(scope.reservation))
+    if problems:
+        raise SanityError(f'{where}: not every node can be used: {"; ".join(problems)}')
+    if nodes:
+        check.job.options += [f'--nodes={len(nodes)}', f'--nodelist={",".join(nodes)}']
     return nodes

@@ -31,15 +31,6 @@ from . import runreport
 
 # --- coverage of a run ----------------------------------------------------------------------------------------------
 
-def _nodelist(tc: Mapping) -> list[str]:
-    raw = tc.get('job_nodelist', tc.get('nodelist'))
-    if isinstance(raw, str):
-        return slurm.expand_hostlist(raw)
-    if isinstance(raw, (list, tuple)):
-        return [str(n) for n in raw]
-    return []
-
-
 def covered_nodes(report: Mapping, *, system: str | None = None) -> dict[str, set[str]]:
     """Per partition: the nodes at least one passing test case ran on (every run of the report, retries too)."""
     used: dict[str, set[str]] = {}
@@ -48,7 +39,7 @@ def covered_nodes(report: Mapping, *, system: str | None = None) -> dict[str, se
             continue
         if system is not None and tc.get('system') not in (system, None):
             continue
-        used.setdefault(str(tc.get('partition')), set()).update(_nodelist(tc))
+        used.setdefault(str(tc.get('partition')), set()).update(runreport.job_nodes(tc))
     return used
 
 

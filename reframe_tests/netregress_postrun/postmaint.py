@@ -5,8 +5,8 @@ the maintenance ticket, and what changed since before the maintenance.
   ``--nodes LIST`` (a Slurm host list): the set to cover. Jobs may use only those nodes (``--exclude`` of every other
   node of the system's Slurm partitions) and take as many as they need (a 2-node check gets 2 of them, not the
   whole list); afterwards every node of the set must have run at least one passing check (:mod:`netregress_postrun.coverage`).
-  The all-pairs link check asks for every node of its partition by name: where the set holds only part of a
-  partition it cannot run there, and the run says so.
+  The all-node checks (links, node loopback) ask by name for exactly the nodes of their partition inside the set
+  (netregress.slurm.allocate_scoped_nodes reads the same ``-J`` options).
 * The verdict counts ReFrame 4's results (``pass``, ``fail``, ``abort``, ``skip``; the last attempt of each case
   decides, a failure outside the performance stage is never excused by a retry: :mod:`netregress_postrun.runsummary`) and
   names every failing case with its reason.
@@ -136,9 +136,8 @@ def node_plan(system: str, partition: str | None, nodes_expr: str, *,
             plan.cover[part] = inside
             if len(inside) < len(nodes):
                 plan.partial.append(part)
-                plan.notes.append(f'{part}: --nodes holds {len(inside)} of its {len(nodes)} nodes: link_allpairs '
-                                  f'(which tests every node of a partition) is not run; the other checks use '
-                                  f'only {",".join(inside)}')
+                plan.notes.append(f'{part}: --nodes holds {len(inside)} of its {len(nodes)} nodes: every check '
+                                  f'there, the all-node ones too, uses only {",".join(inside)}')
         else:
             plan.notes.append(f'{part}: none of its {len(nodes)} nodes is in --nodes: its checks cannot run')
         plan.exclude += [n for n in nodes if n not in wanted and n not in plan.exclude]
@@ -149,13 +148,11 @@ def node_plan(system: str, partition: str | None, nodes_expr: str, *,
 
 
 def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) -> list[str]:
-    """The nodes of Slurm reservation ``name`` (``scontrol show reservation``); [] when Slurm cannot say."""
+    """The nodes of Slurm reservation ``name``; [] when Slurm cannot say."""
     try:
-        proc = runner(['scontrol', 'show', 'reservation', name], slurm.QUERY_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
+        return slurm.reservation_nodes(name, runner=runner)
+    except slurm.SlurmQueryError:
         return []
-    m = re.search(r'\bNodes=(\S+)', proc.stdout or '') if proc.returncode == 0 else None
-    return slurm.expand_hostlist(m.group(1)) if m and m.group(1) != '(null)' else []
 
 
 def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -> list[str]:
@@ -169,8 +166,6 @@ def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -
     elif plan is not None:
         if plan.exclude:
             cmd += ['-J', f'exclude={",".join(plan.exclude)}']
-        if plan.partial:
-            cmd += ['-x', 'link_allpairs']
     return cmd + ['-r', '--report-file', str(report)]
 
 
@@ -281,17 +276,22 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         return 1
 
     systems = sorted({tc.get('system') for run in data['runs'] for tc in run.get('testcases') or []} - {None})
+    used = set().union(set(), *coverage.covered_nodes(data).values())
     if args.reservation:
         nodes = reservation_nodes(args.reservation, runner=runner)
         if nodes:      # a reservation's node is covered when a passing check of any partition used it
-            used = set().union(set(), *coverage.covered_nodes(data).values())
             uncovered = [f'{n}: used by no passing check' for n in nodes if n not in used]
         else:
             print(f'post-maintenance: the nodes of reservation {args.reservation} are unknown (scontrol): '
                   f'node coverage not checked')
             uncovered = []
     else:
+        nodes = [n for part_nodes in plan.cover.values() for n in part_nodes]
         uncovered = coverage.uncovered_nodes(data, plan.cover, system=systems[0] if len(systems) == 1 else None)
+    scope = f'reservation {args.reservation}' if args.reservation else f'--nodes {args.nodes}'
+    print(f'== nodes of {scope}: {slurm.abbrev(nodes) or "unknown"}; jobs ran on '
+          f'{slurm.abbrev(sorted(used | {n for tc in runreport.testcases(data) for n in runreport.job_nodes(tc)})) or "none"}; '
+          f'covered by a passing check: {slurm.abbrev([n for n in nodes if n in used]) or "none"}')
 
     try:                                  # ReFrame's JSON keeps no reason for a skip; its console log does
         skips = runsummary.skip_reasons(log.read_text(errors='replace'))

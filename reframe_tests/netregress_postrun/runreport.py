@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from reframe.utility import nodelist_abbrev, nodelist_expand
+
 #: The run reports of a run directory (tools/validate writes one per system).
 REPORT_GLOB = 'report-*.json'
 #: Kinds a check may declare for a figure (netregress.figures); :data:`UNDECLARED` for a report without them.
@@ -239,10 +241,21 @@ def one_line(reason: str | None) -> str:
     return text or 'no reason recorded by ReFrame'
 
 
+def job_nodes(tc: Mapping) -> list[str]:
+    """The nodes the case's job ran on (ReFrame's ``job_nodelist``: a list, or a Slurm host list string)."""
+    raw = tc.get('job_nodelist', tc.get('nodelist'))
+    if isinstance(raw, str):
+        return list(nodelist_expand(raw)) if raw.strip() else []
+    return [str(n) for n in raw] if isinstance(raw, (list, tuple)) else []
+
+
 def failure(tc: Mapping) -> str:
-    """'<phase> error: <reason>' on one line (ReFrame's own reasons often start with '<phase> error:')."""
+    """'<phase> error: <reason> [nodes: <host list>]' on one line (ReFrame's own reasons often start with '<phase>
+    error:'); the nodes the job ran on, where it got any, so that every failure names where it happened."""
     reason, phase = one_line(tc.get('fail_reason')), tc.get('fail_phase') or 'unknown stage'
-    return reason if reason.startswith(f'{phase} error') else f'{phase} error: {reason}'
+    text = reason if reason.startswith(f'{phase} error') else f'{phase} error: {reason}'
+    nodes = job_nodes(tc)
+    return f'{text} [nodes: {nodelist_abbrev(nodes)}]' if nodes else text
 
 
 # -- figures --------------------------------------------------------------------------------------------------------

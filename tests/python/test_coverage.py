@@ -96,6 +96,37 @@ def test_unusable_nodes_are_named_with_state_and_reason(state, reason, expected)
     assert out == [expected]
 
 
+def test_a_scoped_run_judges_only_its_nodes_and_a_reservation_state_is_no_problem():
+    sinfo = rows(('fast', 'fast1', 'maint', 'none'), ('fast', 'fast2', 'maint', 'none'),
+                 ('fast', 'fast3', 'down', 'cable'), ('fast', 'fast4', 'idle', 'none'))
+    out, _, _ = problems(sinfo, parts=['fast'])
+    assert [p.split(':')[0] for p in out] == ['fast1', 'fast2', 'fast3']
+    out, _, _ = problems(sinfo, parts=['fast'], only={'fast1', 'fast2'}, reserved_ok=True)
+    assert out == []                      # fast3 is outside the reservation; maint is the reservation itself
+    out, _, _ = problems(sinfo, parts=['fast'], only={'fast2', 'fast3'}, reserved_ok=True)
+    assert out == ['fast3: down (down; reason: cable)']
+
+
+def test_the_scope_comes_from_the_jobs_slurm_options_as_reframe_passes_them():
+    assert not slurm.node_scope([])
+    assert slurm.node_scope(['reservation=maint', 'exclude=fast[3-4]']) == slurm.NodeScope(
+        reservation='maint', exclude=('fast3', 'fast4'))
+    assert slurm.node_scope(['--nodelist=gige[1-2]']).nodelist == ('gige1', 'gige2')
+    assert slurm.node_scope(['-w gige3', '--partition=gige']).nodelist == ('gige3',)
+    assert slurm.node_scope(['-x fast1']).exclude == ('fast1',)
+    show = 'ReservationName=maint StartTime=now Nodes=fast[1-2],gige2 NodeCnt=3 Flags=MAINT\n'
+
+    def runner(argv, timeout_s):
+        assert argv == ['scontrol', 'show', 'reservation', 'maint']
+        return subprocess.CompletedProcess(argv, 0, show, '')
+    part = ['fast1', 'fast2', 'fast3', 'fast4']
+    assert slurm.scoped_nodes(part, slurm.node_scope(['reservation=maint']), runner=runner) == ['fast1', 'fast2']
+    assert slurm.scoped_nodes(part, slurm.node_scope(['exclude=fast[2-3]'])) == ['fast1', 'fast4']
+    empty = lambda argv, t: subprocess.CompletedProcess(argv, 0, 'ReservationName=x Nodes=(null)\n', '')  # noqa: E731
+    with pytest.raises(slurm.SlurmQueryError, match='reservation maint holds no nodes'):
+        slurm.scoped_nodes(part, slurm.node_scope(['reservation=maint']), runner=empty)
+
+
 def test_persistent_problem_returns_at_once_transient_one_is_polled_until_it_clears():
     drained = rows(('fast', 'fast1', 'idle', 'none'), ('fast', 'fast2', 'drained', 'x'))
     out, clock, _ = problems(drained, parts=['fast'], wait_s=30)

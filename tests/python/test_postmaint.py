@@ -85,8 +85,9 @@ def test_nodes_are_the_set_to_cover_not_a_nodelist(env, tmp_path):
     cmd = shlex.split(res.stdout)
     assert 'nodelist' not in res.stdout
     assert cmd[cmd.index('-J') + 1] == 'exclude=fast3,fast4'
-    assert cmd[cmd.index('-x') + 1] == 'link_allpairs'                  # it asks for every node of fast by name
-    assert 'fast: --nodes holds 2 of its 4 nodes: link_allpairs' in res.stderr
+    assert '-x' not in cmd              # the all-node checks ask for the nodes of fast inside the set only
+    assert 'fast: --nodes holds 2 of its 4 nodes: every check there, the all-node ones too, uses only fast1,fast2' \
+        in res.stderr
     assert cmd[cmd.index('--report-file') + 1] == f'{tmp_path}/pm/{postmaint.REPORT_NAME}'
     assert not (tmp_path / 'pm').exists()
     # the whole partition: nothing excluded, the all-pairs check runs
@@ -133,8 +134,10 @@ def test_a_failed_run_names_failures_uncovered_nodes_and_what_changed(env, tmp_p
                          'reframe exit 1)')
     assert lines[-1] == f'REPORT: {out / postmaint.REPORT_NAME}   (console log: {out / "reframe.log"})'
     assert ('FAILED tcp_rtt %interconnect=gige @vcluster:gige+gnu: sanity error: kernel exited with 1 (runtime '
-            'failure): connection refused') in lines
+            'failure): connection refused [nodes: gige[2-3]]') in lines          # every failure names its nodes
     assert 'NOT COVERED gige4: used by no passing check' in lines
+    assert '== nodes of --nodes gige[1-4]: gige[1-4]; jobs ran on gige[1-3]; covered by a passing check: gige[1-3]' \
+        in lines
     text = res.stdout
     assert 'what changed since the last passing run (before the maintenance): 2 of 4 figures moved by 5% or more, ' \
            '1 without an earlier value' in text

@@ -124,7 +124,7 @@ def uses_host_references(system: str) -> bool:
 def baseline_status(system: str) -> str:
     """One line for the start of a run on a system with host references."""
     if not uses_host_references(system):
-        return f'{system} uses committed references (reference_values/{system}.yaml): a missing one fails'
+        return f'{system} uses committed references ({site.reference_dir() / f"{system}.yaml"}): a missing one fails'
     rules = baselines.BandRules.from_table(interconnects.load().baselines)
     base, warning = baselines.Baseline.for_run(system, rules)
     host = baselines.host_id()

@@ -1,7 +1,7 @@
 """The virtual cluster (tools/vcluster) described as a site, the way a centre describes its own Slurm cluster.
 
     eval "$(tools/vcluster env)"                  # SLURM_CONF of the cluster (a real cluster has its own default)
-    export NETREGRESS_SITE=config/sites/vcluster  # or --site config/sites/vcluster on every tool
+    export NETREGRESS_SITE=$PWD/config/sites/vcluster   # or --site config/sites/vcluster on every tool
     tools/validate --system vcluster              # reframe -C config/settings.py -C $NETREGRESS_SITE/settings.py
 
 tools/validate and tools/drill use this site when they bring the cluster up. Two Slurm partitions, one per fabric
@@ -14,10 +14,10 @@ site: a missing reference fails), else this host's baseline (netregress/baseline
 import os
 from pathlib import Path
 
-from netregress.paths import run_dir      # importable: config/settings.py, loaded first, puts it on the path
+from netregress.paths import repo_root, run_dir   # importable: config/settings.py, loaded first, puts it on the path
 
 HERE = Path(__file__).resolve().parent
-LAMRUN = str(HERE.parents[2] / 'tools' / 'lamrun')      # the checkout this site ships in
+LAMRUN = str(repo_root() / 'tools' / 'lamrun')       # the netregress checkout in use (the site may be a copy)
 REFERENCES = Path(os.environ.get('NETREGRESS_REFERENCES') or HERE / 'references')
 
 # How each MPI build starts ranks under Slurm: Open MPIs via PMIx; Debian MPICH through its own Hydra (its srun
@@ -69,7 +69,7 @@ def partition(name, subnet, shm=False, **fabric):
     }
 
 
-ASYNC = ['-c', str(HERE.parents[2] / 'reframe_tests'), '-R', '--performance-report', '--max-retries=1',
+ASYNC = ['-c', str(repo_root() / 'reframe_tests'), '-R', '--performance-report', '--max-retries=1',
          '--exec-policy=async']
 site_configuration = {
     'systems': [{

@@ -23,13 +23,20 @@ SHM_NOISE_FLOOR_BYTES = 1 << 20
 #: Share of the payload another (non-loopback) interface may carry beside the one under test (control traffic).
 OTHER_IFACE_SHARE = 0.05
 _SNAP_HEAD = re.compile(rf'^{MARK} host=(\S+) when=(\S+)\s*$')
-_IB_LINE = re.compile(r'^ib:(\S+) xmit_words=(\d+) rcv_words=(\d+)\s*$')
+_IB_LINE = re.compile(r'^ib:(\S+) xmit_words=(\d+) rcv_words=(\d+)(?: errors=(\d+))?\s*$')
+#: The error counters of an InfiniBand port that a healthy link never raises (man ibqueryerrors; the kernel's
+#: /sys/class/infiniband/<hca>/ports/<port>/counters): a bad cable or port shows here before anywhere else.
+IB_ERROR_COUNTERS = ('symbol_error', 'link_error_recovery', 'link_downed', 'port_rcv_errors',
+                     'port_rcv_remote_physical_errors', 'local_link_integrity_errors',
+                     'excessive_buffer_overrun_errors', 'port_xmit_discards')
 
 
 @dataclass(frozen=True)
 class Counters:
     rx_bytes: int
     tx_bytes: int
+    #: errors the port or interface counted (/proc/net/dev rx+tx errs; the IB error counters summed)
+    errors: int = 0
 
     @property
     def total(self) -> int:
@@ -40,8 +47,9 @@ def snapshot_command(when: str) -> str:
     """A POSIX shell command printing one counter snapshot of the node it runs on."""
     return (f'echo "{MARK} host=$(hostname) when={when}"; cat /proc/net/dev; '
             'for d in /sys/class/infiniband/*/ports/*/counters; do if [ -r "$d/port_xmit_data" ]; then '
-            'p=${d%/counters}; echo "ib:$(basename ${p%/ports/*}):$(basename $p) '
-            'xmit_words=$(cat $d/port_xmit_data) rcv_words=$(cat $d/port_rcv_data)"; fi; done')
+            'p=${d%/counters}; e=0; for c in ' + ' '.join(IB_ERROR_COUNTERS) + '; do '
+            'v=$(cat $d/$c 2>/dev/null) && e=$((e + v)); done; echo "ib:$(basename ${p%/ports/*}):$(basename $p) '
+            'xmit_words=$(cat $d/port_xmit_data) rcv_words=$(cat $d/port_rcv_data) errors=$e"; fi; done')
 
 
 def parse_net_dev(text: str) -> dict[str, Counters]:
@@ -50,7 +58,8 @@ def parse_net_dev(text: str) -> dict[str, Counters]:
     for line in text.splitlines():
         m = _IB_LINE.match(line.strip())
         if m:
-            out[f'ib:{m.group(1)}'] = Counters(rx_bytes=4 * int(m.group(3)), tx_bytes=4 * int(m.group(2)))
+            out[f'ib:{m.group(1)}'] = Counters(rx_bytes=4 * int(m.group(3)), tx_bytes=4 * int(m.group(2)),
+                                               errors=int(m.group(4) or 0))
             continue
         if ':' not in line or '|' in line:
             continue
@@ -58,7 +67,8 @@ def parse_net_dev(text: str) -> dict[str, Counters]:
         fields = rest.split()
         if len(fields) < 16 or not all(f.isdigit() for f in fields[:16]):
             continue
-        out[name.strip()] = Counters(rx_bytes=int(fields[0]), tx_bytes=int(fields[8]))
+        out[name.strip()] = Counters(rx_bytes=int(fields[0]), tx_bytes=int(fields[8]),
+                                     errors=int(fields[2]) + int(fields[10]))
     return out
 
 
@@ -113,7 +123,8 @@ def deltas(before: Mapping[str, Mapping[str, Counters]],
             if c0 is None:
                 continue
             out.setdefault(host, {})[iface] = Counters(rx_bytes=c1.rx_bytes - c0.rx_bytes,
-                                                       tx_bytes=c1.tx_bytes - c0.tx_bytes)
+                                                       tx_bytes=c1.tx_bytes - c0.tx_bytes,
+                                                       errors=max(0, c1.errors - c0.errors))
     return out
 
 
@@ -151,6 +162,10 @@ def check_counters(delta: Mapping[str, Mapping[str, Counters]], *, kind: str, if
             problems.append(f'{host}: interface {iface!r} under test not found '
                             f'(have: {", ".join(sorted(delta[host]))})')
             continue
+        if d.errors > 0:
+            problems.append(f'{host}: {name} counted {d.errors} new errors during the run (rx/tx errors'
+                            f'{"; symbol, link-downed, receive errors ..." if name.startswith("ib:") else ""}): '
+                            f'a bad port, cable or NIC')
         need = fraction * payload_bytes
         if d.total < need:
             busiest = max(delta[host].items(), key=lambda kv: kv[1].total)

@@ -96,6 +96,22 @@ def test_infiniband_counters():
     assert check_counters(delta, kind='infiniband', iface='mlx5_0:1', hosts=['n1'], payload_bytes=1e7)
 
 
+def test_error_counters_that_rose_during_the_run_fail_naming_the_port():
+    """/proc/net/dev's rx/tx errs and an HCA port's error counters (symbol errors, link downed ...) are read before
+    and after; any increase on the interface under test fails, named."""
+    line = 'eth0: 100 10 3 0 0 0 0 0 200 10 2 0 0 0 0 0\n'
+    assert provenance.parse_net_dev(line)['eth0'] == Counters(100, 200, errors=5)
+    ib = 'ib:mlx5_0:1 xmit_words=10 rcv_words=5 errors=7\n'
+    assert provenance.parse_net_dev(ib)['ib:mlx5_0:1'].errors == 7
+    before = {'n1': {'ib:mlx5_0:1': Counters(0, 0, errors=7)}, 'n2': {'ib:mlx5_0:1': Counters(0, 0, errors=1)}}
+    after = {'n1': {'ib:mlx5_0:1': Counters(4e6, 4e6, errors=7)}, 'n2': {'ib:mlx5_0:1': Counters(4e6, 4e6, errors=4)}}
+    delta = provenance.deltas(before, after)
+    problems = check_counters(delta, kind='infiniband', iface='mlx5_0:1', hosts=['n1', 'n2'], payload_bytes=1e6)
+    assert problems == ['n2: ib:mlx5_0:1 counted 3 new errors during the run (rx/tx errors; symbol, link-downed, '
+                        'receive errors ...): a bad port, cable or NIC']
+    assert 'port_rcv_errors' in provenance.snapshot_command('before')
+
+
 OMPI_OUT = """[vm:06203] mca: bml: Using vader btl for send to [[29896,1],1] on node vm
 [vm:06203] mca: bml: Using self btl for send to [[29896,1],0] on node vm
 """

@@ -1908,6 +1908,10 @@ int main(int argc, char **argv)
                "timeout %g s%s\n", nr_version(), mpi.size, c.plan_name, c.nrounds, c.transport == LM_TCP ? "tcp" : "mpi",
                nr_size_format(o.msg, sz, sizeof sz), c.transport == LM_MPI ? "" : " writes", o.time_s, c.rt,
                o.rtt ? ", round trips" : "");
+        for (int r = 0; c.transport == LM_TCP && r < mpi.size && mpi.size <= 64; r++) {
+            char ep[64];
+            printf("# tcp: rank %d (%s) listens on %s\n", r, c.hosts[r], lm_endpoint_str(&c, r, ep, sizeof ep));
+        }
         fflush(stdout);
     }
     if (rc == NR_OK) {

@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import tempfile
@@ -142,7 +143,8 @@ def case_mpi_buffers_written(d):
             ('nr-mpitest-faulty', 2, '-i', '-r', 1, '-t', 0.02, '-m', '1M'),
             ('nr-mpitest-faulty', 2, '-e', 20, '-t', 0.005),
             ('nr-mpicoll-faulty', 2, '-t', 0.005, '-r', 1, '-s', '1000000', '-T', 'p2p,bcast,right_shift'),
-            ('nr-ebb-faulty', 4, '-s', '1048576-1048576', '-r', 1, '-n', 2))
+            ('nr-ebb-faulty', 4, '-s', '1048576-1048576', '-r', 1, '-n', 2),
+            ('nr-linkmap-faulty', 2, '-t', 0.02, '-m', '1M', '--rtt', '--rtt-size', '8k', '--rtt-trials', 2))
     for kernel, np, *opts in runs:
         p = run(kernel, np, *opts, env=env)
         check('NR_FAULT_ZERO' not in p.stderr, f'{kernel} {opts}: sends untouched memory: {p.stderr[:300]}')
@@ -246,7 +248,8 @@ def case_mpi_library_version(d):
     seen = set()
     for kernel, np, *opts in (('nr-mpitest', 2, '-r', 1, '-t', 0.02, '-m', '1k'),
                               ('nr-mpicoll', 2, '-t', 0.005, '-r', 1, '-s', '8', '-T', 'bcast'),
-                              ('nr-ebb', 2, '-s', '1024-1024', '-r', 1, '-n', 2)):
+                              ('nr-ebb', 2, '-s', '1024-1024', '-r', 1, '-n', 2),
+                              ('nr-linkmap', 2, '-t', 0.02, '-m', '4k')):
         js = os.path.join(d, 'v.json')
         run(kernel, np, *opts, '--json', js)
         m = load(js)['mpi']
@@ -257,7 +260,7 @@ def case_mpi_library_version(d):
         check(re.fullmatch(r'\d+\.\d+', std or '') is not None, f'{kernel}: standard {std!r}')
         check(expect is None or expect in lib, f'{kernel}: {expect} expected in {lib!r} ({ARGS.mpiexec})')
         seen.add((lib, std))
-    check(len(seen) == 1, f'the three kernels name the same library: {seen}')
+    check(len(seen) == 1, f'the kernels name the same library: {seen}')
 
 
 def case_mpitest_bad_ranks(d):
@@ -385,6 +388,217 @@ def case_ebb_8(d):
 def case_ebb_odd_ranks(d):
     p = run('nr-ebb', 3, '-r', 1, expect=2)
     check('even number of MPI ranks' in p.stderr, 'odd rank count named')
+
+
+
+# ---- nr-linkmap: the link test of a whole partition as one job ----
+
+TCP_LO = ('--transport', 'tcp', '--bind-iface', 'lo')
+
+
+def _linkmap_check(r, np, transport, rtt=False):
+    """A finished shift-plan document: every directed pair once, in the round the plan puts it, figures that add up."""
+    check(r['status'] == 'ok' and r['tool'] == 'nr-linkmap' and r['mode'] == 'linkmap', f'status/tool/mode: {r}')
+    check(r['plan'] == 'shift' and r['rounds_planned'] == np - 1 and r['rounds_run'] == np - 1, 'N-1 shift rounds')
+    check(len(r['hosts']) == np and all(isinstance(h, str) and h for h in r['hosts']), 'a host per rank')
+    check(r['options']['transport'] == transport and r['options']['processes'] == np, 'options')
+    check(isinstance(r['mpi']['library'], str) and r['mpi']['library'], 'mpi.library')
+    seen = set()
+    for rd in r['rounds']:
+        k = rd['index'] + 1
+        check(rd['wall_s'] > 0 and rd['failed_pairs'] == 0 and len(rd['pairs']) == np, f'round {rd["index"]}: {rd}')
+        for p in rd['pairs']:
+            check(p['dst'] == (p['src'] + k) % np, f'round {rd["index"]}: {p["src"]}>{p["dst"]} is not shift {k}')
+            check(p['status'] == 'ok' and 'error' not in p and p['bytes'] > 0 and p['seconds'] > 0, f'pair {p}')
+            check(math.isclose(p['mbps'], p['bytes'] * 8 / p['seconds'] / 1e6, rel_tol=1e-9), f'mbps of {p}')
+            check(p['src_host'] == r['hosts'][p['src']] and p['dst_host'] == r['hosts'][p['dst']], 'pair hosts')
+            check(r['matrix_mbps'][p['src']][p['dst']] == p['mbps'], 'matrix entry = pair')
+            if rtt:
+                check(p['rtt_us'] > 0, f'rtt_us of {p}')
+            seen.add((p['src'], p['dst']))
+    check(seen == {(a, b) for a in range(np) for b in range(np) if a != b}, f'every directed pair once: {seen}')
+    check(all(r['matrix_mbps'][i][i] is None for i in range(np)), 'null diagonal')
+    mbps = sorted(p['mbps'] for rd in r['rounds'] for p in rd['pairs'])
+    s = r['summary']
+    check(s['pairs'] == s['ok_pairs'] == np * (np - 1) and s['failed_pairs'] == 0 and s['failed'] == [], 'summary')
+    check(s['mbps']['min'] == mbps[0] and s['mbps']['max'] == mbps[-1], 'summary min/max')
+    check([x['mbps'] for x in s['slowest']] == mbps[:5], 'slowest pairs, slowest first')
+    if rtt:
+        check(s['rtt_us']['min'] > 0, 'rtt summary')
+    if transport == 'tcp':
+        check(len(r['tcp']['endpoints']) == np and r['tcp']['rejected_connections'] == 0, f'tcp: {r["tcp"]}')
+
+
+def _linkmap(d, np):
+    for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
+        js = os.path.join(d, f'lm-{transport}.json')
+        t0 = time.monotonic()
+        p = run('nr-linkmap', np, '-t', 0.1, '-m', '64k', *extra, '--json', js)
+        took = time.monotonic() - t0
+        r = load(js)
+        print(f'nr-linkmap -np {np} {transport}: {took:.2f} s for {np - 1} rounds of 0.1 s, round walls '
+              f'{[round(x["wall_s"], 3) for x in r["rounds"]]}')
+        _linkmap_check(r, np, transport)
+        rows = [line for line in p.stdout.splitlines() if re.match(r'\s+\d+ ', line)]
+        check(len(rows) == np and all(len(row.split()) == np + 2 for row in rows), f'matrix table:\n{p.stdout}')
+        check(len(re.findall(r'^# round \d+ \(\d+ of \d+\)', p.stdout, re.M)) == np - 1, 'a line per round')
+    js = os.path.join(d, 'lm-rtt.json')   # the serial round trips, on both transports
+    run('nr-linkmap', np, '-t', 0.05, '-m', '16k', '--rtt', '--rtt-trials', 5, '--json', js)
+    _linkmap_check(load(js), np, 'mpi', rtt=True)
+    run('nr-linkmap', np, '-t', 0.05, '-m', '16k', '--rtt', '--rtt-trials', 5, *TCP_LO, '--json', js)
+    _linkmap_check(load(js), np, 'tcp', rtt=True)
+
+
+def case_linkmap_2(d):
+    _linkmap(d, 2)
+
+
+def case_linkmap_3(d):
+    _linkmap(d, 3)
+
+
+def case_linkmap_4(d):
+    _linkmap(d, 4)
+
+
+def case_linkmap_plan_file(d):
+    """Rounds given by the caller: comments, blank lines, a plan name, rank numbers; split rounds run as given."""
+    plan = os.path.join(d, 'plan.txt')
+    with open(plan, 'w') as f:
+        f.write('# sample plan: two rounds, the second split\nplan sample-1\n\n0>1 2>3   # a comment\n'
+                '1>0\n3>2 2>1\n')
+    for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
+        js = os.path.join(d, 'plan.json')
+        run('nr-linkmap', 4, '--plan-file', plan, '-t', 0.05, '-m', '16k', *extra, '--json', js)
+        r = load(js)
+        check(r['status'] == 'ok' and r['plan'] == 'sample-1' and r['options']['plan_file'] == plan, 'plan named')
+        got = [[(p['src'], p['dst']) for p in rd['pairs']] for rd in r['rounds']]
+        check(got == [[(0, 1), (2, 3)], [(1, 0)], [(2, 1), (3, 2)]], f'{transport}: the rounds of the file: {got}')
+        m = r['matrix_mbps']
+        check(m[0][2] is None and m[0][1] > 0 and m[3][2] > 0, 'pairs not in the plan are null')
+    # host names: on one machine every rank runs on the same host, which must then be refused as ambiguous
+    host = r['hosts'][0]
+    with open(plan, 'w') as f:
+        f.write(f'{host}>1\n')
+    p = run('nr-linkmap', 2, '--plan-file', plan, '-t', 0.05, expect=2)
+    check(f"host '{host}' runs 2 ranks" in p.stderr and 'line 1' in p.stderr, p.stderr)
+
+
+def case_linkmap_bad_plans(d):
+    """A wrong plan file is refused before anything runs: one line on stderr naming the line, exit 2."""
+    plan = os.path.join(d, 'bad.txt')
+    cases = (('0>1\n1>0 1>2\n', 'line 2', 'sends twice'),
+             ('0>2 1>2\n', 'line 1', 'receives twice'),
+             ('# c\n\n1>1\n', 'line 3', 'self pair'),
+             ('0>9\n', 'line 1', 'rank 9 does not exist'),
+             ('0>nosuchhost\n', 'line 1', "no rank runs on host 'nosuchhost'"),
+             ('0-1\n', 'line 1', "'0-1' is not SRC>DST"),
+             ('0>1\n0>1\n', 'line 2', 'already in an earlier round'),
+             ('plan a b\n', 'line 1', "'plan' takes one name"),
+             ('# nothing\n', None, 'has no rounds'))
+    for text, line, words in cases:
+        with open(plan, 'w') as f:
+            f.write(text)
+        js = os.path.join(d, 'bad.json')
+        p = run('nr-linkmap', 3, '--plan-file', plan, '--json', js, expect=2)
+        errs = [x for x in p.stderr.splitlines() if 'nr-linkmap: error' in x]
+        check(len(errs) == 1 and words in errs[0] and (line is None or f'{plan}\' {line}:' in errs[0]),
+              f'{text!r}: one error naming {line} and {words!r}: {p.stderr}')
+        r = load(js)
+        check(r['status'] == 'error' and words in r['error'], f'the error document: {r}')
+    p = run('nr-linkmap', 2, '--plan-file', os.path.join(d, 'missing.txt'), expect=2)
+    check('cannot read plan file' in p.stderr, p.stderr)
+    for opts, words in ((['--transport', 'udp'], 'neither mpi nor tcp'), (['--transport', 'tcp'], '--bind-iface'),
+                        (['--bind-iface', 'lo'], 'go with --transport tcp'), (['--plan', 'ring'], "unknown plan"),
+                        (['-t', '2', '--round-timeout', '1'], 'must be longer than -t'), (['-m', '8'], '-m'),
+                        (['--transport', 'tcp', '--bind-addr', 'x.y'], 'not an IPv4 address')):
+        p = run('nr-linkmap', 2, *opts, expect=2)
+        check(words in p.stderr and p.stderr.count('nr-linkmap: error') == 1, f'{opts}: {p.stderr}')
+    p = run('nr-linkmap', 2, '--transport', 'tcp', '--bind-iface', 'nosuch0', expect=1)
+    check("no interface 'nosuch0'" in p.stderr, p.stderr)
+
+
+def _linkmap_fault(d, np, env, *opts, bound):
+    js = os.path.join(d, 'fault.json')
+    t0 = time.monotonic()
+    try:
+        p = run('nr-linkmap-faulty', np, '-m', '64k', *opts, '--json', js, expect=None, env=env, timeout=bound + 60)
+    except subprocess.TimeoutExpired:
+        sys.exit(f'FAIL: nr-linkmap {env}: still running after {bound + 60} s (a rank waits forever)')
+    took = time.monotonic() - t0
+    print(f'nr-linkmap -np {np} {" ".join(map(str, opts))} with {env}: every rank ended {took:.2f} s after the '
+          f'start, exit {p.returncode}')
+    check(took < bound, f'{env}: the job took {took:.1f} s to end (bound {bound} s)')
+    check(p.returncode == 1, f'{env}: exit {p.returncode}, expected 1\n{p.stdout}\n{p.stderr}')
+    return p, load(js)
+
+
+def case_linkmap_fault_in_loop(d):
+    """A pair that fails or stalls inside a round is recorded as failed, named, and the other rounds still run; a
+    hung rank ends the job within the round timeout plus grace, after rank 0 wrote what it knows."""
+    rt = ('-t', 0.2, '--round-timeout', 2)
+    # MPI: the 5th MPI_Isend on rank 1 fails (its hello is the 1st): the round's data messages to rank 2
+    p, r = _linkmap_fault(d, 4, {'NR_FAULT': 'Isend:5', 'NR_FAULT_RANK': '1'}, *rt, bound=30)
+    check('rank 1' in p.stderr and 'rank 2' in p.stderr and 'MPI_Isend' in p.stderr, p.stderr)
+    f = r['summary']['failed']
+    check(r['status'] == 'error' and r['rounds_run'] == 3 and [(x['src'], x['dst']) for x in f] == [(1, 2)] and
+          f[0]['round'] == 0 and 'MPI_Isend' in f[0]['error'], f'the failed pair named, the rounds run: {r}')
+    # a sender that stops sending (no data, no end): the receiver stalls until the round timeout, both transports
+    for extra in ((), TCP_LO):
+        p, r = _linkmap_fault(d, 4, {'NR_LINKMAP_FAULT': 'stall:1:1'}, *rt, *extra, bound=30)
+        f = r['summary']['failed']
+        check([(x['src'], x['dst'], x['round']) for x in f] == [(1, 3, 1)] and 'stalled' in f[0]['error'] and
+              r['rounds_run'] == 3 and r['summary']['ok_pairs'] == 11, f'{extra}: stalled pair: {r["summary"]}')
+        check('round 1, rank 1 (' in p.stderr and 'stalled' in p.stderr, p.stderr)
+        rd = r['rounds'][1]
+        check(2 <= rd['wall_s'] < 2 + 3.5, f'the stalled round lasted the round timeout: {rd["wall_s"]}')
+    # a hung rank: no report; rank 0 writes the document with the pairs it knows and ends the job
+    for extra in ((), TCP_LO):
+        p, r = _linkmap_fault(d, 4, {'NR_LINKMAP_FAULT': 'hang:2:1:120'}, *rt, *extra, bound=30)
+        check(r['status'] == 'error' and 'no report from 1 rank(s)' in r['error'] and '2 (' in r['error'] and
+              r['rounds_run'] == 2, f'{extra}: the hung rank named: {r.get("error")}')
+        failed = {(x['src'], x['dst']) for x in r['summary']['failed']}
+        check(failed == {(2, 0), (0, 2)}, f'{extra}: the pairs of the hung rank (shift 2) failed: {failed}')
+        check('no report' in p.stderr and 'ending every rank' in p.stderr, p.stderr)
+    # rank 0 hung: every other rank gives up on it in time and one of them writes the error document
+    p, r = _linkmap_fault(d, 3, {'NR_LINKMAP_FAULT': 'hang:0:0:120'}, *rt, bound=30)
+    check(r['status'] == 'error' and 'rank 0' in r['error'] and 'hung or dead' in r['error'] and
+          r['failed_rank'] in (1, 2), f'rank 0 hung: {r}')
+
+
+def case_linkmap_token(d):
+    """Only ranks of the job can take a slot: connections without the job's token are closed and counted, and the
+    measurement goes on."""
+    js = os.path.join(d, 'tok.json')
+    where = ARGS.bin
+    cmd = [ARGS.mpiexec, ARGS.np_flag, '3'] + shlex.split(ARGS.preflags) + [
+        os.path.join(where, 'nr-linkmap'), '-t', '0.7', '-m', '64k', *TCP_LO, '--json', js]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    strangers, eps = [], []
+    try:
+        for line in proc.stdout:
+            m = re.match(r'# tcp: rank \d+ \(.*\) listens on ([\d.]+):(\d+)', line)
+            if m:
+                eps.append((m[1], int(m[2])))
+            if len(eps) == 3:
+                break
+        check(len(eps) == 3, 'the endpoints are printed')
+        for host, port in eps:
+            s1 = socket.create_connection((host, port), timeout=5)
+            s1.sendall(b'NRLM' + bytes(28))        # the right magic, a wrong token
+            s2 = socket.create_connection((host, port), timeout=5)
+            s2.sendall(b'GET / HTTP/1.0\r\n\r\n' + bytes(14))
+            strangers += [s1, s2]
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for s in strangers:
+            s.close()
+    check(proc.returncode == 0, f'exit {proc.returncode}: {err}')
+    r = load(js)
+    check(r['status'] == 'ok' and r['summary']['ok_pairs'] == 6, 'every pair measured')
+    check(r['tcp']['rejected_connections'] >= 6, f'the strangers were refused: {r["tcp"]}')
 
 
 def main():

@@ -222,7 +222,7 @@ static const char *lm_mpierr(int rc, char *buf, size_t len)
 
 static const char *lm_host(const struct lm_ctx *c, int r)
 {
-    return r >= 0 && r < c->m->size ? c->hosts[r] : "?";
+    return c->hosts && r >= 0 && r < c->m->size ? c->hosts[r] : "?";
 }
 
 static void lm_nap(void)
@@ -1415,7 +1415,7 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
         return -1;
     nr_json_key(&j, "hosts");
     nr_json_begin_array(&j);
-    for (int r = 0; r < n; r++)
+    for (int r = 0; c->hosts && r < n; r++)
         nr_json_string(&j, c->hosts[r]);
     nr_json_end_array(&j);
     nr_json_key(&j, "options");
@@ -1423,7 +1423,7 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
     nr_json_kv_int(&j, "processes", n);
     nr_json_kv_string(&j, "plan", o->plan_file ? NULL : o->plan);
     nr_json_kv_string(&j, "plan_file", o->plan_file);
-    nr_json_kv_string(&j, "transport", c->transport == LM_TCP ? "tcp" : "mpi");
+    nr_json_kv_string(&j, "transport", o->transport);
     nr_json_kv_string(&j, "bind_iface", o->iface);
     nr_json_kv_string(&j, "bind_addr", o->addr);
     nr_json_kv_uint(&j, "message_size_bytes", o->msg);
@@ -1434,11 +1434,13 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
     nr_json_kv_uint(&j, "rtt_size_bytes", o->rtt_size);
     nr_json_kv_int(&j, "rtt_trials", o->rtt_trials);
     nr_json_end_object(&j);
+    if (!c->plan || !c->rounds) /* the run failed before its plan was made: the head and the options only */
+        return nr_mpi_json_end(&j, f);
     nr_json_kv_string(&j, "plan", c->plan_name);
     nr_json_kv_int(&j, "rounds_planned", c->nrounds);
     nr_json_kv_int(&j, "rounds_run", c->rounds_run);
     nr_json_kv_double(&j, "elapsed_s", MPI_Wtime() - c->started_s);
-    if (c->transport == LM_TCP && c->addr) {
+    if (c->transport == LM_TCP && c->addr && c->port && c->lfd >= 0) {
         nr_json_key(&j, "tcp");
         nr_json_begin_object(&j);
         nr_json_key(&j, "endpoints");

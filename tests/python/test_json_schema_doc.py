@@ -1,7 +1,8 @@
 """docs/json-schema.md against what the kernels really write.
 
-The real kernels run on loopback (nr-tcptest against nr-tcpserver; nr-mpitest, nr-mpicoll and nr-ebb under
-``mpirun.openmpi -np 2 --oversubscribe``) in every mode whose keys the document lists, and a failing run of each
+The real kernels run on loopback (nr-tcptest against nr-tcpserver; nr-mpitest, nr-mpicoll, nr-ebb and nr-linkmap
+under ``mpirun.openmpi -np 2 --oversubscribe``; nr-linkmap also with 3 ranks, over TCP on lo, and as its test build
+with a stalled pair when the build tree has it) in every mode whose keys the document lists, and a failing run of each
 gives the error keys. Two assertions per kernel: every key path in its JSON is documented in the kernel's tables
 (or the common ones), and every key the document marks **stable** (what the ReFrame checks read) appears in at least
 one of its runs.
@@ -24,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / 'docs' / 'json-schema.md'
-KERNELS = ('nr-tcptest', 'nr-mpitest', 'nr-mpicoll', 'nr-ebb')
+KERNELS = ('nr-tcptest', 'nr-mpitest', 'nr-mpicoll', 'nr-ebb', 'nr-linkmap')
 #: What a placeholder in a documented key path may stand for (one path segment, or the part of it it replaces).
 PLACEHOLDERS = {'role': r'(?:client|server|master|secondary)', 'ifname': r'[^.\[\]]+'}
 RUN_TIMEOUT_S = 120
@@ -95,6 +96,7 @@ def test_doc_tables_parse():
     assert ('latency.min_us', True) in rows['nr-mpitest']
     assert ('tests[].points[].rate_kBps', True) in rows['nr-mpicoll']
     assert ('sizes[].bandwidth_mibps', True) in rows['nr-ebb']
+    assert ('rounds[].pairs[].mbps', True) in rows['nr-linkmap'] and ('matrix_mbps', True) in rows['nr-linkmap']
     assert any(p == 'mpi.library' for p, _ in rows['nr-ebb']) and not any(p == 'mpi.library' for p, _ in
                                                                           rows['nr-tcptest'])
 
@@ -118,7 +120,7 @@ def _find(name: str) -> str | None:
     else:
         bases.append(ROOT / 'build' / 'ci-openmpi')
     for base in bases:
-        for sub in ('', 'bin', 'src/tcp', 'src/mpi'):
+        for sub in ('', 'bin', 'src/tcp', 'src/mpi', 'tests/mpi'):
             exe = base / sub / name
             if exe.is_file() and os.access(exe, os.X_OK):
                 return str(exe)
@@ -193,6 +195,27 @@ def written(tmp_path_factory) -> dict[str, list[dict]]:
                                             '--json', str(js)], js))
         js = d / 'ebb-error.json'
         out['nr-ebb'].append(_run(mpirun + [ebb, '--json', str(js), '-s', '8000000000'], js, expect_ok=False))
+    linkmap = _find('nr-linkmap')
+    if linkmap and launcher:
+        for i, (np, opts) in enumerate(((2, ['-t', '0.05', '-m', '16k']),
+                                        (3, ['-t', '0.05', '-m', '16k', '--rtt', '--rtt-trials', '3', '--transport',
+                                             'tcp', '--bind-iface', 'lo']))):
+            js = d / f'linkmap{i}.json'
+            out['nr-linkmap'].append(_run(launcher + ['-np', str(np), linkmap] + opts + ['--json', str(js)], js))
+        js = d / 'linkmap-error.json'
+        out['nr-linkmap'].append(_run(launcher + ['-np', '2', linkmap, '--plan-file', str(d / 'none.txt'), '--json',
+                                                  str(js)], js, expect_ok=False))
+        faulty = _find('nr-linkmap-faulty')
+        if faulty:  # a pair that stalls: the failed pair's keys
+            js = d / 'linkmap-failed.json'
+            env = dict(os.environ, NR_LINKMAP_FAULT='stall:1:0')
+            p = subprocess.run(launcher + ['-np', '2', faulty, '-t', '0.05', '--round-timeout', '1', '--json', str(js)],
+                               capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                               env=dict(env, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1'))
+            assert p.returncode == 1, p.stderr
+            doc = json.loads(js.read_text())
+            assert doc['status'] == 'error' and doc['summary']['failed'], doc.get('error')
+            out['nr-linkmap'].append(doc)
     return out
 
 
@@ -226,7 +249,7 @@ def test_new_keys_carry_values(written):
         if doc['status'] == 'ok':
             cal = doc['calibration']
             assert cal['runs'] >= 1 and cal['target_s'] > 0 and cal['achieved_min_s'] > 0, cal
-    for kernel in ('nr-mpitest', 'nr-mpicoll', 'nr-ebb'):
+    for kernel in ('nr-mpitest', 'nr-mpicoll', 'nr-ebb', 'nr-linkmap'):
         for doc in _docs_of(written, kernel):
             assert isinstance(doc['mpi']['library'], str) and doc['mpi']['library'].strip(), doc['mpi']
             assert re.fullmatch(r'\d+\.\d+', doc['mpi']['standard']), doc['mpi']

@@ -116,7 +116,7 @@ def test_netregress_cmake_args_with_and_without_mpi(stubs):
     assert '-DNR_ENABLE_MPI:BOOL=ON' in args
     assert '-DNR_BUILD_TESTS:BOOL=OFF' in args
     assert '-DMPI_C_COMPILER:STRING=/opt/mpich/bin/mpicc' in args
-    assert pkg.kernels == ('nr-tcpserver', 'nr-tcptest', 'nr-mpitest', 'nr-mpicoll', 'nr-ebb')
+    assert pkg.kernels == ('nr-tcpserver', 'nr-tcptest', 'nr-mpitest', 'nr-mpicoll', 'nr-ebb', 'nr-linkmap')
     nompi = mod.Netregress(FakeSpec({'mpi': False}))
     args = nompi.cmake_args()
     assert '-DNR_ENABLE_MPI:BOOL=OFF' in args and not any('MPI_C_COMPILER' in a for a in args)

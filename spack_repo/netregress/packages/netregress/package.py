@@ -1,5 +1,5 @@
 # netregress kernels: the measurement core library and its thin front ends (nr-tcpserver, nr-tcptest,
-# nr-mpitest, nr-mpicoll, nr-ebb), built with CMake against one MPI.
+# nr-mpitest, nr-mpicoll, nr-ebb, nr-linkmap), built with CMake against one MPI.
 #
 # Versions: `main` is the branch of this repository (git URL: NETREGRESS_GIT, default the repository this
 # recipe lives in); `develop` is meant for a local checkout:
@@ -18,7 +18,7 @@ from spack.package import *
 _REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *([os.pardir] * 4)))
 
 TCP_KERNELS = ("nr-tcpserver", "nr-tcptest")
-MPI_KERNELS = ("nr-mpitest", "nr-mpicoll", "nr-ebb")
+MPI_KERNELS = ("nr-mpitest", "nr-mpicoll", "nr-ebb", "nr-linkmap")
 
 #: What nr-tcpserver prints once it listens (with -p 0 the port is the one the kernel picked).
 PORT_LINE = re.compile(r"TCP socket listening on port \[(\d+)\]")
@@ -26,7 +26,8 @@ PORT_LINE = re.compile(r"TCP socket listening on port \[(\d+)\]")
 
 class Netregress(CMakePackage):
     """Interconnect and MPI regression-test kernels: TCP throughput/latency (nr-tcpserver, nr-tcptest) and MPI
-    point-to-point, collective and bandwidth kernels (nr-mpitest, nr-mpicoll, nr-ebb), with JSON results."""
+    point-to-point, collective and bandwidth kernels (nr-mpitest, nr-mpicoll, nr-ebb) and the partition link test
+    (nr-linkmap), with JSON results."""
 
     homepage = "file://" + _REPO_ROOT
     git = os.environ.get("NETREGRESS_GIT", "file://" + _REPO_ROOT)
@@ -36,7 +37,7 @@ class Netregress(CMakePackage):
     version("main", branch="main")
     version("develop", branch="main")
 
-    variant("mpi", default=True, description="Build the MPI kernels (nr-mpitest, nr-mpicoll, nr-ebb)")
+    variant("mpi", default=True, description="Build the MPI kernels (nr-mpitest, nr-mpicoll, nr-ebb, nr-linkmap)")
 
     depends_on("c", type="build")
     depends_on("cmake@3.20:", type="build")

@@ -572,7 +572,7 @@ def case_linkmap_token(d):
     js = os.path.join(d, 'tok.json')
     where = ARGS.bin
     cmd = [ARGS.mpiexec, ARGS.np_flag, '3'] + shlex.split(ARGS.preflags) + [
-        os.path.join(where, 'nr-linkmap'), '-t', '0.7', '-m', '64k', *TCP_LO, '--json', js]
+        os.path.join(where, 'nr-linkmap'), '-t', '1', '-m', '64k', *TCP_LO, '--json', js]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     strangers, eps = [], []
     try:

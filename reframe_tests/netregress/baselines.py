@@ -62,7 +62,8 @@ def state_dir(create: bool = True) -> Path:
     the run directory (:func:`netregress.paths.run_dir`: ``--prefix``, ``RFM_PREFIX``, else ``run/``). Created 0700
     when missing; :class:`BaselineError` (one line) when it belongs to someone else or group/others may write it."""
     env = os.environ.get('NETREGRESS_STATE')
-    path = Path(env).resolve() if env else paths.run_dir() / 'state'
+    # absolute, not resolved: a symlink as the state directory itself is refused (statefiles.check_private)
+    path = Path(os.path.abspath(env)) if env else paths.run_dir() / 'state'
     if create:
         try:
             statefiles.private_dir(path)

@@ -32,7 +32,7 @@ import yaml
 
 from netregress import interconnects, references
 from . import runreport
-from .refstool import (Measurement, RefsError, _usable, check_figures, dump, measurements, merge,
+from .refstool import (Measurement, RefsError, _usable, check_figures, check_report, dump, measurements, merge,
                        read_reference_text, refuse_undeclared, validate_text, write_reference_file)
 
 
@@ -146,6 +146,7 @@ def accept(reports: list[Path], directory: Path, table: interconnects.Interconne
     reps = [runreport.load(p) for p in reports]
     found: list[Measurement] = []
     for rep in reps:
+        check_report(rep.path, rep.data)
         got = measurements(rep.data)
         check_figures(rep.path, got)
         found += got

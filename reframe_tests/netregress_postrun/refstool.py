@@ -180,6 +180,19 @@ def dump(doc: Mapping) -> str:
     return buf.getvalue()
 
 
+def check_report(source, report: Mapping) -> None:
+    """:class:`RefsError` naming the report and the figure when a usable case (one whose figures would become
+    references) holds a figure that is not a number: NaN, infinity or text never enter a reference or a baseline,
+    and a run holding one is not recorded at all (its other figures came from the same run)."""
+    for tc in runreport.final_cases(report):
+        if not _usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+            continue
+        for pv in runreport.perfvalues(tc):
+            if pv.value is None and pv.raw is not None:
+                raise RefsError(f'{source}: {pv.partition}/{tc.get("environ")}/{tc["interconnect"]}/'
+                                f'{tc["ref_test"]}/{pv.var}: {pv.raw!r} is not a finite figure')
+
+
 def check_figures(source, found: Iterable[Measurement]) -> None:
     """:class:`RefsError` naming the report and the figure for a value that is not a finite number >= 0."""
     for m in found:
@@ -230,7 +243,9 @@ def write(reports: list[Path], directory: Path, table: interconnects.Interconnec
     nothing written."""
     found: list[Measurement] = []
     for path in reports:
-        got = measurements(runreport.read(path))
+        doc = runreport.read(path)
+        check_report(path, doc)
+        got = measurements(doc)
         check_figures(path, got)
         found += got
     if system:
@@ -297,7 +312,9 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     rules = baselines.BandRules.from_table(table.baselines)
     found_per_report = []
     for path in reports:
-        found = [m for m in measurements(runreport.read(path)) if m.system == system]
+        doc = runreport.read(path)
+        check_report(path, doc)
+        found = [m for m in measurements(doc) if m.system == system]
         refuse_undeclared(found)
         check_figures(path, found)
         found_per_report.append((path, found))

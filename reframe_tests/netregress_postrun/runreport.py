@@ -273,6 +273,8 @@ class PerfValue:
     upper: float | None
     unit: str
     result: str | None        # ReFrame's verdict of the figure: 'pass', 'fail' (None when malformed)
+    #: the value as the report holds it (``value`` is None for NaN, infinity, text: ``raw`` says which)
+    raw: object = None
 
     @property
     def banded(self) -> bool:
@@ -300,7 +302,7 @@ def perfvalues(tc: Mapping) -> list[PerfValue]:
             out.append(PerfValue(str(system), str(partition), parts[-1], None, None, None, None, '', None))
             continue
         out.append(PerfValue(str(system), str(partition), parts[-1], _number(value), ref, lower, upper,
-                             '' if unit is None else str(unit), result))
+                             '' if unit is None else str(unit), result, value))
     return out
 
 

@@ -182,6 +182,9 @@ def _bad_reports(tmp_path):
     yield 'not-a-report', '[1, 2]', 'no "runs" list'
     yield 'case-not-object', '{"runs": [{"testcases": [5]}]}', 'runs[0].testcases[0]: expected an object'
     yield 'negative', json.dumps(report(case(-940.0))), '-940 is negative'
+    yield 'nan', json.dumps(report(case(float('nan')))), 'bw_mbps: nan is not a finite figure'
+    yield 'infinity', json.dumps(report(case(float('inf')))), 'bw_mbps: inf is not a finite figure'
+    yield 'text', json.dumps(report(case('fast'))), "bw_mbps: 'fast' is not a finite figure"
     yield 'perfvalues-list', '{"runs": [{"testcases": [{"perfvalues": [1]}]}]}', 'perfvalues: expected an object'
 
 
@@ -196,6 +199,7 @@ def test_record_refuses_bad_reports_in_one_line_writing_nothing(tmp_path):
         assert first.startswith(f'tools/refs: {rep}') and message in first, (name, out.stdout)
         assert out.stdout.splitlines()[1:] == ['tools/refs: nothing written'] and not out.stderr, name
         assert not (state / 'baselines').exists(), name
+    assert not state.exists()           # not even the state directory or its lock: the reports are read first
 
 
 def test_write_refuses_bad_reports_in_one_line_writing_nothing(tmp_path, table, capsys):
@@ -283,6 +287,16 @@ def test_a_state_directory_others_may_write_is_refused(tmp_path):
     rep.write_text(json.dumps(report(case(940.0))))
     out = refs('record', '--system', 'vc', rep, state=state)
     assert out.returncode == 1 and 'writable by group or others' in out.stdout and not (state / 'baselines').exists()
+
+
+def test_a_symlinked_state_directory_is_refused(tmp_path):
+    (tmp_path / 'real').mkdir(mode=0o700)
+    (tmp_path / 'state').symlink_to(tmp_path / 'real')
+    rep = tmp_path / 'r.json'
+    rep.write_text(json.dumps(report(case(940.0))))
+    out = refs('record', '--system', 'vc', rep, state=tmp_path / 'state')
+    assert out.returncode == 1 and 'state directory is a symbolic link' in out.stdout
+    assert list((tmp_path / 'real').iterdir()) == []
 
 
 def test_record_after_a_measurement_change_keeps_the_old_baseline(tmp_path, monkeypatch, table):

@@ -443,8 +443,8 @@ class Baseline:
                 version: str | None = None, files: Mapping[str, str] | None = None
                 ) -> tuple['Baseline | None', str | None]:
         """(baseline a run compares with, warning or None). This version's baseline once it has ``min_runs`` runs;
-        before that the newest baseline of an earlier version, with a warning naming what changed since; else this
-        version's (any runs) or None. ``files``: :func:`measured_files` of now (default: this checkout's)."""
+        before that the newest baseline of an earlier version (the newest with ``min_runs`` runs, if any), with a
+        warning naming what changed since; else this version's (any runs) or None. ``files``: :func:`measured_files` of now (default: this checkout's)."""
         files = measured_files() if files is None else files
         version = version or version_of(files)
         current = cls.load(system, directory, host, version)
@@ -453,7 +453,8 @@ class Baseline:
         older = [b for b in cls.all_versions(system, directory, host) if b.measured_by != version and b.entries]
         if not older:
             return current, None
-        old = older[-1]
+        # the newest that measured its spread (min_runs runs), else the newest
+        old = ([b for b in older if len(b.runs) >= rules.min_runs] or older)[-1]
         have = f'{len(current.runs)} run(s)' if current else 'none yet'
         return old, (f'comparing with the baseline of an earlier measurement version ({old.measured_by or "unknown"}'
                      f', {len(old.runs)} runs, {old.path}): {old.what_changed(files)}; this version\'s ({version}) has '

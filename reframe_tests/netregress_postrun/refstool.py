@@ -321,6 +321,9 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     files = baselines.measured_files()
     version = baselines.version_of(files)
     note = ''
+    # the baselines read once before the lock too: a malformed one is refused before anything (the lock file) is made
+    baselines.Baseline.load(system, version=version)
+    baselines.Baseline.all_versions(system)
     with baselines.locked():
         base = baselines.Baseline.load(system, version=version)
         if base is None:

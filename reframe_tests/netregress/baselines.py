@@ -194,7 +194,9 @@ def _measuring_files(root: Path) -> list[Path]:
     files += sorted((root / 'reframe_tests' / 'netregress').rglob('*.py'))
     files += sorted((root / 'reframe_tests' / 'checks').rglob('*.py'))
     # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
-    config = [root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster']
+    # (the embedded vcluster is a site of this checkout: its settings say how each MPI build starts under Slurm)
+    config = [root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster',
+              root / 'config' / 'sites' / 'vcluster' / 'settings.py']
     return files + [p for p in config if p.exists()]
 
 
@@ -218,8 +220,9 @@ def _measured_files_cached(root: str, signature: tuple) -> tuple:
 def measured_files(root: Path | None = None) -> dict[str, str]:
     """{file relative to the root: 12-hex digest of its :func:`meaning`} of everything that decides how a figure is
     measured: the kernel sources (``src/``), the checks and the library that launches, pins and reads them,
-    ``config/settings.py``, the virtual cluster (``tools/vcluster`` and ``config/vcluster.env``) and the interconnect
-    table (its band rules excluded: they judge figures, they do not make them). Cached while no file changes."""
+    ``config/settings.py``, the virtual cluster (``tools/vcluster``, ``config/vcluster.env`` and its site's
+    ``config/sites/vcluster/settings.py``) and the interconnect table (its band rules excluded: they judge figures,
+    they do not make them). Cached while no file changes."""
     root = Path(root or paths.repo_root()).resolve()
     signature = []
     for p in _measuring_files(root) + [root / 'config' / 'interconnects.yaml']:

@@ -58,13 +58,16 @@ if str(ROOT / 'reframe_tests') not in sys.path:
     sys.path.append(str(ROOT / 'reframe_tests'))
 
 
-from netregress.baselines import state_dir  # noqa: E402  (after the path above)
+from netregress.baselines import BaselineError, state_dir  # noqa: E402  (after the path above)
 from netregress.paths import run_dir  # noqa: E402
 
 #: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).
 RUN = run_dir()
 #: Host state kept across runs (baselines, ReFrame's results database): NETREGRESS_STATE, else RUN/state.
-STATE = state_dir()
+try:
+    STATE = state_dir()
+except BaselineError as err:              # someone else's or a world-writable state directory: one line, not a trace
+    sys.exit(f'config/settings.py: {err}')
 # Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
 sys.dont_write_bytecode = True
 

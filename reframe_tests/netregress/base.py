@@ -130,6 +130,14 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     nr_wire = variable(str, value='', loggable=True)
 
+    #: The check moves its payload over the interconnect under test between its nodes (False: it measures inside
+    #: each node, like the node loopback probe). Node coverage counts a node for a fabric only through passing
+    #: checks that did (netregress_postrun.coverage).
+    #:
+    #: :type: :class:`bool`
+    #: :default: ``True``
+    nr_fabric_payload = variable(bool, value=True, loggable=True)
+
     #: Where the references came from: a host baseline, the committed file, or none yet (goes to the perflog).
     #:
     #: :type: :class:`str`
@@ -240,13 +248,17 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         here; an MPI check places a yardstick like its ranks (:meth:`MpiCheck.end_cpu_prefix`)."""
         return self.pair_cpu_prefix()
 
+    def counted_nodes(self) -> int:
+        """Nodes whose counters are read (the interconnect's span; a check using more nodes says so)."""
+        return self.ic.nodes
+
     @run_before('run', always_last=True)
     def snapshot_counters(self):
         """Counter snapshots enclose the benchmark step alone: after every other pre-run step (servers, an iperf3
         yardstick on the same link) and after every post-run step."""
         if not self.record_counters:
             return
-        prefix = self.node_prefix('on_each_node', nodes=self.ic.nodes)
+        prefix = self.node_prefix('on_each_node', nodes=self.counted_nodes())
 
         def snap(when):
             cmd = f'sh -c {shlex.quote(provenance.snapshot_command(when))}'

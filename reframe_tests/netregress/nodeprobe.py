@@ -36,7 +36,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
-from . import figures, results, slurm
+from . import figures, interconnects, results, slurm
 from .linkplan import SLURM_ON_NAMED_NODE
 from .base import NetregressCheck
 from .build import TcpKernelBuild
@@ -114,15 +114,22 @@ def own_cpu_quotas(limits: Mapping[str, list[CpuLimit | None]]) -> dict[str, str
 
 
 def driver_script(nodes: list[str], prefixes: Mapping[str, str], kernels_dir: str, opts: list[str],
-                  passes: int = 1) -> str:
-    """Shell script: on each node in turn, a loopback server and client writing nodes/<node>.<pass>.json; pass k
-    starts at node k (mod N)."""
+                  passes: int = 1, on_every_node: str | None = None) -> str:
+    """Shell script writing nodes/<node>.<pass>.json per node and pass. With ``on_every_node`` (a prefix running
+    one task on each node of the job) every node measures at once, one job step per pass: nodes with CPUs of
+    their own do not disturb each other, and 1,000 nodes take ``passes`` steps, not 1,000 x ``passes``. Without
+    it (nodes sharing one host's CPUs) each node in turn, pass k starting at node k (mod N)."""
     server, client = (shlex.quote(os.path.join(kernels_dir, k)) for k in ('nr-tcpserver', 'nr-tcptest'))
     lines = ['#!/bin/bash', 'set -u', f'mkdir -p {NODE_DIR}']
     for k in range(passes):
+        if on_every_node is not None:
+            lines.append(_node_line('${SLURMD_NODENAME:-$(hostname)}', k, 24000 + k, on_every_node, server,
+                                    client, opts, label='all'))
+            continue
         for i in range(len(nodes)):
-            lines.append(_node_line(nodes[(i + k) % len(nodes)], k, 24000 + k * len(nodes) + i, prefixes,
-                                    server, client, opts))
+            node = nodes[(i + k) % len(nodes)]
+            lines.append(_node_line(node, k, 24000 + k * len(nodes) + i, prefixes[node], server, client, opts,
+                                    label=node))
     return '\n'.join(lines) + '\n'
 
 
@@ -141,8 +148,8 @@ CPU_LIMIT_SH = (
     "printf \"cgroup=%s quota_us=%s period_us=%s throttled_ns=%s\\n\", p, q, per, t}' /proc/self/cgroup")
 
 
-def _node_line(node: str, k: int, port: int, prefixes: Mapping[str, str], server: str, client: str,
-               opts: list[str]) -> str:
+def _node_line(node: str, k: int, port: int, prefix: str, server: str, client: str, opts: list[str],
+               label: str) -> str:
     out = f'{NODE_DIR}/{node}.{k}'
     body = (f'{CPU_LIMIT_SH} > {out}.cpu; '
             f'{server} -p {port} --max-tests 1 > {out}.srv 2>&1 & s=$!; '
@@ -150,15 +157,17 @@ def _node_line(node: str, k: int, port: int, prefixes: Mapping[str, str], server
             f'{client} -h 127.0.0.1 -p {port} {" ".join(map(shlex.quote, opts))} --json {out}.json '
             f'> {out}.out 2> {out}.err; rc=$?; kill $s 2>/dev/null; wait $s 2>/dev/null; '
             f'{CPU_LIMIT_SH} >> {out}.cpu; exit $rc')
-    return f'{prefixes[node]} sh -c {shlex.quote(body)}; echo "netregress-node: {node} pass={k} status=$?"'
+    return f'{prefix} sh -c {shlex.quote(body)}; echo "netregress-node: {label} pass={k} status=$?"'
 
 
 class NodeLoopbackCheck(NetregressCheck):
-    """Abstract: the loopback stream of every node of a multi-node partition, one node at a time."""
+    """Abstract: the loopback stream of every node of a multi-node partition (all at once, or one at a time where
+    the nodes share a host's CPUs), once per partition."""
 
     valid_prog_environs = ['+tcp']
     kernels = fixture(TcpKernelBuild, scope='environment')
     record_counters = False         # loopback inside each node: no interface under test
+    nr_fabric_payload = False       # nor payload over the fabric: it covers no node for it
 
     #: Repetitions (``-r``) and seconds each (``-t``) of each node's stream; the figure is their median.
     #:
@@ -199,6 +208,12 @@ class NodeLoopbackCheck(NetregressCheck):
         part = self.current_partition
         if self.ic.nodes < 2 or part.scheduler.registered_name not in ('slurm', 'squeue'):
             self.skip(f'{part.fullname} {self.interconnect}: one node, or no Slurm partition to list nodes of')
+        table = interconnects.load()
+        fabrics = [f[3:] for f in part.features if f.startswith('ic-') and f[3:] in table.names
+                   and table.interconnect(f[3:]).nodes >= 2]
+        if fabrics and self.interconnect != fabrics[0]:
+            self.skip(f'{part.fullname}: the nodes are probed once, with the {fabrics[0]} case (a loopback stream '
+                      f'does not depend on the fabric)')
         self.nodes = slurm.allocate_scoped_nodes(self, wait_s=10.0)
         if not self.nodes:
             self.skip(f'{part.fullname}: no node of it in the run\'s scope')
@@ -206,6 +221,14 @@ class NodeLoopbackCheck(NetregressCheck):
         self.num_tasks_per_node = 1
         self.fixed_references = {**self.fixed_references,
                                  'min_to_median': (1.0, self.min_node_fraction - 1.0, 0.0)}
+        # after the partition's time_limit (base class): one step per pass, or per node and pass where the nodes
+        # share a host's CPUs and take turns
+        steps = self.passes * (1 if self.all_at_once() else len(self.nodes))
+        self.time_limit = int(60 + steps * (self.repetitions * self.test_time_s * 2 + 3))
+
+    def all_at_once(self) -> bool:
+        """Every node measures at once, unless the nodes share one host's CPUs (partition extra ``host_cpus``)."""
+        return not self.current_partition.extras.get('host_cpus')
 
     @run_after('setup')
     def node_figures(self):
@@ -223,7 +246,9 @@ class NodeLoopbackCheck(NetregressCheck):
         prefixes = {n: ' '.join(shlex.quote(str(t).format(node=n)) for t in template) for n in self.nodes}
         opts = ['-r', str(self.repetitions), '-t', str(self.test_time_s), '-m', '1M']
         with open(os.path.join(self.stagedir, DRIVER), 'w') as fp:
-            fp.write(driver_script(self.nodes, prefixes, self.kernels.kernels_dir, opts, self.passes))
+            fp.write(driver_script(self.nodes, prefixes, self.kernels.kernels_dir, opts, self.passes,
+                                   self.node_prefix('on_each_node', nodes=len(self.nodes))
+                                   if self.all_at_once() else None))
         self.job.launcher = getlauncher('local')()
         self.executable = 'bash'
         self.executable_opts = [DRIVER]

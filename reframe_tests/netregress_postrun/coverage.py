@@ -7,8 +7,8 @@ a node was never touched. This module names those nodes:
 Slurm's view (which nodes are down, drained or not responding) is :func:`netregress.slurm.node_problems`.
 
 :func:`uncovered_nodes`
-    the run's view (a ReFrame JSON run report): every node of a partition that no passing test case ran on, e.g.
-    ``gige4: used by no passing check``.
+    the run's view (a ReFrame JSON run report): every node of a partition that no passing test case moved payload
+    over the fabric on, e.g. ``gige4: no passing check moved payload over its fabric there``.
 :func:`overlapping_jobs`
     where the nodes share one host's CPUs (the vcluster: partition extra ``host_cpus``), the run's jobs must have run
     one at a time (Slurm keeps them so with a license, not ReFrame): every pair that ``sacct`` shows running at the
@@ -26,16 +26,17 @@ import datetime
 import sys
 from typing import Iterable, Mapping, Sequence
 
-from netregress import site, slurm
+from netregress import interconnects, site, slurm
 from . import runreport
 
 # --- coverage of a run ----------------------------------------------------------------------------------------------
 
 def covered_nodes(report: Mapping, *, system: str | None = None) -> dict[str, set[str]]:
-    """Per partition: the nodes at least one passing test case ran on (every run of the report, retries too)."""
+    """Per partition: the nodes at least one passing test case moved payload over its fabric on (every run of the
+    report, retries too; :func:`moved_payload_over_fabric`)."""
     used: dict[str, set[str]] = {}
     for tc in runreport.testcases(report):
-        if tc.get('result') != 'pass':
+        if tc.get('result') != 'pass' or not moved_payload_over_fabric(tc):
             continue
         if system is not None and tc.get('system') not in (system, None):
             continue
@@ -43,8 +44,23 @@ def covered_nodes(report: Mapping, *, system: str | None = None) -> dict[str, se
     return used
 
 
+def moved_payload_over_fabric(tc: Mapping) -> bool:
+    """Whether a test case moved payload between nodes over its interconnect: a fabric spanning nodes, and a
+    check that does not measure inside each node (``nr_fabric_payload``; a report without it: yes). Shared memory,
+    loopback TCP and the node loopback probe cover no node."""
+    if tc.get('nr_fabric_payload') is False:
+        return False
+    name = tc.get('interconnect')
+    if not name:
+        return True                     # not one of our checks: nothing to tell it by
+    try:
+        return interconnects.load().interconnect(str(name)).nodes >= 2
+    except interconnects.InterconnectError:
+        return False
+
+
 def uncovered_nodes(report: dict, partition_nodes: dict[str, list[str]], *, system: str | None = None) -> list[str]:
-    """Nodes of each partition that no passing test case of ``report`` ran on: ``gige4: used by no passing check``.
+    """Nodes of each partition that no passing test case of ``report`` ran on: ``gige4: no passing check moved payload over its fabric there``.
 
     ``report`` is a ReFrame JSON run report (test cases carry ``system``, ``partition``, ``result`` and
     ``job_nodelist``); ``partition_nodes`` maps ReFrame partition names to their nodes. ``system`` limits the
@@ -55,7 +71,7 @@ def uncovered_nodes(report: dict, partition_nodes: dict[str, list[str]], *, syst
     for part, nodes in partition_nodes.items():
         for node in nodes:
             if node not in used.get(part, set()):
-                problems.append(f'{node}: used by no passing check')
+                problems.append(f'{node}: no passing check moved payload over its fabric there')
     return problems
 
 

@@ -39,6 +39,8 @@ from . import runreport
 ROOT = paths.repo_root()
 DRILL = paths.run_dir() / 'drill'
 CGROUP = Path('/sys/fs/cgroup/cpu/netregress-drill')
+#: Seconds one drill step's ReFrame run may take before it is stopped (its whole process group).
+RUN_TIMEOUT_S = 900
 
 
 VC = site.read_env_file(paths.config_dir() / 'vcluster.env')    # how tools/vcluster builds the cluster
@@ -81,10 +83,20 @@ class Drill:
                 # each run's failed cases (a core, the job's files) stay with its log, not overwritten by the next
                 '--stage', str(self.out / 'stage' / name)]
         with open(self.out / f'reframe-{name}.log', 'w') as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-            if fault.during:
-                fault.during()
-            proc.wait(timeout=900)
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                    start_new_session=True)
+            try:
+                if fault.during:
+                    fault.during()
+                proc.wait(timeout=RUN_TIMEOUT_S)
+            except BaseException:               # a timeout or Ctrl-C: ReFrame and its jobs' launchers go too
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                raise
         try:
             return runreport.read(report), str(report)
         except runreport.RunReportError as err:

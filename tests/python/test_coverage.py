@@ -215,17 +215,29 @@ NODES = {'fast': ['fast1', 'fast2', 'fast3', 'fast4'], 'gige': ['gige1', 'gige2'
 
 
 def test_uncovered_nodes_counts_passing_cases_of_every_run():
-    assert coverage.uncovered_nodes(REPORT, NODES, system='vcluster') == ['gige4: used by no passing check']
+    assert coverage.uncovered_nodes(REPORT, NODES, system='vcluster') == ['gige4: no passing check moved payload over its fabric there']
     # without the retry, fast3 and fast4 were only used by a failing case
     first_run = {'runs': REPORT['runs'][:1]}
     assert coverage.uncovered_nodes(first_run, NODES, system='vcluster') == [
-        'fast3: used by no passing check', 'fast4: used by no passing check', 'gige4: used by no passing check']
+        'fast3: no passing check moved payload over its fabric there', 'fast4: no passing check moved payload over its fabric there', 'gige4: no passing check moved payload over its fabric there']
     # another system's case counts only when no system is asked for
     assert coverage.uncovered_nodes(REPORT, NODES) == []
 
 
+def test_a_node_is_covered_only_by_a_passing_check_that_moved_payload_over_its_fabric():
+    """Shared memory, loopback TCP and the node loopback probe run on a node without one byte over its fabric."""
+    report = {'runs': [{'testcases': [
+        case('fast', 'fast[1-2]', interconnect='shm'),
+        case('fast', 'fast[3-4]', interconnect='fast', nr_fabric_payload=False),       # node_loopback
+        case('fast', 'fast[5-6]', interconnect='fast'),
+        case('fast', 'fast[7-8]', interconnect='fast', result='fail')]}]}
+    nodes = {'fast': [f'fast{i}' for i in range(1, 9)]}
+    assert [p.split(':')[0] for p in coverage.uncovered_nodes(report, nodes)] == [
+        'fast1', 'fast2', 'fast3', 'fast4', 'fast7', 'fast8']
+
+
 def test_uncovered_nodes_of_an_empty_report():
-    assert coverage.uncovered_nodes({}, {'fast': ['fast1']}) == ['fast1: used by no passing check']
+    assert coverage.uncovered_nodes({}, {'fast': ['fast1']}) == ['fast1: no passing check moved payload over its fabric there']
 
 
 def test_main_prints_problems_and_exits_1(tmp_path, capsys):
@@ -236,7 +248,7 @@ def test_main_prints_problems_and_exits_1(tmp_path, capsys):
                      hostnames={'fast[1-4]': NODES['fast'], 'gige[1-4]': NODES['gige']})
     assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0'], runner=fake) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out == ['fast2: drained (drained; reason: x)', 'gige4: used by no passing check']
+    assert out == ['fast2: drained (drained; reason: x)', 'gige4: no passing check moved payload over its fabric there']
 
 
 def test_main_exits_3_when_slurm_does_not_answer(capsys):

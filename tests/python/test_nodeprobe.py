@@ -1,4 +1,6 @@
 """The per-node loopback probe's judgement and job script (netregress.nodeprobe)."""
+import subprocess
+
 from netregress import nodeprobe
 from netregress.nodeprobe import CpuLimit
 
@@ -21,6 +23,17 @@ def test_driver_visits_every_node_in_turn_on_its_own_port():
     assert [line.split()[2] for line in lines] == ['n1', 'n2', 'n2', 'n1']      # the second pass rotates
     assert len({line.split('-p ')[1].split()[0] for line in lines}) == 4         # a port per step
     assert 'nodes/n2.1.json' in lines[2] and 'netregress-node: n2 pass=1 status=$?' in lines[2]
+
+
+def test_nodes_with_cpus_of_their_own_measure_at_once_one_step_per_pass(tmp_path):
+    """1,000 nodes: 3 job steps for 3 passes, not 3,000; each task names its output after its own node."""
+    nodes = [f'n{i}' for i in range(1, 1001)]
+    script = nodeprobe.driver_script(nodes, {}, '/k', ['-r', '3'], 3, on_every_node='srun -N1000 -n1000')
+    lines = [line for line in script.splitlines() if line.startswith('srun')]
+    assert len(lines) == 3 and all('netregress-node: all pass=' in line for line in lines)
+    assert 'nodes/${SLURMD_NODENAME:-$(hostname)}.2.json' in lines[2]
+    (tmp_path / 'd.sh').write_text(script)
+    assert subprocess.run(['bash', '-n', str(tmp_path / 'd.sh')]).returncode == 0
 
 
 def test_a_slow_node_is_a_performance_verdict_a_missing_one_a_sanity_failure():

@@ -16,11 +16,13 @@
  * Bounded time. Rank 0 drives the rounds with small point-to-point control messages (no blocking collective inside
  * the rounds, so nothing needs MPI-3): GO(round), the ranks run the round (transfer, then with --rtt the serial
  * round-trip phase after a READY/RTT-GO checkpoint), every rank sends its report to rank 0, and rank 0 records the
- * round and sends the next GO. Every wait has a deadline derived from --round-timeout: a pair that did not finish by
- * then is recorded as failed (round, ranks, hosts, what stalled) and the next round runs. When the job cannot go on
- * (a rank sent no report: hung or dead; an MPI request could neither complete nor be cancelled), rank 0 writes the
- * JSON with everything it knows and ends the job with MPI_Abort; a rank that hears nothing from rank 0 in time ends
- * the job itself (nr_mpi_fail_loop).
+ * round and sends the next GO. The control messages are MPI_Isends whose requests every wait loop, the TCP ones
+ * too, keeps testing (lm_progress): MPI moves a message only while its sender calls MPI, and across hosts Open MPI's
+ * TCP BTL makes its connection to a peer only then. Every wait has a deadline derived from --round-timeout: a pair
+ * that did not finish by then is recorded as failed (round, ranks, hosts, what stalled) and the next round runs.
+ * When the job cannot go on (a rank sent no report: hung or dead; an MPI request could neither complete nor be
+ * cancelled), rank 0 writes the JSON with everything it knows and ends the job with MPI_Abort; a rank that hears
+ * nothing from rank 0 in time ends the job itself (nr_mpi_fail_loop).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,9 +62,12 @@
 #define LM_TAG_REPORT 13          /* all -> rank 0: the round's report */
 #define LM_TAG_BASE 100
 #define LM_TAG_ROUNDS 5000        /* data tags cycle every 5000 rounds (tags stay below 32767) */
+#define LM_CTL_GROUPS 5           /* control sends: rank 0's four decision buffers, and a rank's own */
+#define LM_CTL_OWN 4              /* a rank's own control sends: READY, the reports of two rounds, the rtt turn */
 
 enum { LM_T_HELLO, LM_T_DATA, LM_T_PING, LM_T_PONG, LM_T_TOKEN, LM_T_KINDS };
 enum { LM_GO = 1, LM_RTT_GO, LM_DONE };
+enum { LM_OWN_READY, LM_OWN_REPORT, LM_OWN_TURN = LM_OWN_REPORT + 2 };
 enum { LM_KIND_DATA = 1, LM_KIND_RTT = 2 };
 enum lm_transport { LM_MPI, LM_TCP };
 
@@ -149,8 +154,14 @@ struct lm_ctx {
     unsigned char *rtt_out, *rtt_in;
     double *rtt_samples;
     int dec[4][2], dec_seq, din[2];
-    int ready_out, *ready_in;
+    int ready_out, *ready_in, turn_out, turn_in;
     struct lm_report rep_out[2];
+    /* the control sends in flight (lm_ctl_send): groups 0-3 rank 0's decisions by buffer (n each, by rank), group 4
+     * this rank's own (LM_CTL_OWN); ctl_busy[g] counts the group's active requests */
+    MPI_Request *ctl;
+    int ctl_busy[LM_CTL_GROUPS];
+    int *ctl_idx;
+    MPI_Status *ctl_st;
     /* tcp */
     int lfd;
     uint32_t my_addr;
@@ -364,33 +375,103 @@ static int lm_plan_file(struct lm_ctx *c, struct nr_error *err)
 
 /* ---- control plane: rank 0 <-> every rank, every wait bounded ---- */
 
+/* The control messages are small MPI_Isends whose requests are kept, never freed at once: MPI moves a message only
+ * while its sender calls MPI, and the TCP transport's loops (transfer, round trips) would call none for seconds. On
+ * one host a shared-memory or loopback path delivered them at MPI_Isend, so freeing worked there; across hosts
+ * Open MPI's TCP BTL opens its connection to a peer at the first message (the GO to the one rank no set-up
+ * collective had talked to), and that connection is made only by the sender's progress: rank 0 sat in its TCP
+ * transfer, the GO waited, the rank never started its round (issue: "rank 3 (fast4) did not end its transfers").
+ * So every wait loop calls lm_progress, which tests the control sends still in flight (MPI_Testsome: the standard's
+ * progress rule for a request that is tested). */
+static MPI_Request *lm_ctl_slot(struct lm_ctx *c, int group, int i)
+{
+    return c->ctl + (size_t)group * (size_t)c->m->size + (size_t)i;
+}
+
+/* Test the control sends in flight: completed ones are released. Nothing to do (and no MPI call) when none are. */
+static void lm_progress(struct lm_ctx *c)
+{
+    for (int g = 0; g < LM_CTL_GROUPS; g++) {
+        if (c->ctl_busy[g] <= 0)
+            continue;
+        const int len = g < LM_CTL_GROUPS - 1 ? c->m->size : LM_CTL_OWN;
+        MPI_Request *rq = lm_ctl_slot(c, g, 0);
+        int out = 0;
+        if (MPI_Testsome(len, rq, &out, c->ctl_idx, c->ctl_st) != MPI_SUCCESS) {
+            /* a failed control send: its receiver's deadline names the rank; let the library finish the rest */
+            for (int i = 0; i < len; i++)
+                if (rq[i] != MPI_REQUEST_NULL)
+                    MPI_Request_free(&rq[i]);
+            c->ctl_busy[g] = 0;
+        } else if (out == MPI_UNDEFINED)
+            c->ctl_busy[g] = 0;
+        else
+            c->ctl_busy[g] -= out;
+    }
+}
+
+/* Poll timeouts: while control sends are in flight, a loop comes back for them every millisecond. */
+static int lm_poll_ms(const struct lm_ctx *c, int ms)
+{
+    for (int g = 0; g < LM_CTL_GROUPS; g++)
+        if (c->ctl_busy[g] > 0)
+            return ms < 1 ? ms : 1;
+    return ms;
+}
+
+/* Start a control send in slot (group, i). A request still in the slot belongs to a message its receiver has
+ * already taken (the callers' buffer rules below; the rtt turn's buffer never changes): it is freed, the library
+ * ends it on its own. */
+static int lm_ctl_send(struct lm_ctx *c, int group, int i, void *buf, int count, MPI_Datatype type, int dest, int tag)
+{
+    MPI_Request *rq = lm_ctl_slot(c, group, i);
+    if (*rq != MPI_REQUEST_NULL) {
+        MPI_Request_free(rq);
+        c->ctl_busy[group]--;
+    }
+    int rc = MPI_Isend(buf, count, type, dest, tag, MPI_COMM_WORLD, rq);
+    if (rc != MPI_SUCCESS)
+        *rq = MPI_REQUEST_NULL;
+    else
+        c->ctl_busy[group]++;
+    return rc;
+}
+
+/* The end: control sends still in flight (the last DONE) are left to the library to finish. */
+static void lm_ctl_release(struct lm_ctx *c)
+{
+    if (!c->ctl)
+        return;
+    for (size_t i = 0; i < (size_t)(LM_CTL_GROUPS - 1) * (size_t)c->m->size + LM_CTL_OWN; i++)
+        if (c->ctl[i] != MPI_REQUEST_NULL)
+            MPI_Request_free(&c->ctl[i]);
+    memset(c->ctl_busy, 0, sizeof c->ctl_busy);
+}
+
 /* Rank 0: tell every other rank the next step (GO, RTT-GO, DONE). The buffers rotate over four decisions: a buffer
  * is reused only after every rank has reported twice since, so its earlier sends were received. */
 static int lm_tell_all(struct lm_ctx *c, int action, int round, struct nr_error *err)
 {
-    int *d = c->dec[c->dec_seq++ % 4];
+    const int slot = c->dec_seq++ % 4;
+    int *d = c->dec[slot];
     d[0] = action, d[1] = round;
     for (int r = 1; r < c->m->size; r++) {
-        MPI_Request rq;
-        int rc = MPI_Isend(d, 2, MPI_INT, r, LM_TAG_GO, MPI_COMM_WORLD, &rq);
+        int rc = lm_ctl_send(c, slot, r, d, 2, MPI_INT, r, LM_TAG_GO);
         if (rc != MPI_SUCCESS) {
             char what[64];
             snprintf(what, sizeof what, "MPI_Isend (control message to rank %d)", r);
             return nr_mpi_check(rc, what, err);
         }
-        MPI_Request_free(&rq);
     }
     return NR_OK;
 }
 
-/* Send a small message to rank 0 and let it go (its buffer stays untouched until rank 0 has answered). */
-static int lm_tell_root(void *buf, int bytes, int tag, struct nr_error *err)
+/* Send a small message to rank 0 from own slot `own` (its buffer stays untouched until rank 0 has answered). */
+static int lm_tell_root(struct lm_ctx *c, int own, void *buf, int bytes, int tag, struct nr_error *err)
 {
-    MPI_Request rq;
-    int rc = MPI_Isend(buf, bytes, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &rq);
+    int rc = lm_ctl_send(c, LM_CTL_GROUPS - 1, own, buf, bytes, MPI_BYTE, 0, tag);
     if (rc != MPI_SUCCESS)
         return nr_mpi_check(rc, "MPI_Isend (to rank 0)", err);
-    MPI_Request_free(&rq);
     return NR_OK;
 }
 
@@ -402,6 +483,7 @@ static int lm_await(struct lm_ctx *c, int round, double deadline, const char *af
     const double since = MPI_Wtime();
     int rc = MPI_Irecv(c->din, 2, MPI_INT, 0, LM_TAG_GO, MPI_COMM_WORLD, &rq), flag = 0;
     while (rc == MPI_SUCCESS && !flag) {
+        lm_progress(c);
         if ((rc = MPI_Test(&rq, &flag, &st)) != MPI_SUCCESS || flag)
             break;
         if (MPI_Wtime() > deadline) {
@@ -437,6 +519,7 @@ static int lm_collect(struct lm_ctx *c, int tag, void *base, size_t stride, int 
     }
     while (left > 0 && MPI_Wtime() <= deadline) {
         int out = 0;
+        lm_progress(c);
         int rc = MPI_Testsome(n, c->creq, &out, c->idx, c->st);
         if (rc != MPI_SUCCESS) {
             nr_mpi_check(rc, "MPI_Testsome (reports)", err);
@@ -532,6 +615,7 @@ static void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, 
         double now = MPI_Wtime();
         if (now > deadline)
             break;
+        lm_progress(c);
         if (!s_done) {
             if (!s_stop && now >= until)
                 s_stop = true;
@@ -856,7 +940,8 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
         if (sstate == S_DATA && !stall && until < wake)
             wake = until;
         int ms = (int)((wake - now) * 1000.0) + 1;
-        poll(pf, np, ms > 50 ? 50 : ms < 0 ? 0 : ms);
+        poll(pf, np, lm_poll_ms(c, ms > 50 ? 50 : ms < 0 ? 0 : ms));
+        lm_progress(c); /* rank 0's GO to the others, above all (see lm_progress) */
         now = MPI_Wtime();
         /* the sender */
         if (sstate == S_CONNECT) {
@@ -987,7 +1072,8 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
 }
 
 /* Move len bytes over a socket within the deadline: 0, or -1 (timeout, closed, error: why says which). */
-static int lm_tcp_io(int fd, unsigned char *buf, size_t len, bool out, double deadline, char *why, size_t wlen)
+static int lm_tcp_io(struct lm_ctx *c, int fd, unsigned char *buf, size_t len, bool out, double deadline, char *why,
+                     size_t wlen)
 {
     size_t done = 0;
     while (done < len) {
@@ -1010,7 +1096,8 @@ static int lm_tcp_io(int fd, unsigned char *buf, size_t len, bool out, double de
             return -1;
         }
         struct pollfd p = {fd, out ? POLLOUT : POLLIN, 0};
-        poll(&p, 1, left > 0.1 ? 100 : (int)(left * 1000) + 1);
+        poll(&p, 1, lm_poll_ms(c, left > 0.1 ? 100 : (int)(left * 1000) + 1));
+        lm_progress(c);
     }
     return 0;
 }
@@ -1065,21 +1152,22 @@ static void lm_ping(struct lm_ctx *c, int round, int dst, double deadline, struc
         }
         while ((r = lm_tcp_connected(fd)) == 0 && MPI_Wtime() <= deadline) {
             struct pollfd p = {fd, POLLOUT, 0};
-            poll(&p, 1, 10);
+            poll(&p, 1, lm_poll_ms(c, 10));
+            lm_progress(c);
         }
         if (r <= 0)
             snprintf(why, sizeof why, "connect to %s: %s", lm_endpoint_str(c, dst, ep, sizeof ep),
                      r < 0 ? strerror(-r) : "timed out");
         else {
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            if (lm_tcp_io(fd, hello, sizeof hello, true, deadline, why, sizeof why) < 0)
+            if (lm_tcp_io(c, fd, hello, sizeof hello, true, deadline, why, sizeof why) < 0)
                 r = -1;
         }
         int failed_ping = 0;
         for (int t = 0; r > 0 && t <= trials; t++) {
             double a = MPI_Wtime();
-            if (lm_tcp_io(fd, c->rtt_out, (size_t)size, true, deadline, why, sizeof why) < 0 ||
-                lm_tcp_io(fd, c->rtt_in, (size_t)size, false, deadline, why, sizeof why) < 0) {
+            if (lm_tcp_io(c, fd, c->rtt_out, (size_t)size, true, deadline, why, sizeof why) < 0 ||
+                lm_tcp_io(c, fd, c->rtt_in, (size_t)size, false, deadline, why, sizeof why) < 0) {
                 failed_ping = t + 1;
                 r = -1;
                 break;
@@ -1142,8 +1230,8 @@ static void lm_echo_tcp(struct lm_ctx *c, int fd, double deadline)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     for (int t = 0; t <= c->o->rtt_trials; t++)
-        if (lm_tcp_io(fd, c->rtt_in, size, false, deadline, why, sizeof why) < 0 ||
-            lm_tcp_io(fd, c->rtt_in, size, true, deadline, why, sizeof why) < 0)
+        if (lm_tcp_io(c, fd, c->rtt_in, size, false, deadline, why, sizeof why) < 0 ||
+            lm_tcp_io(c, fd, c->rtt_in, size, true, deadline, why, sizeof why) < 0)
             break;
     close(fd);
 }
@@ -1163,10 +1251,10 @@ static void lm_rtt(struct lm_ctx *c, int round, int dst, int src, double start, 
     MPI_Request tok = MPI_REQUEST_NULL, first = MPI_REQUEST_NULL;
     MPI_Status st;
     char e[MPI_MAX_ERROR_STRING];
-    int token = 0, rc;
+    int rc;
     bool have_turn = dst >= 0 && prev < 0, ping_done = dst < 0, echo_done = src < 0;
     if (dst >= 0 && prev >= 0 &&
-        (rc = MPI_Irecv(&token, 1, MPI_INT, prev, ttok, MPI_COMM_WORLD, &tok)) != MPI_SUCCESS) {
+        (rc = MPI_Irecv(&c->turn_in, 1, MPI_INT, prev, ttok, MPI_COMM_WORLD, &tok)) != MPI_SUCCESS) {
         lm_fail(&rep->send, "rtt: MPI_Irecv (turn) from rank %d: %s", prev, lm_mpierr(rc, e, sizeof e));
         ping_done = true;
     }
@@ -1176,6 +1264,7 @@ static void lm_rtt(struct lm_ctx *c, int round, int dst, int src, double start, 
         echo_done = true;
     while (!(ping_done && echo_done) && MPI_Wtime() <= deadline) {
         bool progress = false;
+        lm_progress(c); /* the turn this rank passed on (and rank 0's RTT-GO) */
         if (!echo_done) {
             double until = MPI_Wtime() + LM_RTT_PAIR_S;
             until = until < deadline ? until : deadline;
@@ -1208,10 +1297,10 @@ static void lm_rtt(struct lm_ctx *c, int round, int dst, int src, double start, 
             lm_ping(c, round, dst, until < deadline ? until : deadline, rep);
             ping_done = progress = true;
             if (next >= 0) { /* the next sender's turn, also after a failure of this pair */
-                MPI_Request rq;
-                static int go = 1;
-                if (MPI_Isend(&go, 1, MPI_INT, next, ttok, MPI_COMM_WORLD, &rq) == MPI_SUCCESS)
-                    MPI_Request_free(&rq);
+                c->turn_out = 1;
+                if ((rc = lm_ctl_send(c, LM_CTL_GROUPS - 1, LM_OWN_TURN, &c->turn_out, 1, MPI_INT, next, ttok)) !=
+                    MPI_SUCCESS)
+                    lm_fail(&rep->send, "rtt: MPI_Isend (turn) to rank %d: %s", next, lm_mpierr(rc, e, sizeof e));
             }
         }
         if (!progress) {
@@ -1633,7 +1722,7 @@ static int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
                     nr_mpi_fail_loop(c->m, err);
             } else {
                 c->ready_out = k;
-                if ((rc = lm_tell_root(&c->ready_out, (int)sizeof(int), LM_TAG_READY, err)) < 0)
+                if ((rc = lm_tell_root(c, LM_OWN_READY, &c->ready_out, (int)sizeof(int), LM_TAG_READY, err)) < 0)
                     nr_mpi_fail_loop(c->m, err);
                 if (lm_await(c, k, phase_end + 3 * LM_GRACE_S, "to start the round trips", err) != LM_RTT_GO) {
                     nr_error_set(err, NR_E_INTERNAL, "round %d: control message from rank 0 out of order", k);
@@ -1646,7 +1735,7 @@ static int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
         }
         rep->rejected = c->rejected;
         if (!root) {
-            if ((rc = lm_tell_root(rep, (int)sizeof *rep, LM_TAG_REPORT, err)) < 0)
+            if ((rc = lm_tell_root(c, LM_OWN_REPORT + k % 2, rep, (int)sizeof *rep, LM_TAG_REPORT, err)) < 0)
                 nr_mpi_fail_loop(c->m, err);
             continue;
         }
@@ -1793,12 +1882,18 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
     c->idx = malloc(sizeof(int) * (size_t)(w + 2 > n ? w + 2 : n));
     c->rseq = malloc(sizeof(long long) * (size_t)w);
     c->missing = calloc((size_t)n, 1);
+    c->ctl = malloc(sizeof(MPI_Request) * ((size_t)(LM_CTL_GROUPS - 1) * (size_t)n + LM_CTL_OWN));
+    c->ctl_idx = malloc(sizeof(int) * (size_t)(n > LM_CTL_OWN ? n : LM_CTL_OWN));
+    c->ctl_st = malloc(sizeof(MPI_Status) * (size_t)(n > LM_CTL_OWN ? n : LM_CTL_OWN));
+    for (size_t i = 0; c->ctl && i < (size_t)(LM_CTL_GROUPS - 1) * (size_t)n + LM_CTL_OWN; i++)
+        c->ctl[i] = MPI_REQUEST_NULL;
     if (me == 0) {
         c->reports = calloc((size_t)n, sizeof *c->reports);
         c->ready_in = calloc((size_t)n, sizeof(int));
     }
     if (!c->sbuf || !c->rbuf || !c->rtt_out || !c->rtt_in || !c->rtt_samples || !c->hosts || !c->sreq || !c->rreq ||
-        !c->creq || !c->st || !c->idx || !c->rseq || !c->missing || (me == 0 && (!c->reports || !c->ready_in)))
+        !c->creq || !c->st || !c->idx || !c->rseq || !c->missing || !c->ctl || !c->ctl_idx || !c->ctl_st ||
+        (me == 0 && (!c->reports || !c->ready_in)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (rc == NR_OK) { /* written before anything runs: no shared zero page in any transfer */
         nr_buffer_fill(c->sbuf, o->msg, (uint32_t)me);
@@ -1933,6 +2028,7 @@ int main(int argc, char **argv)
     }
     if (rc <= 0 && mpi.rank == 0 && o.json && lm_write_json(&c, started, rc, &err) != 0 && rc == NR_OK)
         rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
+    lm_ctl_release(&c);
     for (int i = 0; i < c.npending; i++)
         close(c.pending[i].fd);
     if (c.lfd >= 0)
@@ -1941,6 +2037,7 @@ int main(int argc, char **argv)
         free(c.pairs[i].error);
     free(c.pairs), free(c.rounds), free(c.plan), free(c.hosts), free(c.sbuf), free(c.rbuf), free(c.rtt_out);
     free(c.rtt_in), free(c.rtt_samples), free(c.sreq), free(c.rreq), free(c.creq), free(c.st), free(c.idx);
-    free(c.rseq), free(c.missing), free(c.reports), free(c.ready_in), free(c.addr), free(c.port);
+    free(c.rseq), free(c.missing), free(c.reports), free(c.ready_in), free(c.addr), free(c.port), free(c.ctl);
+    free(c.ctl_idx), free(c.ctl_st);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

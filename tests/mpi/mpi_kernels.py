@@ -461,6 +461,35 @@ def case_linkmap_4(d):
     _linkmap(d, 4)
 
 
+def case_linkmap_tcp_btl(d):
+    """The TCP transport when MPI itself runs over TCP (Open MPI's ob1 + TCP BTL, as across hosts): the BTL opens its
+    connection to a peer at the first message, and only the sender's progress makes it. Rank 0's GO to rank 3 (the
+    one rank no set-up collective had talked to at 4 ranks) waited while rank 0 ran its TCP transfer without calling
+    MPI: rank 3 never started round 0 and the round failed at its timeout (on the vcluster: "rank 3 (fast4) did not
+    end its transfers"). Every round must end in about -t, every pair ok, with and without --rtt and with a plan file.
+    The OMPI_MCA_* variables mean nothing to MPICH, where the case is the plain TCP run again."""
+    env = {'OMPI_MCA_pml': 'ob1', 'OMPI_MCA_btl': 'self,tcp'}
+    plan = os.path.join(d, 'plan.txt')
+    with open(plan, 'w') as f:
+        f.write('3>0 2>1\n0>3 1>2\n')
+    for np, extra in ((4, ()), (4, ('--rtt', '--rtt-trials', 5)), (5, ()), (4, ('--plan-file', plan))):
+        js = os.path.join(d, 'btl.json')
+        t0 = time.monotonic()
+        p = run('nr-linkmap', np, '-t', 0.1, '-m', '64k', '--round-timeout', 10, *TCP_LO, *extra, '--json', js,
+                env=env, timeout=120)
+        took = time.monotonic() - t0
+        r = load(js)
+        walls = [round(x['wall_s'], 3) for x in r['rounds']]
+        print(f'nr-linkmap -np {np} {" ".join(map(str, extra))} over the TCP BTL: {took:.2f} s, round walls {walls}')
+        if '--plan-file' in extra:
+            check(r['status'] == 'ok' and r['summary']['ok_pairs'] == 4 and r['summary']['failed_pairs'] == 0,
+                  f'plan file: {r["summary"]}\n{p.stdout}')
+        else:
+            _linkmap_check(r, np, 'tcp', rtt='--rtt' in extra)
+        # a round waits on the control messages only as long as the transfer: far below the 10-s round timeout
+        check(max(walls) < 5, f'{extra}: a round waited for its control messages: {walls}')
+
+
 def case_linkmap_plan_file(d):
     """Rounds given by the caller: comments, blank lines, a plan name, rank numbers; split rounds run as given."""
     plan = os.path.join(d, 'plan.txt')

@@ -2,8 +2,9 @@
 #   make validate   the validation suite on this machine's embedded default (vcluster as root, else local)
 #   make test       the project's own tests (C unit/integration, sanitizers, fuzz, pytest, ReFrame CI subset)
 #   make drill      inject known faults into the virtual cluster and check each is caught and named (root)
+#   make onboard    a centre's onboarding end to end, on a copy of the virtual cluster's site (root; docs/site.md)
 SHELL := /bin/bash
-.PHONY: validate test drill bootstrap clean
+.PHONY: validate test drill onboard bootstrap clean
 
 validate:
 	tools/bootstrap --for validate
@@ -16,6 +17,10 @@ test:
 drill:
 	tools/bootstrap --for validate
 	tools/drill
+
+onboard:
+	tools/bootstrap --for validate
+	tests/site/onboard-vcluster
 
 bootstrap:
 	tools/bootstrap --for validate

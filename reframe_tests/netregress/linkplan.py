@@ -1,22 +1,16 @@
-"""The all-pairs link test's plan: rounds of disjoint pairs, and the scripts the job runs to measure them.
+"""The link test's plans: rounds of directed pairs that one nr-linkmap job measures.
 
-:func:`round_robin` pairs the nodes (circle method); :func:`serve_script` is the one job step that starts a server
-on every node; :func:`driver_script` is the job script visiting every link, each test a job step on its client
-node. ``netregress.allpairs`` describes the method, ``netregress.linkverdict`` reads what the job wrote.
+:func:`round_robin` pairs the nodes (circle method); :func:`full_plan`, :func:`sample_plan` and
+:func:`topology_plan` turn that and Slurm's switch tree into rounds (:class:`LinkPlan`, whose text is nr-linkmap's
+plan file); :func:`estimate` is the cost model ``ci/post-maintenance --plan`` prints. ``netregress.allpairs``
+describes the method, ``netregress.linkverdict`` reads what the job wrote.
 """
 from __future__ import annotations
 
-import os
-import shlex
+import random
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from . import provenance
-from .base import COUNTERS_FILE
-
-DRIVER = 'allpairs.sh'
-SERVE = 'serve.sh'
-LINK_DIR = 'links'
-TEST_MARK = 'netregress-test:'
 #: Runs one task on a named node of the job when the partition has no ``on_named_node`` extra (Slurm).
 SLURM_ON_NAMED_NODE = ['srun', '--mpi=none', '--overlap', '--nodes=1', '--ntasks=1', '--nodelist={node}']
 
@@ -50,145 +44,122 @@ def round_robin(nodes: Sequence[str]) -> list[list[tuple[str, str]]]:
     return rounds
 
 
-# --- the job's driver script ---------------------------------------------------------------------------------------
+# --- plans for nr-linkmap: rounds of directed pairs, one MPI job for all of them ------------------------------------
 
-def link_tests(a: str, b: str, both_directions: bool) -> list[tuple[str, str, str]]:
-    """(kind, client, server) of the tests measuring link (a, b), in the order they run: RTT first (on idle
-    queues), then the stream b -> a and, optionally, a -> b (nr-tcptest's client sends to the server)."""
-    tests = [('rtt', b, a), ('stream', b, a)]
-    if both_directions:
-        tests.append(('stream', a, b))
-    return tests
+@dataclass(frozen=True)
+class LinkPlan:
+    """The rounds one nr-linkmap job runs: each round a list of directed (sender, receiver) pairs in which every
+    node sends at most once and receives at most once, all at the same time."""
+    name: str
+    nodes: tuple[str, ...]
+    rounds: tuple[tuple[tuple[str, str], ...], ...]
+    note: str = ''
 
+    @property
+    def pairs(self) -> int:
+        return sum(len(r) for r in self.rounds)
 
-def test_tag(kind: str, client: str, server: str, pass_: int = 1) -> str:
-    """File name stem of one test's output under ``links/``."""
-    return f'{kind}.{client}.{server}.p{pass_}'
+    def links(self) -> set[frozenset[str]]:
+        """The node pairs (links) the plan measures, in at least one direction."""
+        return {frozenset(p) for r in self.rounds for p in r}
 
-
-def sessions_per_server(rounds: Sequence[Sequence[tuple[str, str]]], both_directions: bool,
-                        passes: int = 1) -> dict[str, int]:
-    """How many tests each node's server serves over the whole job (it exits after the last one)."""
-    count: dict[str, int] = {}
-    for pairs in rounds:
-        for a, b in pairs:
-            for _, _, server in link_tests(a, b, both_directions):
-                count[server] = count.get(server, 0) + passes
-    return count
-
-
-def serve_script(kernels_dir: str, iface: str, sessions: Mapping[str, int]) -> str:
-    """Run as one task per node: write the node's address on ``iface``, then serve its ``sessions`` link tests
-    (a node missing from ``sessions`` serves until it is killed)."""
-    lines = [
-        '#!/bin/sh',
-        "# netregress all-pairs: this node's endpoint, then nr-tcpserver until its last test",
-        'node=${SLURMD_NODENAME:-$(hostname)}',
-        f'exec > "{LINK_DIR}/server-$node.out" 2>&1',
-        f'addr=$(ip -4 -o addr show dev {shlex.quote(iface)} | awk \'{{split($4, a, "/"); print a[1]; exit}}\')',
-        'echo "netregress-endpoint: node=$node host=$(hostname) addr=$addr"',
-        f'test -n "$addr" || {{ echo "no IPv4 address on {iface} of $node"; exit 1; }}',
-        'case $node in',
-    ]
-    lines += [f'  {shlex.quote(node)}) n={int(n)} ;;' for node, n in sessions.items()]
-    lines += [
-        '  *) n=0 ;;',
-        'esac',
-        f'exec {shlex.quote(os.path.join(kernels_dir, "nr-tcpserver"))} -p 0 -v --max-tests "$n"',
-        '',
-    ]
-    return '\n'.join(lines)
+    def text(self) -> str:
+        """The plan file nr-linkmap reads (``--plan-file``): one round per line of ``SRC>DST`` by host name."""
+        head = f'# netregress link plan {self.name}: {len(self.nodes)} nodes, {len(self.rounds)} rounds, ' \
+               f'{self.pairs} directed pairs{"; " + self.note if self.note else ""}\n'
+        return head + ''.join(' '.join(f'{a}>{b}' for a, b in r) + '\n' for r in self.rounds)
 
 
-def driver_script(rounds: Sequence[Sequence[tuple[str, str]]], *, nodes: Sequence[str], kernels_dir: str,
-                  on_named_node: Mapping[str, str], on_every_node: str, stream_opts: Sequence[str],
-                  rtt_opts: Sequence[str], both_directions: bool = True, concurrent: bool = False,
-                  passes: int = 1, step_timeout_s: int = 60, server_wait_s: int = 10) -> str:
-    """The bash script the job runs on its first node.
+def _duplex(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """Both directions of every pair of a matching: each node sends to and receives from its partner at once."""
+    return tuple(d for a, b in pairs for d in ((a, b), (b, a)))
 
-    ``on_named_node`` maps every node to the command prefix running one task there; ``on_every_node`` runs one
-    task on each node of the job. Steps: counter snapshot on every node; one step starting a server on every node
-    (``serve.sh``); ``passes`` times over the rounds (in the same order, so a link's passes lie one pass apart),
-    per pair the tests of :func:`link_tests`, each a step on its client node bounded by
-    ``step_timeout_s`` and reported as a ``netregress-test:`` line with its exit status (``noserver`` when the
-    server node never said where it listens); servers stopped; counter snapshot again.
-    """
-    nodes = list(nodes)
-    q = shlex.quote
-    nlinks = sum(len(r) for r in rounds)
-    lines = [
-        '#!/bin/bash',
-        f'# netregress all-pairs link test: {len(nodes)} nodes, {nlinks} links in {len(rounds)} rounds, '
-        f'{passes} pass(es), pairs {"concurrent" if concurrent else "one after the other"} '
-        '(generated by netregress.allpairs)',
-        f'K={q(kernels_dir)}',
-        f'mkdir -p {LINK_DIR} && rm -f {LINK_DIR}/*',
-        '',
-        'on_node() {  # NODE COMMAND...: COMMAND as one task on NODE',
-        '  local node=$1; shift',
-        '  case $node in',
-    ]
-    for node in nodes:
-        lines.append(f'    {q(node)}) timeout -k 5 {int(step_timeout_s)} {on_named_node[node]} "$@" ;;')
-    lines += [
-        '    *) echo "on_node: $node is not a node of this job" >&2; return 127 ;;',
-        '  esac',
-        '}',
-        'endpoint() {  # NODE: "ADDRESS PORT" of the server on NODE (nothing until it listens)',
-        f'  local f={LINK_DIR}/server-$1.out addr port',
-        '  addr=$(sed -n \'s/^netregress-endpoint: .* addr=\\([0-9.]*\\)$/\\1/p\' "$f" 2>/dev/null)',
-        '  port=$(sed -n \'s/.*listening on port \\[\\([0-9]*\\)\\].*/\\1/p\' "$f" 2>/dev/null | head -1)',
-        '  [ -n "$addr" ] && [ -n "$port" ] && echo "$addr $port"',
-        '}',
-        'measure() {  # PASS KIND CLIENT SERVER OPTIONS...: nr-tcptest on CLIENT against the server on SERVER',
-        '  local pass=$1 kind=$2 client=$3 server=$4 ep status; shift 4',
-        '  local tag=$kind.$client.$server.p$pass',
-        '  ep=$(endpoint "$server")',
-        '  if [ -z "$ep" ]; then status=noserver; else',
-        f'    on_node "$client" "$K/nr-tcptest" -h "${{ep% *}}" -p "${{ep#* }}" "$@" --json {LINK_DIR}/$tag.json \\',
-        f'      > {LINK_DIR}/$tag.out 2>&1',
-        '    status=$?',
-        '  fi',
-        f'  echo "{TEST_MARK} pass=$pass kind=$kind client=$client server=$server status=$status"',
-        '}',
-        'link() {  # PASS A B: every test of the link between A and B',
-    ]
-    for kind, client, server in link_tests('$2', '$3', both_directions):
-        opts = ' '.join(q(o) for o in (rtt_opts if kind == 'rtt' else stream_opts))
-        lines.append(f'  measure "$1" {kind} "{client}" "{server}" {opts}')
-    snapshot = 'sh -c ' + q(provenance.snapshot_command('{when}'))
-    lines += [
-        '}',
-        '',
-        f': > {COUNTERS_FILE}',
-        f'{on_every_node} {snapshot.replace("{when}", "before")} >> {COUNTERS_FILE} 2>&1',
-        f'{on_every_node} sh {SERVE} &',
-        'SERVERS=$!',
-        f'for i in $(seq {10 * int(server_wait_s)}); do',
-        '  up=0',
-        f'  for n in {" ".join(q(n) for n in nodes)}; do endpoint "$n" > /dev/null && up=$((up + 1)); done',
-        f'  [ $up -eq {len(nodes)} ] && break',
-        '  kill -0 $SERVERS 2>/dev/null || break',
-        '  sleep 0.1',
-        'done',
-        f'echo "netregress-servers: $up of {len(nodes)} listening"',
-    ]
-    for pass_ in range(1, passes + 1):
-        for index, pairs in enumerate(rounds, start=1):
-            lines.append(f'echo "netregress-round: pass {pass_} round {index} '
-                         f'{" ".join(f"{a}-{b}" for a, b in pairs)}"')
-            if concurrent:
-                lines.append('pids=')
-                lines += [f'link {pass_} {q(a)} {q(b)} & pids="$pids $!"' for a, b in pairs]
-                lines.append('wait $pids')
-            else:
-                lines += [f'link {pass_} {q(a)} {q(b)}' for a, b in pairs]
-    lines += [
-        '# each server exits after its last test; one still waiting for a test that failed is stopped',
-        f'for i in $(seq {10 * int(server_wait_s)}); do kill -0 $SERVERS 2>/dev/null || break; sleep 0.1; done',
-        'kill $SERVERS 2>/dev/null; wait $SERVERS 2>/dev/null',
-        f'{on_every_node} {snapshot.replace("{when}", "after")} >> {COUNTERS_FILE} 2>&1',
-        'exit 0',
-        '',
-    ]
-    return '\n'.join(lines)
+
+def split_rounds(rounds: Sequence[Sequence[tuple[str, str]]], max_streams: int | None) -> list[tuple]:
+    """Rounds cut so that at most ``max_streams`` directed pairs stream at a time: where nodes share a host's CPUs,
+    concurrent streams measure the CPU, not the links (1: one stream at a time, as a single-pair test would)."""
+    if not max_streams:
+        return [tuple(r) for r in rounds]
+    return [tuple(r[i:i + max_streams]) for r in rounds for i in range(0, len(r), max_streams)]
+
+
+def full_plan(nodes: Sequence[str], max_streams: int | None = None) -> LinkPlan:
+    """Every link, both directions at once: the N-1 (N odd: N) perfect matchings of :func:`round_robin`."""
+    rounds = split_rounds([_duplex(r) for r in round_robin(nodes)], max_streams)
+    return LinkPlan('full', tuple(nodes), tuple(rounds), 'every link, both directions at once')
+
+
+def sample_plan(nodes: Sequence[str], per_run: int, run_index: int, seed: int,
+                max_streams: int | None = None) -> LinkPlan:
+    """``per_run`` perfect matchings of this run: the tournament of the nodes in an order fixed by ``seed``, run
+    ``run_index`` taking its matchings ``run_index * per_run ...`` (cyclically), so that ``runs_to_cover`` runs in a
+    row measure every link."""
+    order = list(nodes)
+    random.Random(seed).shuffle(order)
+    matchings = round_robin(order)
+    if not matchings:
+        return LinkPlan('sample', tuple(nodes), ())
+    k = max(1, min(per_run, len(matchings)))
+    start = (run_index * k) % len(matchings)
+    chosen = [matchings[(start + i) % len(matchings)] for i in range(k)]
+    runs = -(-len(matchings) // k)
+    note = (f'matchings {start + 1}-{start + k} of {len(matchings)} (seed {seed}); every link within {runs} runs '
+            f'in a row')
+    return LinkPlan('sample', tuple(nodes), tuple(split_rounds([_duplex(r) for r in chosen], max_streams)), note)
+
+
+def runs_to_cover(nodes: int, per_run: int) -> int:
+    """Runs of :func:`sample_plan` in a row that measure every link of ``nodes`` nodes."""
+    matchings = nodes - 1 if nodes % 2 == 0 else nodes
+    return -(-max(1, matchings) // max(1, per_run))
+
+
+def topology_plan(leaves: Mapping[str, Sequence[str]], max_streams: int | None = None) -> LinkPlan:
+    """From the switch tree: the links inside every leaf switch (all leaves at once, round robin), then the leaves
+    against each other, every node of leaf i with its counterpart in leaf i+s (s = 1 .. L-1) at the same time, so
+    that every uplink carries as many streams as its smaller leaf has nodes (Netgauge's effective bisection
+    bandwidth, switch by switch) and a slow uplink shows on every pair that crosses it."""
+    names = [n for n in leaves if leaves[n]]
+    nodes = tuple(n for leaf in names for n in leaves[leaf])
+    inside = [round_robin(leaves[leaf]) for leaf in names]
+    rounds = []
+    for i in range(max((len(r) for r in inside), default=0)):
+        rounds.append(_duplex([p for r in inside if i < len(r) for p in r[i]]))
+    for s in range(1, len(names)):
+        pairs = []
+        for i, leaf in enumerate(names):
+            other = names[(i + s) % len(names)]
+            pairs += list(zip(leaves[leaf], leaves[other]))        # this leaf sends up, the other receives
+        rounds.append(tuple(pairs))
+    note = f'{len(names)} leaf switches: {len(rounds) - len(names) + 1} rounds inside them, {len(names) - 1} across'
+    return LinkPlan('topology', nodes, tuple(split_rounds(rounds, max_streams)), note)
+
+
+# --- what a plan costs ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CostModel:
+    """Wall time of one link-test job: ``start_s + per_node_s x N`` to get N ranks going (allocation, launch, MPI
+    start-up, TCP endpoints), then per round its streaming time plus ``round_s`` of coordination, plus
+    ``rtt_pair_s`` per link whose round trip is measured. Fitted to the vcluster's post-maintenance runs at
+    several sizes (docs/validation.md, "The link test at scale")."""
+    start_s: float = 3.0
+    per_node_s: float = 0.05
+    round_s: float = 0.15
+    rtt_pair_s: float = 0.02
+
+    def estimate_s(self, nodes: int, rounds: int, round_time_s: float, rtt_links: int = 0) -> float:
+        return (self.start_s + self.per_node_s * nodes + rounds * (round_time_s + self.round_s)
+                + self.rtt_pair_s * rtt_links)
+
+
+#: Job steps of one link test, whatever the plan: the counters before, the nr-linkmap job, the counters after.
+STEPS_PER_JOB = 3
+
+
+def describe(plan: LinkPlan, round_time_s: float, rtt: bool = True, model: CostModel = CostModel()) -> str:
+    """One line for ``ci/post-maintenance --plan``: what the plan measures and what it costs."""
+    est = model.estimate_s(len(plan.nodes), len(plan.rounds), round_time_s, len(plan.links()) if rtt else 0)
+    return (f'{plan.name}: {len(plan.nodes)} nodes, {len(plan.rounds)} rounds, {plan.pairs} directed pairs '
+            f'({len(plan.links())} links), {STEPS_PER_JOB} job steps, about {est / 60:.1f} min'
+            f'{"; " + plan.note if plan.note else ""}')

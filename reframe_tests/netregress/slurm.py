@@ -317,3 +317,28 @@ def allocate_scoped_nodes(check, wait_s: float) -> list[str]:
     if nodes:
         check.job.options += [f'--nodes={len(nodes)}', f'--nodelist={",".join(nodes)}']
     return nodes
+
+
+def leaf_switches(nodes: Sequence[str], *, runner: Runner = run_command,
+                  timeout_s: float = QUERY_TIMEOUT_S) -> dict[str, list[str]]:
+    """The leaf switches of Slurm's switch tree (``scontrol show topology``: the switches that list nodes) with
+    the ``nodes`` under each, in the order of ``nodes``; :class:`SlurmQueryError` when Slurm has no tree (no
+    TopologyPlugin=topology/tree) or a node is under no leaf."""
+    text = query(['scontrol', 'show', 'topology'], runner, timeout_s)
+    leaves: dict[str, list[str]] = {}
+    placed: dict[str, str] = {}
+    for line in text.splitlines():
+        name = re.search(r'\bSwitchName=(\S+)', line)
+        members = re.search(r'\bNodes=(\S+)', line)
+        if name and members and members.group(1) != '(null)':
+            for node in expand_hostlist(members.group(1)):
+                placed.setdefault(node, name.group(1))
+    if not placed:
+        raise SlurmQueryError('Slurm knows no switch tree (scontrol show topology lists no leaf switch; '
+                              'TopologyPlugin=topology/tree and topology.conf)')
+    missing = [n for n in nodes if n not in placed]
+    if missing:
+        raise SlurmQueryError(f'nodes under no leaf switch of scontrol show topology: {abbrev(missing)}')
+    for node in nodes:
+        leaves.setdefault(placed[node], []).append(node)
+    return leaves

@@ -14,6 +14,9 @@ Faults (docs/validation.md, "The drill"):
                                            namespaces: the payload never crosses eth0)
   e. a reference deleted (site system)     committed references (NETREGRESS_REFERENCES) with one entry removed
   f. a corrupted payload                   a test build of nr-mpitest with the PMPI fault layer flipping a bit
+  u. a slow switch uplink                  (a cluster with a switch tree, VC_FAST_LEAVES >= 2) tools/vcluster
+                                           shape-uplink fast-leaf2 1gbit; the link test's topology plan names it
+  n. a slow node link                      (the same) shape-node of the fast fabric's last node; named as the node
 
 The drill keeps its own baseline (run/drill/state): it never adds to or reads this host's real baseline.
 """
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -43,7 +45,12 @@ CGROUP = Path('/sys/fs/cgroup/cpu/netregress-drill')
 RUN_TIMEOUT_S = 900
 
 
-VC = site.read_env_file(paths.config_dir() / 'vcluster.env')    # how tools/vcluster builds the cluster
+#: How tools/vcluster builds the cluster: config/vcluster.env, then the file NETREGRESS_VCLUSTER_ENV names (a larger
+#: cluster, a switch tree: docs/vcluster.md), as tools/vcluster reads them.
+VC = {**site.read_env_file(paths.config_dir() / 'vcluster.env'),
+      **(site.read_env_file(Path(os.environ['NETREGRESS_VCLUSTER_ENV']))
+         if os.environ.get('NETREGRESS_VCLUSTER_ENV') else {})}
+VCLUSTER = str(ROOT / 'tools' / 'vcluster')
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
@@ -140,10 +147,6 @@ class Drill:
 
 # -- faults ---------------------------------------------------------------------------------------------------
 
-def _shape(dev: str, spec: str) -> None:
-    sh('tc', 'qdisc', 'replace', 'dev', dev, 'root', *spec.split())
-
-
 def _slurmd_pid(node: str) -> int:
     return int((ROOT / VC['VC_STATE_DIR'] / 'pids' / f'slurmd-{node}.pid').read_text().split()[0])
 
@@ -223,24 +226,26 @@ def _faulty_kernels(env: str, mpicc: str) -> Path:
     return DRILL / 'kernels'
 
 
-def with_rate(spec: str, rate: str) -> str:
-    """The tc qdisc words ``spec`` with its ``rate`` replaced (the fabric's shaping, throttled)."""
-    throttled, n = re.subn(r'\brate \S+', f'rate {rate}', spec, count=1)
-    if n != 1:
-        raise ValueError(f'the gige shaping {spec!r} (VC_GIGE_SHAPING) names no rate to throttle')
-    return throttled
+def _vcluster_fault(kind: str, name: str, what: str) -> Callable[[], None]:
+    """``tools/vcluster shape-node|shape-uplink NAME WHAT`` (both directions; ``clear`` restores the fabric's own)."""
+    return lambda: sh(VCLUSTER, f'shape-{kind}', name, what)
+
+
+def _leaves(fabric: str) -> int:
+    return int(VC.get(f'VC_{fabric.upper()}_LEAVES') or 0)
 
 
 def faults(clean_report: Path) -> list[Fault]:
-    gige_shaping = VC['VC_GIGE_SHAPING']
-    prefix = VC['VC_NS_PREFIX']
     links_gige = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'"]
+    # the switch-tree faults: the fast fabric's last node and second leaf's uplink (a cluster with
+    # VC_FAST_LEAVES >= 2), measured with the topology plan
+    fast_nodes = int(VC.get('VC_FAST_COUNT') or len(VC.get('VC_FAST_NODES', '').split()) or 4)
+    topology = ['-n', '^link_allpairs', '-E', "interconnect == 'fast'", '-S', 'link_allpairs.plan=topology']
     refs_holder: dict[str, Path] = {}
     kern_holder: dict[str, Path] = {}
     return [
         Fault('a', 'gige link to gige2 throttled to 70% (tbf 700mbit)', links_gige, ['gige2'],
-              inject=lambda: _shape(f'{prefix}gige2', with_rate(gige_shaping, '700mbit')),
-              restore=lambda: _shape(f'{prefix}gige2', gige_shaping)),
+              inject=_vcluster_fault('node', 'gige2', '700mbit'), restore=_vcluster_fault('node', 'gige2', 'clear')),
         Fault('b', "fast3's CPU capped at half (cgroup cpu quota 50%)",
               ['-n', '^(link_allpairs|node_loopback)', '-E', "interconnect == 'fast'"], ['fast3'],
               inject=lambda: _cap_node_cpu('fast3', 50000), restore=_uncap),
@@ -262,6 +267,12 @@ def faults(clean_report: Path) -> list[Fault]:
               inject=lambda: kern_holder.setdefault('dir', _faulty_kernels('openmpi4', 'mpicc.openmpi')),
               options=['-S', 'extra_env_vars=NR_FAULT_CORRUPT:1'],
               env={'NETREGRESS_KERNELS': str(DRILL / 'kernels' / '{env}' / 'bin')}),
+        *([Fault('u', 'the uplink of leaf switch fast-leaf2 slowed to 1 Gbit/s (topology plan)', topology,
+                 ['uplink of leaf switch fast-leaf2'], inject=_vcluster_fault('uplink', 'fast-leaf2', '1gbit'),
+                 restore=_vcluster_fault('uplink', 'fast-leaf2', 'clear')),
+           Fault('n', f'fast{fast_nodes}\'s link slowed to 1 Gbit/s (topology plan)', topology,
+                 [f'node fast{fast_nodes}'], inject=_vcluster_fault('node', f'fast{fast_nodes}', '1gbit'),
+                 restore=_vcluster_fault('node', f'fast{fast_nodes}', 'clear'))] if _leaves('fast') >= 2 else []),
     ]
 
 
@@ -273,7 +284,8 @@ CLEAN = Fault('clean', 'no fault: the drill selection on a healthy cluster',
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog='tools/drill', description=__doc__.split('\n\n')[0])
-    ap.add_argument('--only', default='abcdef', help='fault letters to inject (default: abcdef)')
+    ap.add_argument('--only', default='abcdefun',
+                    help='fault letters to inject (default: all; u and n only on a cluster with a switch tree)')
     ap.add_argument('--no-clean', action='store_true',
                     help='skip the clean run (make test: its CI subset ran clean just before)')
     args = ap.parse_args(argv)

@@ -38,8 +38,11 @@ from netregress import paths, site, slurm
 from . import coverage, history, runreport, runsummary
 
 REPORT_NAME = 'report-maintenance.json'
+LINK_PLANS = ('full', 'sample', 'topology')
 #: Changes smaller than this (percent) are counted, not listed, unless --threshold says otherwise.
 DEFAULT_THRESHOLD_PCT = 5.0
+#: Minutes a post-maintenance ReFrame run may take (a maintenance window is hours; a hung run must not outlast it).
+DEFAULT_TIMEOUT_MIN = 240.0
 _UNSAFE = re.compile(r'[\s;&|`$<>()\\\'"]')
 
 
@@ -66,6 +69,13 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f'{m.group(1)} needs a value' if m else message)
 
 
+def _minutes(text: str) -> float:
+    value = runreport.percent(text)           # a finite number >= 0 ...
+    if value <= 0:                            # ... and more than none
+        raise argparse.ArgumentTypeError(f'{text!r}: a timeout is a positive number of minutes')
+    return value
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap = _Parser(prog='ci/post-maintenance', description=__doc__.split('\n\n')[0])
     ap.add_argument('--reservation', help='Slurm reservation holding the nodes that came back')
@@ -74,10 +84,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument('--partition', help='only this partition of the system (needs --system)')
     ap.add_argument('--tags', default='ci', help="ReFrame tag filter (default: ci; 'all' for the whole suite)")
     ap.add_argument('--output', type=Path, help='where the report goes (default: run/post-maintenance/<UTC stamp>)')
-    ap.add_argument('--threshold', type=float, default=DEFAULT_THRESHOLD_PCT,
+    ap.add_argument('--threshold', type=runreport.percent, default=DEFAULT_THRESHOLD_PCT,
                     help=f'list changes of at least this many percent (default {DEFAULT_THRESHOLD_PCT:g})')
     ap.add_argument('--no-compare', action='store_true', help='skip the comparison with earlier runs')
+    ap.add_argument('--timeout', type=_minutes, default=DEFAULT_TIMEOUT_MIN,
+                    help=f'minutes the ReFrame run may take before it is stopped (default {DEFAULT_TIMEOUT_MIN})')
     ap.add_argument('--dry-run', action='store_true', help='print the reframe command, run nothing')
+    ap.add_argument('--links', choices=LINK_PLANS, default='full',
+                    help='which links the link test measures: full (every pair, default), sample (a rotating '
+                         'share per run), topology (inside every leaf switch and across uplinks)')
+    ap.add_argument('--plan', action='store_true',
+                    help="print the link test's rounds, job steps and estimated time per partition, run nothing")
     args, unknown = ap.parse_known_args(argv)
     if unknown:
         raise UsageError(f'unknown argument: {unknown[0]}')
@@ -95,7 +112,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--system NAME] [--partition NAME] '
-         '[--tags EXPR] [--output DIR] [--threshold PCT] [--no-compare] [--dry-run]')
+         '[--tags EXPR] [--links full|sample|topology] [--plan] [--output DIR] [--threshold PCT] [--no-compare] '
+         '[--dry-run]')
 
 
 def selected_system() -> str:
@@ -155,12 +173,89 @@ def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) ->
         return []
 
 
+def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
+               runner: slurm.Runner = slurm.run_command) -> list[str]:
+    """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs)."""
+    from netregress import allpairs, interconnects, linkplan
+    table = interconnects.load()
+    wanted = set(reservation_nodes(args.reservation, runner=runner)) if args.reservation else None
+    lines = []
+    for part in site.slurm_partitions(system):
+        if args.partition and part['name'] != args.partition:
+            continue
+        slurm_part = slurm.slurm_partition(part.get('access') or [], part['name'])
+        try:
+            nodes = slurm.partition_nodes(slurm_part, runner=runner)
+        except slurm.SlurmQueryError as err:
+            lines.append(f'{system}:{part["name"]}: {err}')
+            continue
+        if wanted is not None:
+            nodes = [n for n in nodes if n in wanted]
+        elif plan is not None:
+            nodes = [n for n in nodes if n in plan.cover.get(part['name'], [])]
+        fabrics = [f[3:] for f in part.get('features') or [] if f.startswith('ic-') and f[3:] in table.names
+                   and table.interconnect(f[3:]).nodes >= 2]
+        extras = part.get('extras') or {}
+        for fabric in fabrics:
+            where = f'{system}:{part["name"]} {fabric}'
+            if len(nodes) < 2:
+                lines.append(f'{where}: {len(nodes)} node in scope, no link to test')
+                continue
+            if args.links == 'sample':
+                key = f'{system}:{part["name"]}:{fabric}'
+                seed, run = allpairs.sample_rotation(key, advance=False)
+                lp = linkplan.sample_plan(nodes, allpairs.SAMPLE_MATCHINGS, run, seed,
+                                          extras.get('link_concurrency'))
+            elif args.links == 'topology':
+                try:
+                    lp = linkplan.topology_plan(slurm.leaf_switches(nodes, runner=runner),
+                                                extras.get('link_concurrency'))
+                except slurm.SlurmQueryError as err:
+                    lines.append(f'{where}: no topology plan: {err}')
+                    continue
+            else:
+                lp = linkplan.full_plan(nodes, extras.get('link_concurrency'))
+            lines.append(f'{where}: {linkplan.describe(lp, allpairs.ROUND_TIME_S)}')
+    return lines
+
+
+#: run_bounded's status when the command ran out of time.
+TIMED_OUT = 124
+
+
+def run_bounded(cmd: Sequence[str], out, timeout_s: float) -> int:
+    """``cmd`` with its output to ``out``, in a session of its own that is stopped as a whole (TERM, then KILL
+    after 30 s) when it runs longer than ``timeout_s`` or on Ctrl-C; :data:`TIMED_OUT` after a timeout."""
+    import signal
+    try:
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, cwd=paths.repo_root(),
+                                start_new_session=True)
+    except OSError as err:
+        out.write(f'cannot run {cmd[0]}: {err}\n')
+        return 127
+    try:
+        return proc.wait(timeout=timeout_s)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt) as stop:
+        for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=wait_s)
+                break
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                continue
+        if isinstance(stop, KeyboardInterrupt):
+            raise
+        return TIMED_OUT
+
+
 def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -> list[str]:
     cmd = [os.environ.get('REFRAME') or history.reframe_exe(), *site.reframe_args(), '--mode', 'maintenance']
     if args.system:
         cmd += ['--system', f'{args.system}{":" + args.partition if args.partition else ""}']
     if args.tags != 'all':
         cmd += ['-t', args.tags]
+    if args.links != 'full':
+        cmd += ['-S', f'link_allpairs.plan={args.links}']
     if args.reservation:
         cmd += ['-J', f'reservation={args.reservation}']
     elif plan is not None:
@@ -176,13 +271,22 @@ def counts(report: Mapping) -> collections.Counter:
     return collections.Counter(tc.get('result') for tc in runreport.analyse(report)['final'].values())
 
 
-def verdict(report: Mapping, rc: int, uncovered: Sequence[str]) -> tuple[bool, str]:
+#: ReFrame's warning for a check file it could not load: its tests vanish from the run without failing it.
+UNLOADED = re.compile(r"skipping test file '([^']+)'")
+
+
+def unloaded_check_files(log_text: str) -> list[str]:
+    """Check files ReFrame skipped because they failed to load (its console log)."""
+    return sorted(set(UNLOADED.findall(log_text)))
+
+
+def verdict(report: Mapping, rc: int, uncovered: Sequence[str], unloaded: Sequence[str] = ()) -> tuple[bool, str]:
     """(passed, the RESULT line)."""
     n = counts(report)
     hidden = runreport.analyse(report)['hidden']
     total, failed = sum(n.values()), n['fail'] + n['abort']
-    ok = rc == 0 and failed == 0 and not hidden and not uncovered and n['pass'] > 0
-    why = []
+    ok = rc == 0 and failed == 0 and not hidden and not uncovered and not unloaded and n['pass'] > 0
+    why = [f'{len(unloaded)} check file(s) did not load'] if unloaded else []
     if hidden:
         why.append(f'{len(hidden)} failed before passing on a retry')
     if uncovered:
@@ -252,6 +356,14 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
           f'tags {args.tags}', file=sys.stderr)
     for note in (plan.notes if plan else []):
         print(f'post-maintenance: {note}', file=sys.stderr)
+    if args.plan:
+        try:
+            for line in link_plans(system or selected_system(), args, plan, runner=runner):
+                print(f'link test {line}')
+        except (UsageError, site.SiteError) as err:
+            print(f'post-maintenance: {err}', file=sys.stderr)
+            return 2
+        return 0
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
@@ -262,11 +374,10 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         return 1
     log = out / 'reframe.log'
     with log.open('w') as fp:
-        try:
-            rc = subprocess.run(cmd, stdout=fp, stderr=subprocess.STDOUT, cwd=paths.repo_root()).returncode
-        except OSError as err:
-            fp.write(f'cannot run {cmd[0]}: {err}\n')
-            rc = 127
+        rc = run_bounded(cmd, fp, args.timeout * 60)
+    if rc == TIMED_OUT:
+        print(f'post-maintenance: ReFrame did not finish within --timeout {args.timeout:g} min: stopped (its jobs '
+              f'with it); what it reported so far is judged')
     try:
         data = runreport.read(report)
     except runreport.RunReportError as err:
@@ -280,7 +391,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     if args.reservation:
         nodes = reservation_nodes(args.reservation, runner=runner)
         if nodes:      # a reservation's node is covered when a passing check of any partition used it
-            uncovered = [f'{n}: used by no passing check' for n in nodes if n not in used]
+            uncovered = [f'{n}: no passing check moved payload over its fabric there' for n in nodes if n not in used]
         else:
             print(f'post-maintenance: the nodes of reservation {args.reservation} are unknown (scontrol): '
                   f'node coverage not checked')
@@ -294,15 +405,19 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
           f'covered by a passing check: {slurm.abbrev([n for n in nodes if n in used]) or "none"}')
 
     try:                                  # ReFrame's JSON keeps no reason for a skip; its console log does
-        skips = runsummary.skip_reasons(log.read_text(errors='replace'))
+        log_text = log.read_text(errors='replace')
     except OSError:
-        skips = {}
+        log_text = ''
+    skips = runsummary.skip_reasons(log_text)
+    unloaded = unloaded_check_files(log_text)
     text, _ok = runsummary.summarise(data, name=f'post-maintenance run on {",".join(systems) or "?"}', skips=skips)
     print(text)
     for line in failing_cases(data):
         print(line)
     for line in uncovered:
         print(f'NOT COVERED {line}')
+    for path in unloaded:
+        print(f'NOT LOADED {path}: ReFrame skipped this check file (its error is in {log})')
     if not args.no_compare:
         for line in comparison(report, args.threshold):
             print(line)
@@ -312,7 +427,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         print(f'== report page: {page}')
     except Exception as err:              # the page is an extra: its failure must not hide the verdict
         print(f'== no report page: {err}')
-    ok, line = verdict(data, rc, uncovered)
+    ok, line = verdict(data, rc, uncovered, unloaded)
     print(line)
     print(f'REPORT: {report}   (console log: {log})')
     return 0 if ok else 1

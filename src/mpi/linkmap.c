@@ -85,6 +85,7 @@ struct lm_opts {
     uint64_t msg;           /* -m */
     int window;             /* -w */
     double time_s;          /* -t */
+    double warmup;          /* --warmup: share of -t at a stream's start left out of its steady rate */
     double round_timeout_s; /* --round-timeout (0: 10 x -t + 5) */
     int rtt;                /* --rtt */
     uint64_t rtt_size;      /* --rtt-size */
@@ -99,6 +100,8 @@ struct lm_side {
     int32_t failed;
     uint64_t bytes;  /* sender: bytes sent; receiver: bytes received */
     double seconds;  /* receiver: from the sender's hello to the last byte */
+    uint64_t steady_bytes;  /* receiver: bytes after the warm-up (--warmup) */
+    double steady_seconds;  /* receiver: from the first byte after the warm-up to the last byte */
     double rtt_us;   /* sender with --rtt: median round trip, < 0 when not measured */
     char error[LM_ERR];
 };
@@ -117,6 +120,7 @@ struct lm_pair {
     int32_t round, src, dst, failed;
     uint64_t bytes;
     double seconds, mbps, rtt_us;
+    double steady_mbps; /* the rate after the warm-up: what the link carries once queues and buckets have filled */
     char *error;
 };
 
@@ -541,6 +545,22 @@ static int lm_collect(struct lm_ctx *c, int tag, void *base, size_t stride, int 
 }
 
 /* Cancel every pending request and give them LM_CANCEL_S to complete: 1 when some are still pending. */
+/* The receiver marks where the warm-up ends (--warmup x -t after the sender's hello): what arrives before it is
+ * left out of the steady rate, since a short stream's start is not the link's rate (a token bucket sends its burst
+ * at wire speed, TCP's window is still opening). */
+static void lm_warm_mark(const struct lm_ctx *c, const struct lm_report *rep, double t_start, double now,
+                         double *t_warm, uint64_t *b_warm)
+{
+    if (*t_warm < 0 && now - t_start >= c->o->warmup * c->o->time_s)
+        *t_warm = now, *b_warm = rep->recv.bytes;
+}
+
+static void lm_steady(struct lm_report *rep, double t_last, double t_warm, uint64_t b_warm)
+{
+    if (t_warm >= 0 && t_last > t_warm)
+        rep->recv.steady_bytes = rep->recv.bytes - b_warm, rep->recv.steady_seconds = t_last - t_warm;
+}
+
 static int lm_mpi_drain(MPI_Request *rq, int n)
 {
     for (int i = 0; i < n; i++)
@@ -603,7 +623,8 @@ static void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, 
     bool r_hello = false, r_term = false, r_done = src < 0;
     long long r_seq = 0, term_seq = -1;
     uint64_t term_count = 0;
-    double t_start = 0, t_last = 0;
+    double t_start = 0, t_last = 0, t_warm = -1;
+    uint64_t b_warm = 0;
     if (src >= 0 && (rc = MPI_Irecv(c->hello_in, 8, MPI_BYTE, src, th, MPI_COMM_WORLD, &rq[w])) != MPI_SUCCESS) {
         rq[w] = MPI_REQUEST_NULL;
         lm_fail(&rep->recv, "MPI_Irecv (hello) from rank %d (%s): %s", src, lm_host(c, src),
@@ -685,6 +706,7 @@ static void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, 
                 if (cnt == msg) {
                     rep->recv.bytes += (uint64_t)msg;
                     t_last = MPI_Wtime();
+                    lm_warm_mark(c, rep, t_start, t_last, &t_warm, &b_warm);
                     if (r_term)
                         continue;
                     c->rseq[i] = r_seq++;
@@ -745,6 +767,7 @@ static void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, 
     }
     if (src >= 0) {
         rep->recv.seconds = t_last - t_start;
+        lm_steady(rep, t_last, t_warm, b_warm);
         if (r_done && term_seq >= 0 && !rep->recv.failed) {
             if (term_count == LM_SEND_FAILED)
                 lm_fail(&rep->recv, "the sender, rank %d (%s), reported a failure", src, lm_host(c, src));
@@ -911,7 +934,8 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
     unsigned char hello[LM_HELLO_BYTES], ack[8], rack[8];
     size_t hoff = 0, soff = 0, aoff = 0, raoff = 0;
     int sfd = -1, sstate = S_NONE, rfd = -1, rstate = src >= 0 ? R_WAIT : R_NONE;
-    double t_start = 0, t_last = 0;
+    double t_start = 0, t_last = 0, t_warm = -1;
+    uint64_t b_warm = 0;
     if (dst >= 0) {
         lm_hello(c, hello, LM_KIND_DATA, round);
         sfd = lm_tcp_connect(c, dst);
@@ -1010,6 +1034,7 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
                 if (n > 0) {
                     rep->recv.bytes += (uint64_t)n;
                     t_last = MPI_Wtime();
+                    lm_warm_mark(c, rep, t_start, t_last, &t_warm, &b_warm);
                     continue;
                 }
                 int soerr = 0;
@@ -1067,8 +1092,10 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
         if (rfd >= 0)
             lm_close_abort(rfd);
     }
-    if (src >= 0)
+    if (src >= 0) {
         rep->recv.seconds = t_last - t_start;
+        lm_steady(rep, t_last, t_warm, b_warm);
+    }
 }
 
 /* Move len bytes over a socket within the deadline: 0, or -1 (timeout, closed, error: why says which). */
@@ -1356,10 +1383,11 @@ static void lm_record(struct lm_ctx *c, int round, double wall_s)
             continue;
         const struct lm_report *S = c->missing[s] ? NULL : &c->reports[s];
         const struct lm_report *D = c->missing[d] ? NULL : &c->reports[d];
-        struct lm_pair pr = {round, s, d, 0, 0, 0, 0, NAN, NULL};
+        struct lm_pair pr = {round, s, d, 0, 0, 0, 0, NAN, NAN, NULL};
         if (D) {
             pr.bytes = D->recv.bytes, pr.seconds = D->recv.seconds;
             pr.mbps = nr_mbps(pr.bytes, pr.seconds);
+            pr.steady_mbps = D->recv.steady_seconds > 0 ? nr_mbps(D->recv.steady_bytes, D->recv.steady_seconds) : NAN;
         }
         if (S && c->o->rtt && S->send.rtt_us >= 0)
             pr.rtt_us = S->send.rtt_us;
@@ -1518,6 +1546,7 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
     nr_json_kv_uint(&j, "message_size_bytes", o->msg);
     nr_json_kv_int(&j, "window", o->window);
     nr_json_kv_double(&j, "time_s", o->time_s);
+    nr_json_kv_double(&j, "warmup", o->warmup);
     nr_json_kv_double(&j, "round_timeout_s", c->rt);
     nr_json_kv_bool(&j, "rtt", o->rtt);
     nr_json_kv_uint(&j, "rtt_size_bytes", o->rtt_size);
@@ -1562,6 +1591,7 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
             nr_json_kv_uint(&j, "bytes", p->bytes);
             nr_json_kv_double(&j, "seconds", p->seconds);
             nr_json_kv_double(&j, "mbps", p->mbps);
+            nr_json_kv_double(&j, "steady_mbps", p->steady_mbps);
             nr_json_kv_string(&j, "status", p->failed ? "failed" : "ok");
             if (p->error)
                 nr_json_kv_string(&j, "error", p->error);
@@ -1951,7 +1981,7 @@ int main(int argc, char **argv)
     int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
     if (rc < 0)
         return nr_mpi_finish(NR__PROG, rc, &err);
-    struct lm_opts o = {.plan = "shift", .transport = "mpi", .msg = 1048576, .window = 8, .time_s = 1.0,
+    struct lm_opts o = {.plan = "shift", .transport = "mpi", .msg = 1048576, .window = 8, .time_s = 1.0, .warmup = 0.2,
                         .rtt_size = 8, .rtt_trials = 20, .slowest = 5};
     const struct nr_opt opts[] = {
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "What is measured", 0, 0, NULL, NULL},
@@ -1960,6 +1990,7 @@ int main(int argc, char **argv)
         {NR_OPT_SIZE, 'm', "message-size", &o.msg, "SIZE", "message size (MPI) / write size (TCP)", LM_MSG_MIN, 1073741824.0, NULL, NULL},
         {NR_OPT_INT, 'w', "window", &o.window, "N", "MPI messages in flight per pair", 1, 64, NULL, NULL},
         {NR_OPT_DOUBLE, 't', "time", &o.time_s, "SECONDS", "each round's transfer time (senders send until then)", 0.01, 3600, NULL, NULL},
+        {NR_OPT_DOUBLE, 0, "warmup", &o.warmup, "FRACTION", "share of -t at a stream's start left out of steady_mbps", 0, 0.9, NULL, "0.2"},
         {NR_OPT_DOUBLE, 0, "round-timeout", &o.round_timeout_s, "SECONDS", "a pair not done by then has failed (0: 10 x -t + 5)", 0, 86400, NULL, "0"},
         {NR_OPT_FLAG, 0, "rtt", &o.rtt, NULL, "also a small-message round trip per pair, one pair at a time", 0, 0, NULL, NULL},
         {NR_OPT_SIZE, 0, "rtt-size", &o.rtt_size, "SIZE", "round-trip message size", 1, 1048576, NULL, NULL},

@@ -39,6 +39,7 @@ else exit 1; fi
 FAKE_REFRAME = '''#!/bin/sh
 # writes $FAKE_REPORT where --report-file says, stores it like ReFrame's results storage, exits $FAKE_RC
 echo "$@" > "$FAKE_ARGS"
+[ -n "${FAKE_LOG:-}" ] && echo "$FAKE_LOG"
 while [ $# -gt 0 ]; do [ "$1" = --report-file ] && out=$2; shift; done
 [ -n "$FAKE_REPORT" ] && cp "$FAKE_REPORT" "$out" && "$FAKE_PYTHON" -m netregress_postrun.history import "$out" >/dev/null
 exit ${FAKE_RC:-0}
@@ -98,6 +99,50 @@ def test_nodes_are_the_set_to_cover_not_a_nodelist(env, tmp_path):
     assert '-J reservation=maint' in res.stdout and '-t ci' in res.stdout
 
 
+def test_a_check_file_that_did_not_load_fails_the_run(env, tmp_path, maintenance):
+    """ReFrame only warns and leaves the file's tests out; post-maintenance must not pass without them."""
+    warning = ("WARNING: skipping test file 'reframe_tests/checks/osu.py': import error: No module named 'x' "
+               "(rerun with '-v' for more information)")
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'nl'),
+              '--no-compare', FAKE_REPORT=str(maintenance['r2']), FAKE_LOG=warning)
+    assert res.returncode == 1
+    assert 'NOT LOADED reframe_tests/checks/osu.py: ReFrame skipped this check file' in res.stdout
+    assert res.stdout.splitlines()[-2].startswith('RESULT: FAIL') and '1 check file(s) did not load' in res.stdout
+
+
+def test_a_reframe_run_that_outlasts_its_timeout_is_stopped_and_fails(env, tmp_path):
+    (tmp_path / 'bin' / 'reframe').write_text('#!/bin/sh\nsleep 600 & wait\n')     # hangs, with a child
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'to'),
+              '--timeout', '0.02', '--no-compare')
+    assert res.returncode == 1
+    assert 'ReFrame did not finish within --timeout 0.02 min: stopped' in res.stdout
+    assert res.stdout.splitlines()[-2].startswith('RESULT: FAIL')
+    for bad in ('0', 'nan', '-1', 'x'):
+        res = run(env, '--reservation', 'maint', '--timeout', bad)
+        assert res.returncode == 2 and '--timeout' in res.stderr, bad
+
+
+def test_plan_prints_the_link_tests_rounds_steps_and_time_and_runs_nothing(env, tmp_path):
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--plan')
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith('link test ')]
+    # the reservation holds gige[1-4] only: fast has no node in scope
+    assert 'link test vcluster:fast fast: 0 node in scope, no link to test' in lines
+    # the vcluster's gige streams one at a time (partition extra link_concurrency 1): 12 rounds of one stream
+    (gige,) = [ln for ln in lines if ln.startswith('link test vcluster:gige gige: full: 4 nodes, 12 rounds, '
+                                                   '12 directed pairs (6 links), 3 job steps, about ')]
+    assert not (tmp_path / 'args').exists()                    # ReFrame never ran
+    res = run(env, '--nodes', 'gige[1-3]', '--system', 'vcluster', '--partition', 'gige', '--plan',
+              '--links', 'sample')
+    assert 'link test vcluster:gige gige: sample: 3 nodes, 4 rounds' in res.stdout, res.stdout + res.stderr
+    assert 'every link within 2 runs in a row' in res.stdout
+    res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--partition', 'gige', '--plan',
+              '--links', 'topology')
+    assert 'no topology plan: ' in res.stdout
+    res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--links', 'sample', '--dry-run')
+    assert '-S link_allpairs.plan=sample' in res.stdout
+
+
 def test_plan_from_slurm_with_an_injected_runner():
     def runner(argv, timeout_s):
         out = {'sinfo': 'gige[1-4]\n', 'scontrol': 'gige1\ngige2\ngige3\ngige4\n'}[argv[0]]
@@ -135,7 +180,7 @@ def test_a_failed_run_names_failures_uncovered_nodes_and_what_changed(env, tmp_p
     assert lines[-1] == f'REPORT: {out / postmaint.REPORT_NAME}   (console log: {out / "reframe.log"})'
     assert ('FAILED tcp_rtt %interconnect=gige @vcluster:gige+gnu: sanity error: kernel exited with 1 (runtime '
             'failure): connection refused [nodes: gige[2-3]]') in lines          # every failure names its nodes
-    assert 'NOT COVERED gige4: used by no passing check' in lines
+    assert 'NOT COVERED gige4: no passing check moved payload over its fabric there' in lines
     assert '== nodes of --nodes gige[1-4]: gige[1-4]; jobs ran on gige[1-3]; covered by a passing check: gige[1-3]' \
         in lines
     text = res.stdout
@@ -158,7 +203,7 @@ def test_a_reservation_covers_its_nodes(env, tmp_path, maintenance):
     assert res.returncode == 1
     assert res.stdout.splitlines()[-2] == ('RESULT: FAIL (3/3 test cases passed, 0 failed, 0 skipped; '
                                            '2 node(s) not covered)')
-    assert 'NOT COVERED gige3: used by no passing check' in res.stdout and 'what changed' not in res.stdout
+    assert 'NOT COVERED gige3: no passing check moved payload over its fabric there' in res.stdout and 'what changed' not in res.stdout
     every = tmp_path / 'every.json'
     report(every, T0 + 5000, [case(LAT, 'openmpi4', nodes=('gige1', 'gige2'), perf={'rtt_us': (11.0, 11.0, 'us')}),
                               case(LAT, 'mpich4', nodes=('gige3', 'gige4'), perf={'rtt_us': (12.0, 12.0, 'us')})])

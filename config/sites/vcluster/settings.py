@@ -62,6 +62,13 @@ def partition(name, subnet, shm=False, **fabric):
             'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (shm runs were bimodal unpinned)
             'pair_cpu': 0,                   # both ends of a TCP pair on one CPU (unpinned runs were bimodal)
             'assert_cpu_bound': False,       # the host baseline asserts ratios and link-bound streams only
+            # the link test one stream at a time: 4 MPI streams at once on the 2 CPUs read 880-905 of the 956 Mbit/s
+            # a gige link carries (one at a time: 945-956)
+            'link_concurrency': 1,
+            # the MPI build whose ranks run the link test: Debian's Open MPI 4.1.4 crashed in MPI_Init (its TCP
+            # BTL, a NULL callback while a peer connected during the modex) in 3 of about 80 4-node jobs and in a
+            # 16-node link job; MPICH 5 ran them clean
+            'link_environ': 'mpich5',
             'interconnects': {name: {'iface': 'eth0', 'subnet': subnet, **fabric}},
             'on_node': ON_NODE,
             'on_each_node': ON_EACH_NODE,

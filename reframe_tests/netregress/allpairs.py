@@ -8,8 +8,8 @@ launcher: one job step for the whole fabric, however many nodes (the srun step p
 steps for 400 nodes; Slurm's MaxStepCount is 40,000). The job's rounds come from a plan (``netregress.linkplan``):
 
 * ``full``: every link, both directions at once, in the N-1 perfect matchings of a round-robin tournament;
-* ``sample``: ``sample_matchings`` of those matchings per run, rotated across runs (the rotation and its seed are
-  kept in the state directory), so that every link is measured within ``runs_to_cover`` runs in a row;
+* ``sample``: a share of those matchings per run, rotated across runs (the rotation and its seed are kept in the
+  state directory), so that every link is measured within 30 runs in a row (``sample_matchings``);
 * ``topology``: from Slurm's switch tree (``scontrol show topology``): the links inside every leaf switch, then the
   leaves against each other, every node at once, so that each uplink carries load and a slow one stands out.
 
@@ -50,9 +50,16 @@ MIN_LINK_FRACTION = 0.85
 #: Default share of the fabric's line rate (where configured) every link must reach.
 MIN_RATE_FRACTION = 0.95
 PLANS = ('full', 'sample', 'topology')
-#: Perfect matchings a ``sample`` run measures, and seconds each round streams (the check's defaults).
-SAMPLE_MATCHINGS = 2
+#: Runs in a row in which the ``sample`` plan measures every link (its matchings per run follow from it), and
+#: seconds each round streams (the check's defaults).
+SAMPLE_COVER_RUNS = 30
 ROUND_TIME_S = 0.5
+
+
+def sample_matchings_for(nodes: int, cover_runs: int = SAMPLE_COVER_RUNS) -> int:
+    """Perfect matchings per ``sample`` run so that ``cover_runs`` runs in a row measure every link."""
+    matchings = nodes - 1 if nodes % 2 == 0 else nodes
+    return max(1, -(-matchings // cover_runs))
 
 
 def link_interconnects() -> list[str]:
@@ -92,11 +99,12 @@ class AllPairsLinkCheck(MpiKernelCheck):
     #: :default: ``'full'``
     plan = variable(str, value='full', loggable=True)
 
-    #: Perfect matchings the ``sample`` plan measures per run.
+    #: Perfect matchings the ``sample`` plan measures per run; None: as many as cover every link within
+    #: :data:`SAMPLE_COVER_RUNS` runs in a row (1,000 nodes: 34 of 999).
     #:
-    #: :type: :class:`int`
-    #: :default: ``2``
-    sample_matchings = variable(int, value=SAMPLE_MATCHINGS)
+    #: :type: :class:`int` or ``None``
+    #: :default: ``None``
+    sample_matchings = variable(int, type(None), value=None)
 
     #: Seconds each round streams (``-t``).
     #:
@@ -204,7 +212,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
         if self.plan == 'sample':
             key = f'{self.current_system.name}:{self.current_partition.name}:{self.interconnect}'
             seed, run = sample_rotation(key)
-            return sample_plan(self.nodes, self.sample_matchings, run, seed, concurrency)
+            per_run = self.sample_matchings or sample_matchings_for(len(self.nodes))
+            return sample_plan(self.nodes, per_run, run, seed, concurrency)
         if self.plan == 'topology':
             try:
                 leaves = slurm.leaf_switches(self.nodes)

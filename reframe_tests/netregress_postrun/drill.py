@@ -14,9 +14,9 @@ Faults (docs/validation.md, "The drill"):
                                            namespaces: the payload never crosses eth0)
   e. a reference deleted (site system)     committed references (NETREGRESS_REFERENCES) with one entry removed
   f. a corrupted payload                   a test build of nr-mpitest with the PMPI fault layer flipping a bit
-  u. a slow switch uplink                  (a cluster with a switch tree, VC_FAST_LEAVES >= 2) tools/vcluster
-                                           shape-uplink fast-leaf2 1gbit; the link test's topology plan names it
-  n. a slow node link                      (the same) shape-node of the fast fabric's last node; named as the node
+  u. a slow switch uplink                  (a cluster with a switch tree, VC_GIGE_LEAVES >= 2) tools/vcluster
+                                           shape-uplink gige-leaf2 500mbit; the link test's topology plan names it
+  n. a slow node link                      (the same) shape-node of the gige fabric's last node; named as the node
 
 The drill keeps its own baseline (run/drill/state): it never adds to or reads this host's real baseline.
 """
@@ -237,10 +237,10 @@ def _leaves(fabric: str) -> int:
 
 def faults(clean_report: Path) -> list[Fault]:
     links_gige = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'"]
-    # the switch-tree faults: the fast fabric's last node and second leaf's uplink (a cluster with
-    # VC_FAST_LEAVES >= 2), measured with the topology plan
-    fast_nodes = int(VC.get('VC_FAST_COUNT') or len(VC.get('VC_FAST_NODES', '').split()) or 4)
-    topology = ['-n', '^link_allpairs', '-E', "interconnect == 'fast'", '-S', 'link_allpairs.plan=topology']
+    # the switch-tree faults (a cluster with VC_GIGE_LEAVES >= 2), measured with the topology plan on the shaped
+    # fabric (the unshaped one's streams are the shared CPUs' at scale): the last node, the second leaf's uplink
+    gige_nodes = int(VC.get('VC_GIGE_COUNT') or len(VC.get('VC_GIGE_NODES', '').split()) or 4)
+    topology = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'", '-S', 'link_allpairs.plan=topology']
     refs_holder: dict[str, Path] = {}
     kern_holder: dict[str, Path] = {}
     return [
@@ -267,12 +267,12 @@ def faults(clean_report: Path) -> list[Fault]:
               inject=lambda: kern_holder.setdefault('dir', _faulty_kernels('openmpi4', 'mpicc.openmpi')),
               options=['-S', 'extra_env_vars=NR_FAULT_CORRUPT:1'],
               env={'NETREGRESS_KERNELS': str(DRILL / 'kernels' / '{env}' / 'bin')}),
-        *([Fault('u', 'the uplink of leaf switch fast-leaf2 slowed to 1 Gbit/s (topology plan)', topology,
-                 ['uplink of leaf switch fast-leaf2'], inject=_vcluster_fault('uplink', 'fast-leaf2', '1gbit'),
-                 restore=_vcluster_fault('uplink', 'fast-leaf2', 'clear')),
-           Fault('n', f'fast{fast_nodes}\'s link slowed to 1 Gbit/s (topology plan)', topology,
-                 [f'node fast{fast_nodes}'], inject=_vcluster_fault('node', f'fast{fast_nodes}', '1gbit'),
-                 restore=_vcluster_fault('node', f'fast{fast_nodes}', 'clear'))] if _leaves('fast') >= 2 else []),
+        *([Fault('u', 'the uplink of leaf switch gige-leaf2 slowed to 500 Mbit/s (topology plan)', topology,
+                 ['uplink of leaf switch gige-leaf2'], inject=_vcluster_fault('uplink', 'gige-leaf2', '500mbit'),
+                 restore=_vcluster_fault('uplink', 'gige-leaf2', 'clear')),
+           Fault('n', f'gige{gige_nodes}\'s link slowed to 500 Mbit/s (topology plan)', topology,
+                 [f'node gige{gige_nodes}'], inject=_vcluster_fault('node', f'gige{gige_nodes}', '500mbit'),
+                 restore=_vcluster_fault('node', f'gige{gige_nodes}', 'clear'))] if _leaves('gige') >= 2 else []),
     ]
 
 

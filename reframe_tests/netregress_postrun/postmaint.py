@@ -204,7 +204,7 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
             if args.links == 'sample':
                 key = f'{system}:{part["name"]}:{fabric}'
                 seed, run = allpairs.sample_rotation(key, advance=False)
-                lp = linkplan.sample_plan(nodes, allpairs.SAMPLE_MATCHINGS, run, seed,
+                lp = linkplan.sample_plan(nodes, allpairs.sample_matchings_for(len(nodes)), run, seed,
                                           extras.get('link_concurrency'))
             elif args.links == 'topology':
                 try:

@@ -1215,38 +1215,37 @@ static void lm_ping(struct lm_ctx *c, int round, int dst, double deadline, struc
     }
 }
 
+/* Wait until the request completes or the deadline passes: 0 done; -1 on an MPI error or the deadline (the request
+ * then cancelled; a request that cannot be marks the job stuck). */
+static int lm_complete_by(MPI_Request *rq, double deadline, struct lm_report *rep)
+{
+    int flag = 0;
+    MPI_Status st;
+    while (!flag && MPI_Wtime() <= deadline)
+        if (MPI_Test(rq, &flag, &st) != MPI_SUCCESS)
+            return -1;
+    if (flag)
+        return 0;
+    if (lm_mpi_drain(rq, 1))
+        rep->stuck = 1;
+    return -1;
+}
+
 /* MPI: answer the pings of src (the first one has arrived in rtt_in). */
 static void lm_echo_mpi(struct lm_ctx *c, int round, int src, double deadline, struct lm_report *rep)
 {
     const int size = (int)c->o->rtt_size, tping = lm_tag(round, LM_T_PING), tpong = lm_tag(round, LM_T_PONG);
     for (int t = 0; t <= c->o->rtt_trials; t++) {
         MPI_Request rq = MPI_REQUEST_NULL;
-        MPI_Status st;
-        int flag = 0;
-        if (t > 0) { /* the next ping */
-            if (MPI_Irecv(c->rtt_in, size, MPI_BYTE, src, tping, MPI_COMM_WORLD, &rq) != MPI_SUCCESS)
+        if (t > 0) { /* the next ping; on failure the sender names it */
+            if (MPI_Irecv(c->rtt_in, size, MPI_BYTE, src, tping, MPI_COMM_WORLD, &rq) != MPI_SUCCESS ||
+                lm_complete_by(&rq, deadline, rep) != 0)
                 return;
-            while (!flag && MPI_Wtime() <= deadline)
-                if (MPI_Test(&rq, &flag, &st) != MPI_SUCCESS)
-                    return;
-            if (!flag) {
-                if (lm_mpi_drain(&rq, 1))
-                    rep->stuck = 1;
-                return; /* the sender names the failure */
-            }
         }
         memcpy(c->rtt_out, c->rtt_in, (size_t)size);
-        flag = 0;
-        if (MPI_Isend(c->rtt_out, size, MPI_BYTE, src, tpong, MPI_COMM_WORLD, &rq) != MPI_SUCCESS)
+        if (MPI_Isend(c->rtt_out, size, MPI_BYTE, src, tpong, MPI_COMM_WORLD, &rq) != MPI_SUCCESS ||
+            lm_complete_by(&rq, deadline, rep) != 0)
             return;
-        while (!flag && MPI_Wtime() <= deadline)
-            if (MPI_Test(&rq, &flag, &st) != MPI_SUCCESS)
-                return;
-        if (!flag) {
-            if (lm_mpi_drain(&rq, 1))
-                rep->stuck = 1;
-            return;
-        }
     }
 }
 

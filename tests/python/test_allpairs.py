@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 pytest.importorskip('reframe')
-from netregress import linkplan, linkverdict, slurm  # noqa: E402
+from netregress import allpairs, linkplan, linkverdict, slurm  # noqa: E402
 
 
 def nodes(n, prefix='n'):
@@ -64,6 +64,7 @@ def test_sample_plan_rotates_so_that_every_link_is_covered_within_the_stated_run
             covered |= plan.links()
         assert len(covered) == n * (n - 1) // 2, (n, k)
     assert linkplan.runs_to_cover(1000, 34) == 30        # 999 matchings, 34 a night: within 30 nights
+    assert allpairs.sample_matchings_for(1000) == 34 and allpairs.sample_matchings_for(8) == 1
     assert 'every link within 4 runs' in linkplan.sample_plan(nodes(8), 2, 0, seed=1).note
     assert linkplan.sample_plan(nodes(8), 2, 0, 1).rounds != linkplan.sample_plan(nodes(8), 2, 1, 1).rounds
 

@@ -37,7 +37,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 
 from . import baselines, figures, interconnects, provenance, results, slurm, statefiles
-from .base import COUNTERS_FILE, RESULT_FILE
+from .base import COUNTERS_FILE
 from .linkplan import LinkPlan, full_plan, runs_to_cover, sample_plan, topology_plan
 from .linkverdict import (LINKS_TABLE, LinkResult, collect_links, format_table, payload_per_host, slow_links,
                           summary, unmeasured_links)

@@ -13,7 +13,7 @@ import os
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import baselines, interconnects, references
+from . import baselines, interconnects, measurement, references
 
 
 def apply(check) -> None:
@@ -90,4 +90,4 @@ def _host_baseline_cached(system: str, path: str, mtime: float, version: str):
 def _host_baseline(system: str, path: str):
     """Cached while the baselines' directory (every write renames into it) and the measurement version hold."""
     mtime = os.stat(path).st_mtime_ns if os.path.exists(path) else -1
-    return _host_baseline_cached(system, path, mtime, baselines.measurement_version())
+    return _host_baseline_cached(system, path, mtime, measurement.measurement_version())

@@ -8,7 +8,7 @@ kept outside the repository in the state directory (:func:`state_dir`: ``NETREGR
     <state>/baselines/<system>/<host id>.<measurement version>.yaml
 
 The host id is a hash of a stable fingerprint (CPU model, cores, memory, kernel release, virtualisation); the
-measurement version (:func:`measurement_version`) a hash of what can change a figure: the kernel sources, the
+measurement version (netregress.measurement) a hash of what can change a figure: the kernel sources, the
 checks and the library code that launches, pins and reads them, the settings and interconnect table, each read
 for its meaning (Python as its syntax tree without docstrings, C without comments, shell without comment lines):
 pinning a TCP pair to one CPU moved a loopback round trip 10x without touching ``src/``, a reworded comment moves
@@ -29,10 +29,8 @@ read-modify-write (``tools/refs record``).
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import datetime
-import functools
 import hashlib
 import json
 import math
@@ -47,6 +45,7 @@ from typing import Iterable, Iterator, Mapping
 import yaml
 
 from . import paths, references, statefiles
+from . import measurement
 
 SCHEMA = 'netregress-baseline/1'
 
@@ -127,128 +126,6 @@ def host_id(facts: Mapping | None = None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                    and isinstance(first.value.value, str):
-                node.body = node.body[1:] or [ast.Pass()]
-    return tree
-
-
-#: C string and character literals (kept), // and /* */ comments (dropped)
-_C_TOKENS = re.compile(r'(?P<string>"(?:\\.|[^"\\\n])*"|' r"'(?:\\.|[^'\\\n])*')"
-                       r'|(?P<line>//[^\n]*)|(?P<block>/\*.*?\*/)', re.S)
-
-
-#: C tokens: literals, identifiers and numbers, multi-character operators, any other character
-_C_LEX = re.compile(r'"(?:\\.|[^"\\\n])*"|' r"'(?:\\.|[^'\\\n])*'"
-                    r'|[A-Za-z0-9_.]+|->|\+\+|--|<<=|>>=|<<|>>|<=|>=|==|!=|&&|\|\||##|[-+*/%&|^!=]=|\S')
-
-
-def _c_meaning(text: str) -> str:
-    """C source as its tokens: comments dropped (string and character literals kept), spacing and line breaks
-    normalised (a preprocessor directive keeps its own line)."""
-    text = _C_TOKENS.sub(lambda m: m.group('string') or ' ', text).replace('\\\n', ' ')
-    out, code = [], []
-    for line in text.splitlines():
-        if line.lstrip().startswith('#'):
-            out += [' '.join(code), ' '.join(_C_LEX.findall(line))]
-            code = []
-        else:
-            code += _C_LEX.findall(line)
-    return '\n'.join(x for x in out + [' '.join(code)] if x)
-
-
-def _hash_meaning(text: str) -> str:
-    """Shell, CMake, env files: without comment lines (a shebang kept), blank lines and indentation."""
-    return '\n'.join(line.strip() for line in text.splitlines()
-                     if line.strip() and not (line.lstrip().startswith('#') and not line.startswith('#!')))
-
-
-def meaning(path: Path) -> bytes:
-    """What of a file can change a figure: Python as its syntax tree without docstrings or positions, C without
-    comments, shell/CMake/env files without comment lines; anything else (or what does not parse) byte for byte."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        return raw
-    suffix = path.suffix
-    if suffix == '.py':
-        try:
-            return ast.dump(_strip_docstrings(ast.parse(text)), include_attributes=False).encode()
-        except (SyntaxError, ValueError):
-            return raw
-    if suffix in ('.c', '.h', '.cc', '.cpp', '.hpp', '.cxx'):
-        return _c_meaning(text).encode()
-    if suffix in ('.sh', '.bash', '.env', '.cmake', '') or path.name == 'CMakeLists.txt':
-        return _hash_meaning(text).encode()
-    return raw
-
-
-def _measuring_files(root: Path) -> list[Path]:
-    files = [p for p in sorted((root / 'src').rglob('*')) if p.is_file()]
-    # the measuring package and the checks; the post-run package (netregress_postrun) reads runs, it makes no figure
-    files += sorted((root / 'reframe_tests' / 'netregress').rglob('*.py'))
-    files += sorted((root / 'reframe_tests' / 'checks').rglob('*.py'))
-    # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
-    # (the embedded vcluster is a site of this checkout: its settings say how each MPI build starts under Slurm)
-    config = [root / 'config' / 'settings.py', root / 'config' / 'vcluster.env', root / 'tools' / 'vcluster',
-              root / 'config' / 'sites' / 'vcluster' / 'settings.py']
-    return files + [p for p in config if p.exists()]
-
-
-TABLE_KEY = 'config/interconnects.yaml (measuring part)'
-
-
-@functools.lru_cache(maxsize=8)
-def _measured_files_cached(root: str, signature: tuple) -> tuple:
-    base = Path(root)
-    out = {str(p.relative_to(base)): hashlib.sha256(meaning(p)).hexdigest()[:12] for p in _measuring_files(base)}
-    try:
-        table = yaml.safe_load((base / 'config' / 'interconnects.yaml').read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        table = {}
-    if isinstance(table, Mapping):
-        table = {k: v for k, v in table.items() if k not in ('baselines', 'fixed_bands')}
-    out[TABLE_KEY] = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return tuple(sorted(out.items()))
-
-
-def measured_files(root: Path | None = None) -> dict[str, str]:
-    """{file relative to the root: 12-hex digest of its :func:`meaning`} of everything that decides how a figure is
-    measured: the kernel sources (``src/``), the checks and the library that launches, pins and reads them,
-    ``config/settings.py``, the virtual cluster (``tools/vcluster``, ``config/vcluster.env`` and its site's
-    ``config/sites/vcluster/settings.py``) and the interconnect table (its band rules excluded: they judge figures,
-    they do not make them). Cached while no file changes."""
-    root = Path(root or paths.repo_root()).resolve()
-    signature = []
-    for p in _measuring_files(root) + [root / 'config' / 'interconnects.yaml']:
-        try:
-            st = p.stat()
-            signature.append((str(p), st.st_mtime_ns, st.st_size))
-        except OSError:
-            signature.append((str(p), 0, -1))
-    return dict(_measured_files_cached(str(root), tuple(signature)))
-
-
-def version_of(files: Mapping[str, str]) -> str:
-    """The measurement version of a :func:`measured_files` map."""
-    return hashlib.sha256(json.dumps(dict(sorted(files.items()))).encode()).hexdigest()[:12]
-
-
-def measurement_version(root: Path | None = None) -> str:
-    """Hash of :func:`measured_files`: figures measured by another version are not comparable."""
-    return version_of(measured_files(root))
-
-
-def changed_files(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
-    """The files whose meaning differs between two :func:`measured_files` maps (added, removed or changed)."""
-    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-
-
 _SAFE_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.+-]*')
 
 
@@ -263,7 +140,7 @@ def baseline_path(system: str, directory: Path | None = None, host: str | None =
                   version: str | None = None) -> Path:
     """``<state>/baselines/<system>/<host id>.<measurement version>.yaml``."""
     return (directory or state_dir()) / 'baselines' / _safe(system, 'system') / \
-        f'{_safe(host or host_id(), "host id")}.{_safe(version or measurement_version(), "version")}.yaml'
+        f'{_safe(host or host_id(), "host id")}.{_safe(version or measurement.measurement_version(), "version")}.yaml'
 
 
 def legacy_path(system: str, directory: Path | None = None, host: str | None = None) -> Path:
@@ -418,7 +295,7 @@ class Baseline:
              version: str | None = None) -> 'Baseline | None':
         """This host's baseline of ``system`` at the current measurement version (``version``), or None when
         there is none (a file of the earlier layout counts when it was measured by this version)."""
-        version = version or measurement_version()
+        version = version or measurement.measurement_version()
         path = baseline_path(system, directory, host, version)
         if path.exists() or path.is_symlink():
             return cls.read(system, path)
@@ -448,8 +325,8 @@ class Baseline:
         """(baseline a run compares with, warning or None). This version's baseline once it has ``min_runs`` runs;
         before that the newest baseline of an earlier version (the newest with ``min_runs`` runs, if any), with a
         warning naming what changed since; else this version's (any runs) or None. ``files``: :func:`measured_files` of now (default: this checkout's)."""
-        files = measured_files() if files is None else files
-        version = version or version_of(files)
+        files = measurement.measured_files() if files is None else files
+        version = version or measurement.version_of(files)
         current = cls.load(system, directory, host, version)
         if current is not None and len(current.runs) >= rules.min_runs:
             return current, None
@@ -467,7 +344,8 @@ class Baseline:
         """'changed since: a, b (and N more)', the files whose meaning differs from what measured this baseline."""
         if not self.measured_files:
             return 'changed since: not known (the baseline predates the per-file record)'
-        changed = changed_files(self.measured_files, files if files is not None else measured_files())
+        now = files if files is not None else measurement.measured_files()
+        changed = measurement.changed_files(self.measured_files, now)
         if not changed:
             return 'changed since: nothing that measures'
         shown = ', '.join(changed[:6]) + (f' (and {len(changed) - 6} more)' if len(changed) > 6 else '')
@@ -475,7 +353,7 @@ class Baseline:
 
     def stale_reason(self, version: str | None = None) -> str | None:
         """Why this baseline's figures were measured otherwise than now (None: by this version)."""
-        version = version or measurement_version()
+        version = version or measurement.measurement_version()
         if self.measured_by != version:
             return (f'{self.path} was measured by another version of the kernels, checks or settings '
                     f'({self.measured_by or "unknown"}, now {version}; {self.what_changed()})')

@@ -1,7 +1,7 @@
 """Host baselines (netregress.baselines), their bands, and what a run report means (netregress_postrun.runsummary)."""
 import pytest
 
-from netregress import baselines, references
+from netregress import baselines, measurement, references
 from netregress_postrun import refstool, runsummary
 
 RULES = baselines.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
@@ -134,15 +134,15 @@ def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
     (tmp_path / 'config' / 'settings.py').write_text('site_configuration = {}\n')
     table = tmp_path / 'config' / 'interconnects.yaml'
     table.write_text('baselines: {spread_factor: 4}\ninterconnects: {shm: {nodes: 1}}\n')
-    first = baselines.measurement_version(tmp_path)
+    first = measurement.measurement_version(tmp_path)
     (post / 'report.py').write_text('TITLE = "b"\n')
     table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 1}}\n')
-    assert baselines.measurement_version(tmp_path) == first         # reading and judging figures
+    assert measurement.measurement_version(tmp_path) == first         # reading and judging figures
     (lib / 'base.py').write_text('PIN = ""\n')
-    second = baselines.measurement_version(tmp_path)
+    second = measurement.measurement_version(tmp_path)
     assert second != first                                           # how the checks launch the kernels
     table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 2}}\n')
-    assert baselines.measurement_version(tmp_path) not in (first, second)
+    assert measurement.measurement_version(tmp_path) not in (first, second)
 
 
 # -- measurement version: what can change a figure, not comments ----------------------------------------------------
@@ -160,17 +160,17 @@ def _tree(root):
 
 def test_comments_and_docstrings_do_not_change_the_measurement_version(tmp_path):
     lib = _tree(tmp_path)
-    first = baselines.measurement_version(tmp_path)
+    first = measurement.measurement_version(tmp_path)
     (tmp_path / 'src' / 'k.c').write_text('/* the kernel,\n   reworded */\nint main(void)\n{\n'
                                           '    return 0;   /* ok */\n}\n')
     (lib / 'base.py').write_text('"""Other docs, longer."""\n\n# a comment\nPIN = "taskset -c 0"\n')
-    assert baselines.measurement_version(tmp_path) == first
+    assert measurement.measurement_version(tmp_path) == first
     (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 1; }\n')
-    second = baselines.measurement_version(tmp_path)
+    second = measurement.measurement_version(tmp_path)
     assert second != first
     (tmp_path / 'src' / 'k.c').write_text('int main(void) { puts("/* not a comment */"); return 1; }\n')
-    assert baselines.measurement_version(tmp_path) not in (first, second)    # a string is code
-    changed = baselines.changed_files({'src/k.c': 'x', 'gone.py': 'y'}, baselines.measured_files(tmp_path))
+    assert measurement.measurement_version(tmp_path) not in (first, second)    # a string is code
+    changed = measurement.changed_files({'src/k.c': 'x', 'gone.py': 'y'}, measurement.measured_files(tmp_path))
     assert 'src/k.c' in changed and 'gone.py' in changed and 'reframe_tests/netregress/base.py' in changed
 
 
@@ -296,8 +296,8 @@ def test_a_run_compares_with_the_earlier_version_and_says_so(tmp_path, monkeypat
     from netregress import bands
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     files = {'src/k.c': 'aaa'}
-    monkeypatch.setattr(baselines, 'measured_files', lambda root=None: dict(files))
-    _record(tmp_path, baselines.version_of(files), dict(files), [900.0, 910.0, 920.0])
+    monkeypatch.setattr(measurement, 'measured_files', lambda root=None: dict(files))
+    _record(tmp_path, measurement.version_of(files), dict(files), [900.0, 910.0, 920.0])
     refset, source = bands.reference_source('vc', {'references': 'host'})
     assert 'WARNING' not in source
     files['src/k.c'] = 'bbb'

@@ -166,12 +166,12 @@ def test_mpi_on_another_path_fails_on_both_witnesses(sandbox):
 def test_host_baseline_records_but_does_not_assert_cpu_bound_figures(sandbox, tmp_path, monkeypatch):
     """local's host baseline asserts link-bound streams and ratios to iperf3 only (assert_cpu_bound False): a round
     trip 10x off its baseline is recorded, not failed; with committed references the same figure is asserted."""
-    from netregress import baselines, interconnects
+    from netregress import baselines, interconnects, measurement
     from netregress_postrun import refstool
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     rules = baselines.BandRules.from_table(interconnects.load().baselines)
     base = baselines.Baseline('local', baselines.baseline_path('local'))
-    base.measured_by = baselines.measurement_version()
+    base.measured_by = measurement.measurement_version()
     for _ in range(3):
         base.add([refstool.Measurement(system='local', partition='default', environ='gnu', interconnect='tcp',
                                        test='tcp.rtt', metric='rtt_us', value=2.5, unit='us')], rules, 'test')

@@ -5,7 +5,8 @@ import pytest
 import yaml
 
 from netregress import references
-from netregress_postrun import refstool
+from netregress.figures import asserted
+from netregress_postrun import refsbaseline, refstool
 
 
 def report(*cases):
@@ -128,10 +129,10 @@ def test_oversubscribed_runs_get_the_oversubscribed_band(table):
 
 def test_what_a_partition_asserts():
     # everything where CPU-bound figures hold (a site's cluster), only ratios and link-bound streams where not
-    assert all(refstool.asserted(kind, True, False) for kind in ('latency', 'cpu_bound', 'throughput', 'ratio'))
-    assert refstool.asserted('ratio', False, False) and refstool.asserted('throughput', False, True)
-    assert not refstool.asserted('throughput', False, False)          # a stream on unshaped veth: CPU-bound
-    assert not refstool.asserted('latency', False, True) and not refstool.asserted('cpu_bound', False, True)
+    assert all(asserted(kind, True, False) for kind in ('latency', 'cpu_bound', 'throughput', 'ratio'))
+    assert asserted('ratio', False, False) and asserted('throughput', False, True)
+    assert not asserted('throughput', False, False)          # a stream on unshaped veth: CPU-bound
+    assert not asserted('latency', False, True) and not asserted('cpu_bound', False, True)
 
 
 # -- state: concurrent records, bad input, nothing written ----------------------------------------------------------
@@ -140,7 +141,7 @@ import os                                   # noqa: E402
 import subprocess                           # noqa: E402
 from pathlib import Path                    # noqa: E402
 
-from netregress import baselines            # noqa: E402
+from netregress import baselines, measurement            # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -304,13 +305,13 @@ def test_record_after_a_measurement_change_keeps_the_old_baseline(tmp_path, monk
     rep = tmp_path / 'r.json'
     rep.write_text(json.dumps(report(case(940.0))))
     files = {'src/k.c': 'aaa'}
-    monkeypatch.setattr(baselines, 'measured_files', lambda root=None: dict(files))
+    monkeypatch.setattr(measurement, 'measured_files', lambda root=None: dict(files))
     for _ in range(5):
-        refstool.record([rep], 'vc', table)
+        refsbaseline.record([rep], 'vc', table)
     old = next((tmp_path / 'state' / 'baselines' / 'vc').glob('*.yaml'))
     text = old.read_text()
     files['src/k.c'] = 'bbb'
-    out = refstool.record([rep], 'vc', table)
+    out = refsbaseline.record([rep], 'vc', table)
     assert out.startswith('a new measurement version') and f'beside {old} (kept; changed since: src/k.c)' in out
     assert old.read_text() == text and len(list(old.parent.glob('*.yaml'))) == 2
     base, warning = baselines.Baseline.for_run('vc', baselines.BandRules.from_table(table.baselines))

@@ -1,0 +1,129 @@
+"""This host's baseline, the references of the embedded systems (``tools/refs record|show|reset|bands``): a passing
+run's figures added under the state directory's lock, the baseline shown with its band widths and a run against it,
+a measurement version's baseline forgotten. The conversion of reports into committed references is
+:mod:`.refstool`'s.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import tabulate
+
+from netregress import baselines, interconnects, measurement, references, site
+from netregress.figures import asserted
+from . import runreport
+from .refstool import check_figures, check_report, measurements, refuse_undeclared
+
+
+def band_table(bands: Iterable[tuple[float, float]]) -> str:
+    """How wide bands are: count per bucket of the wider side's factor (1.5 = 0.67x..1.5x)."""
+    edges = [1.1, 1.25, 1.5, 2.0, 4.0, 10.0, float('inf')]
+    counts = [0] * len(edges)
+    for lower, upper in bands:
+        width = max(1 + upper if upper is not None else float('inf'),
+                    1 / (1 + lower) if lower is not None and lower > -1 else float('inf'))
+        counts[next(i for i, e in enumerate(edges) if width <= e + 1e-9)] += 1
+    total = sum(counts) or 1
+    labels = ['<= 1.10x', '<= 1.25x', '<= 1.50x', '<= 2x', '<= 4x', '<= 10x', '> 10x / open']
+    rows = [[label, n, f'{100 * n / total:.1f}%'] for label, n in zip(labels, counts)]
+    return tabulate.tabulate(rows, headers=['widest side', 'bands', 'share'], tablefmt='simple',
+                             colalign=('right', 'right', 'right'), disable_numparse=True)
+
+
+def _reference_bands(refset: references.ReferenceSet) -> list[tuple[float, float]]:
+    return [(ref.lower, ref.upper) for _, ref in refset.entries()]
+
+
+def record(reports: list[Path], system: str, table: interconnects.InterconnectTable) -> str:
+    """Add the passing figures of ``reports`` to this host's baseline of ``system`` at the current measurement
+    version; return what was done. Every report is read and checked first; the baseline is read, extended and
+    written under the state directory's lock (concurrent records queue), atomically; a baseline of an earlier
+    version stays as it is beside the new one. Nothing is written on an error."""
+    rules = baselines.BandRules.from_table(table.baselines)
+    found_per_report = []
+    for path in reports:
+        doc = runreport.read(path)
+        check_report(path, doc)
+        found = [m for m in measurements(doc) if m.system == system]
+        refuse_undeclared(found)
+        check_figures(path, found)
+        found_per_report.append((path, found))
+    files = measurement.measured_files()
+    version = measurement.version_of(files)
+    note = ''
+    # the baselines read once before the lock too: a malformed one is refused before anything (the lock file) is made
+    baselines.Baseline.load(system, version=version)
+    baselines.Baseline.all_versions(system)
+    with baselines.locked():
+        base = baselines.Baseline.load(system, version=version)
+        if base is None:
+            base = baselines.Baseline(system, baselines.baseline_path(system, version=version))
+            older = [b for b in baselines.Baseline.all_versions(system) if b.measured_by != version]
+            if older:
+                note = (f'a new measurement version ({version}): starting a new baseline beside '
+                        f'{older[-1].path} (kept; {older[-1].what_changed(files)})\n')
+        base.measured_by, base.measured_files = version, files
+        added = sum(base.add(found, rules, str(path)) for path, found in found_per_report)
+        if added:
+            base.save()
+    return (f'{note}host baseline {base.path}: {added} figures added; {len(base.entries)} variables, '
+            f'{len(base.runs)} runs')
+
+
+def reset(system: str) -> str:
+    """Forget this host's baseline of ``system`` at the current measurement version (earlier versions' are kept)."""
+    with baselines.locked():
+        base = baselines.Baseline.load(system)
+        if base is None:
+            return f'no baseline of {system!r} at this measurement version ({measurement.measurement_version()})'
+        base.path.unlink()
+        kept = [b.path for b in baselines.Baseline.all_versions(system)]
+        return f'removed {base.path}' + (f' (kept, other versions: {", ".join(map(str, kept))})' if kept else '')
+
+
+def show(system: str, table: interconnects.InterconnectTable, report: Path | None = None) -> str:
+    """This host's baseline: facts, runs, band widths; with a report, each of its figures against the bands."""
+    rules = baselines.BandRules.from_table(table.baselines)
+    base, warning = baselines.Baseline.for_run(system, rules)
+    if base is None:
+        return (f'no baseline of {system!r} for this host ({baselines.host_id()}: '
+                f'{json.dumps(baselines.host_facts())}) under {baselines.state_dir()}')
+    refset = base.reference_set(rules)
+    extras = site.partition_extras(system)
+
+    def is_asserted(part: str, ic: str, kind: str) -> bool:
+        try:
+            link_rate = bool(table.interconnect(ic).payload_mbps)
+        except interconnects.InterconnectError:
+            link_rate = False
+        return asserted(kind, (extras.get(part) or {}).get('assert_cpu_bound', True), link_rate)
+
+    keys = {key for key, entry in base.entries.items() if is_asserted(key[0], key[2], entry['kind'])}
+    bands = [(ref.lower, ref.upper) for key, ref in refset.entries() if key in keys]
+    lines = [f'host baseline {base.path}', f'  host {base.host_id}: {json.dumps(base.host)}',
+             f'  measured by {base.measured_by}' + (f' (WARNING: {warning})' if warning else ''),
+             f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables: {len(keys)} asserted '
+             f'against these bands, {len(base.entries) - len(keys)} recorded only (CPU-bound where the partition '
+             f'asserts ratios instead)']
+    others = [b for b in baselines.Baseline.all_versions(system) if b.path != base.path]
+    lines += [f'  also kept: {b.path} (measured by {b.measured_by or "unknown"}, {len(b.runs)} runs)' for b in others]
+    lines += ['', band_table(bands)]
+    if report:
+        found = [m for m in measurements(runreport.read(report)) if m.system == system]
+        out = 0
+        found = [m for m in found if (m.partition, m.environ, m.interconnect, m.test, m.metric) in keys]
+        for m in found:
+            try:
+                ref = refset.lookup(m.partition, m.environ, m.interconnect, m.test, m.metric)
+            except references.MissingReferenceError:
+                continue
+            lo = ref.value * (1 + ref.lower) if ref.lower is not None else float('-inf')
+            hi = ref.value * (1 + ref.upper) if ref.upper is not None else float('inf')
+            if not lo <= m.value <= hi:
+                out += 1
+                lines.append(f'  OUT {m.partition}/{m.environ}/{m.interconnect}/{m.test}/{m.metric}: {m.value:.4g} '
+                             f'{m.unit}, band {lo:.4g}..{hi:.4g} (median {ref.value:.4g})')
+        lines.append(f'{report}: {out} of {len(found)} figures outside this baseline\'s bands')
+    return '\n'.join(lines)

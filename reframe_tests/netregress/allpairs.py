@@ -85,6 +85,20 @@ def sample_rotation(key: str, advance: bool = True) -> tuple[int, int]:
     return seed, runs
 
 
+def make_plan(name: str, nodes: list[str], key: str, concurrency: int | None = None, per_run: int | None = None,
+              advance: bool = True, runner: slurm.Runner = slurm.run_command):
+    """(the link plan ``name`` over ``nodes``, the leaf switches it was made from or None): what the check runs and
+    what ``ci/post-maintenance --plan`` prints. ``key`` (system:partition:fabric) names the sample rotation;
+    ``advance`` counts this run in it. :class:`slurm.SlurmQueryError` when Slurm has no switch tree."""
+    if name == 'sample':
+        seed, run = sample_rotation(key, advance)
+        return sample_plan(nodes, per_run or sample_matchings_for(len(nodes)), run, seed, concurrency), None
+    if name == 'topology':
+        leaves = slurm.leaf_switches(nodes, runner=runner)
+        return topology_plan(leaves, concurrency), leaves
+    return full_plan(nodes, concurrency), None
+
+
 class AllPairsLinkCheck(MpiKernelCheck):
     """Every link of a partition's fabric in one nr-linkmap job (see module doc)."""
 
@@ -208,19 +222,14 @@ class AllPairsLinkCheck(MpiKernelCheck):
         self.time_limit = int(60 + len(self.link_plan.rounds) * per_round * 2)
 
     def make_plan(self) -> LinkPlan:
-        concurrency = self.current_partition.extras.get('link_concurrency')
-        if self.plan == 'sample':
-            key = f'{self.current_system.name}:{self.current_partition.name}:{self.interconnect}'
-            seed, run = sample_rotation(key)
-            per_run = self.sample_matchings or sample_matchings_for(len(self.nodes))
-            return sample_plan(self.nodes, per_run, run, seed, concurrency)
-        if self.plan == 'topology':
-            try:
-                leaves = slurm.leaf_switches(self.nodes)
-            except slurm.SlurmQueryError as err:
-                raise SanityError(f'plan topology: {err}') from None
-            return topology_plan(leaves, concurrency)
-        return full_plan(self.nodes, concurrency)
+        key = f'{self.current_system.name}:{self.current_partition.name}:{self.interconnect}'
+        try:
+            plan, self.switch_leaves = make_plan(self.plan, self.nodes, key,
+                                                 self.current_partition.extras.get('link_concurrency'),
+                                                 self.sample_matchings)
+        except slurm.SlurmQueryError as err:
+            raise SanityError(f'plan {self.plan}: {err}') from None
+        return plan
 
     def fabric_extra(self, key: str):
         """``key`` of this interconnect's block in the partition extra ``interconnects`` (None: absent)."""
@@ -258,7 +267,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
     # -- sanity -----------------------------------------------------------------------------------------------
 
     def leaves(self):
-        return slurm.leaf_switches(self.nodes) if self.plan == 'topology' else None
+        """The switch tree the topology plan was made from (asked once, in setup), else None."""
+        return getattr(self, 'switch_leaves', None)
 
     def links(self) -> list[LinkResult]:
         """The measured links (read once, after the job)."""

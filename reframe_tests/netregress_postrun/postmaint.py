@@ -201,20 +201,12 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
             if len(nodes) < 2:
                 lines.append(f'{where}: {len(nodes)} node in scope, no link to test')
                 continue
-            if args.links == 'sample':
-                key = f'{system}:{part["name"]}:{fabric}'
-                seed, run = allpairs.sample_rotation(key, advance=False)
-                lp = linkplan.sample_plan(nodes, allpairs.sample_matchings_for(len(nodes)), run, seed,
-                                          extras.get('link_concurrency'))
-            elif args.links == 'topology':
-                try:
-                    lp = linkplan.topology_plan(slurm.leaf_switches(nodes, runner=runner),
-                                                extras.get('link_concurrency'))
-                except slurm.SlurmQueryError as err:
-                    lines.append(f'{where}: no topology plan: {err}')
-                    continue
-            else:
-                lp = linkplan.full_plan(nodes, extras.get('link_concurrency'))
+            try:
+                lp, _ = allpairs.make_plan(args.links, nodes, f'{system}:{part["name"]}:{fabric}',
+                                           extras.get('link_concurrency'), advance=False, runner=runner)
+            except slurm.SlurmQueryError as err:
+                lines.append(f'{where}: no {args.links} plan: {err}')
+                continue
             lines.append(f'{where}: {linkplan.describe(lp, allpairs.ROUND_TIME_S)}')
     return lines
 

@@ -21,10 +21,10 @@ def apply(check) -> None:
     every performance variable of ``check`` (see ``NetregressCheck.apply_references``)."""
     system, part = check.current_system.name, check.current_partition.name
     env = check.current_environ.name
-    refs, check.missing_references, recorded_only = {}, [], []
+    refs, check.missing_references, recorded_only, shared_band = {}, [], [], []
     host_refs = check.current_partition.extras.get('references') == 'host'
     try:
-        refset, check.nr_reference_source = reference_source(system, check.current_partition.extras)
+        refset, shared_refs, check.nr_reference_source = reference_source(system, check.current_partition.extras)
     except (references.ReferenceError, baselines.BaselineError) as err:
         raise PerformanceError(str(err)) from None
     for name, fn in check.perf_variables.items():
@@ -39,8 +39,16 @@ def apply(check) -> None:
             refs[name] = (0, None, None, fn.unit)
             continue
         if host_refs and not check.asserted_absolute(name):
-            refs[name] = (0, None, None, fn.unit)
-            recorded_only.append(name)
+            # a CPU-bound figure on shared CPUs: the wide band its measured spread supports (recorded only when
+            # the baseline has not seen it)
+            try:
+                refs[name] = shared_refs.lookup(part, env, check.interconnect, check.ref_test, name).as_reframe()
+                shared_band.append(name)
+            except references.MissingReferenceError:
+                refs[name] = (0, None, None, fn.unit)
+                recorded_only.append(name)
+            except references.ReferenceError as err:
+                raise PerformanceError(str(err)) from None
             continue
         try:
             refs[name] = refset.lookup(part, env, check.interconnect, check.ref_test, name).as_reframe()
@@ -53,6 +61,7 @@ def apply(check) -> None:
     if not refs:
         raise PerformanceError(f'{check.unique_name} defines no performance variables')
     check.nr_recorded_only = ','.join(recorded_only)
+    check.nr_shared_cpu_band = ','.join(shared_band)
     check.reference = {f'{system}:{part}': refs}
 
 
@@ -67,12 +76,14 @@ def fraction_of(check, name: str, denominator: float) -> float:
 
 
 def reference_source(system: str, extras) -> tuple:
-    """(ReferenceSet or None, description) for a partition: its host baseline or the committed references."""
+    """(ReferenceSet or None, shared-CPU ReferenceSet or None, description) for a partition: its host baseline
+    (with the wide bands of :meth:`baselines.BandRules.shared_cpu_band` for CPU-bound figures on shared CPUs) or
+    the committed references."""
     if extras.get('references') != 'host':
-        return references.load(system), f'committed {references.reference_file(system)}'
+        return references.load(system), None, f'committed {references.reference_file(system)}'
     found = _host_baseline(system, str(baselines.state_dir() / 'baselines' / system))
     if found is None:
-        return None, f'no baseline for host {baselines.host_id()} yet: recording'
+        return None, None, f'no baseline for host {baselines.host_id()} yet: recording'
     return found
 
 
@@ -84,7 +95,8 @@ def _host_baseline_cached(system: str, path: str, mtime: float, version: str):
     if base is None:
         return None
     source = f'host baseline {base.host_id} ({len(base.runs)} runs)'
-    return base.reference_set(rules), source + (f'; WARNING: {warning}' if warning else '')
+    return (base.reference_set(rules), base.reference_set(rules, shared_cpu=True),
+            source + (f'; WARNING: {warning}' if warning else ''))
 
 
 def _host_baseline(system: str, path: str):

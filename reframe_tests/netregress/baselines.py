@@ -159,6 +159,11 @@ class BandRules:
     spread_factor: float
     floor: Mapping[str, float]
     cap: tuple[float, float]
+    #: the ``shared_cpu`` band of a CPU-bound figure where nodes share a VM's CPUs: log-space spread factor, and the
+    #: least and most factor either side (:meth:`shared_cpu_band`)
+    shared_spread_factor: float = 4.0
+    shared_floor: float = 4.0
+    shared_cap: float = 10.0
 
     @classmethod
     def from_table(cls, data: Mapping | None, source: str = 'config/interconnects.yaml') -> 'BandRules':
@@ -188,11 +193,19 @@ class BandRules:
         floor = data.get('floor') or {}
         if not isinstance(floor, Mapping):
             raise BaselineError(f'{where}.floor: expected a mapping of kind: fraction, got {floor!r}')
+        shared = data.get('shared_cpu') or {}
+        if not isinstance(shared, Mapping):
+            raise BaselineError(f'{where}.shared_cpu: expected a mapping (spread_factor, floor, cap), got {shared!r}')
+        shared_floor = number('shared_cpu.floor', shared.get('floor', 4.0), 1, 1000)
         return cls(window=number('window', data.get('window', 5), 1, 1000, whole=True),
                    min_runs=number('min_runs', data.get('min_runs', 3), 1, 1000, whole=True),
                    spread_factor=number('spread_factor', data.get('spread_factor', 4.0), 0, 1000, lo_open=True),
                    floor={str(k): number(f'floor.{k}', v, 0, 1, hi_open=True) for k, v in floor.items()},
-                   cap=(number('cap[0]', cap[0], -1, 0, lo_open=True), number('cap[1]', cap[1], 0, 1000)))
+                   cap=(number('cap[0]', cap[0], -1, 0, lo_open=True), number('cap[1]', cap[1], 0, 1000)),
+                   shared_spread_factor=number('shared_cpu.spread_factor', shared.get('spread_factor', 4.0), 0, 1000,
+                                               lo_open=True),
+                   shared_floor=shared_floor,
+                   shared_cap=number('shared_cpu.cap', shared.get('cap', 10.0), shared_floor, 1000))
 
     def band(self, samples: list[float], kind: str) -> tuple[float, float, float, str]:
         """(value, lower, upper, comment) for the figures of a metric's runs."""
@@ -209,6 +222,26 @@ class BandRules:
                    f'{self.spread_factor:g} x that, floor {100 * floor:.0f}% ({kind}), cap '
                    f'{1 + lo_cap:.2f}x..{1 + hi_cap:.2f}x')
         return center, lower, upper, comment
+
+
+    def shared_cpu_band(self, samples: list[float]) -> tuple[float, float, float, str] | None:
+        """(value, lower, upper, comment) of a CPU-bound figure on CPUs shared with the host's other work: a factor
+        either side of the median, from the spread of the runs in log space (a swing of 2-6x is symmetric as a
+        factor, not as a difference), between ``shared_floor`` and ``shared_cap``; the cap until ``min_runs`` runs
+        measured the spread (as :meth:`band`). None when a run's figure is 0 (no factor of it means anything)."""
+        if not samples or min(samples) <= 0:
+            return None
+        center = statistics.median(samples)
+        if len(samples) < max(self.min_runs, 2):
+            return (center, 1 / self.shared_cap - 1, self.shared_cap - 1,
+                    f'{len(samples)} run(s) on shared CPUs: widest band (/{self.shared_cap:g}..x{self.shared_cap:g}) '
+                    f'until {self.min_runs} runs measure the spread')
+        dev = max(abs(math.log(v / center)) for v in samples)
+        factor = min(max(math.exp(self.shared_spread_factor * dev), self.shared_floor), self.shared_cap)
+        comment = (f'{len(samples)} runs on shared CPUs, largest deviation from their median x{math.exp(dev):.2f}: '
+                   f'band /{factor:.2f}..x{factor:.2f} (log-spread x{self.shared_spread_factor:g}, at least '
+                   f'x{self.shared_floor:g}, at most x{self.shared_cap:g})')
+        return center, 1 / factor - 1, factor - 1, comment
 
 
 # -- the file ---------------------------------------------------------------------------------------------------
@@ -398,11 +431,18 @@ class Baseline:
         except statefiles.StateError as err:
             raise BaselineError(str(err)) from None
 
-    def reference_set(self, rules: BandRules) -> references.ReferenceSet:
-        """The baseline as references (value = median of the runs, band from their spread)."""
+    def reference_set(self, rules: BandRules, shared_cpu: bool = False) -> references.ReferenceSet:
+        """The baseline as references (value = median of the runs, band from their spread); ``shared_cpu``: the
+        bands :meth:`BandRules.shared_cpu_band` gives (a figure that was 0 in a run has none)."""
         tree: dict = {}
         for (part, env, ic, test, metric), entry in self.entries.items():
-            value, lower, upper, comment = rules.band(entry['samples'], entry['kind'])
+            if shared_cpu:
+                band = rules.shared_cpu_band(entry['samples'])
+                if band is None:
+                    continue
+                value, lower, upper, comment = band
+            else:
+                value, lower, upper, comment = rules.band(entry['samples'], entry['kind'])
             base, size = references.split_metric(metric)
             node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
             ref = {'value': value, 'lower': lower, 'upper': upper, 'unit': entry['unit'],

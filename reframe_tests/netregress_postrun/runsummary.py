@@ -67,6 +67,39 @@ def skip_reason(tc: Mapping, by_name: Mapping[tuple, Mapping], skips: Mapping[st
         tc = deps[0]
 
 
+def judged(cases: list[Mapping]) -> dict[tuple[str, str], collections.Counter]:
+    """Per (system, interconnect): how many figures were judged against a band (``band``; of them ``shared_cpu``
+    by the wide band of CPU-bound figures on shared CPUs), fell outside it (``out``), or were only recorded."""
+    table: dict = collections.defaultdict(collections.Counter)
+    for tc in cases:
+        shared = set(filter(None, str(tc.get('nr_shared_cpu_band') or '').split(',')))
+        row = table[(str(tc.get('system')), str(tc.get('interconnect') or '-'))]
+        for pv in runreport.perfvalues(tc):
+            if pv.banded:
+                row['band'] += 1
+                row['shared_cpu'] += pv.var in shared
+                row['out'] += pv.result == 'fail'
+            else:
+                row['recorded'] += 1
+    return table
+
+
+def judged_lines(cases: list[Mapping]) -> list[str]:
+    """The run's figures judged against a band and recorded without one, in all and per system and interconnect."""
+    table = judged(cases)
+    total = sum(table.values(), collections.Counter())
+    band, out = total['band'], total['out']
+    lines = [f'   figures asserted against a band: {band} of {band + total["recorded"]}, outside it: {out}'
+             f'{f" ({1000 * out / band:.1f} per 1,000)" if band else ""}'
+             f'; of them {total["shared_cpu"]} by the wide band of CPU-bound figures on shared CPUs; recorded '
+             f'without a band: {total["recorded"]} (the baseline has not seen them yet)']
+    if len(table) > 1:
+        lines.append('     system:interconnect  judged  (shared-CPU band)  outside  recorded only')
+        lines += [f'     {f"{system}:{ic}":20} {c["band"]:7d}  {c["shared_cpu"]:17d}  {c["out"]:7d}  {c["recorded"]:13d}'
+                  for (system, ic), c in sorted(table.items())]
+    return lines
+
+
 def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | None = None) -> tuple[str, bool]:
     """(text, ok) for one report; ``skips`` from :func:`skip_reasons` names why cases were skipped."""
     res = runreport.analyse(report)
@@ -76,17 +109,7 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     lines = [f'== {name}: {dict(count)}, {total:.0f} s in test cases; slowest:']
     for tc in sorted(cases, key=lambda t: -case_seconds(t))[:5]:
         lines.append(f'   {case_seconds(tc):6.1f} s  {runreport.case_name(tc)}  {tc.get("result")}')
-    asserted = out_of_band = unbanded = 0
-    for tc in cases:
-        for pv in runreport.perfvalues(tc):
-            if pv.banded:
-                asserted += 1
-                out_of_band += pv.result == 'fail'
-            else:
-                unbanded += 1
-    lines.append(f'   figures asserted against a band: {asserted}, outside it: {out_of_band}'
-                 f'{f" ({1000 * out_of_band / asserted:.1f} per 1,000)" if asserted else ""}; recorded without a '
-                 f'band: {unbanded} (no baseline yet, or CPU-bound where the partition asserts ratios instead)')
+    lines += judged_lines(cases)
     failed = [tc for tc in cases if tc.get('result') == 'fail']
     if failed:
         lines.append(f'   failed ({len(failed)}):')

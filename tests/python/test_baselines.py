@@ -28,6 +28,33 @@ def test_band_is_the_spread_times_the_factor_above_the_floor():
     assert RULES.band([100.0, 300.0], 'latency')[1:3] == (-0.33, 0.5)            # never wider than the cap
 
 
+def test_shared_cpu_band_is_a_factor_from_the_log_spread_between_floor_and_cap():
+    rules = baselines.BandRules.from_table({'shared_cpu': {'spread_factor': 4, 'floor': 4, 'cap': 10}})
+    # three runs within 1.1x: the floor, 4x either side
+    value, lower, upper, comment = rules.shared_cpu_band([10.0, 11.0, 10.5])
+    assert value == 10.5 and (lower, upper) == pytest.approx((1 / 4 - 1, 3.0)) and 'shared CPUs' in comment
+    # a 1.5x swing: exp(4 ln 1.5) = 5.06x either side
+    assert rules.shared_cpu_band([10.0, 15.0, 15.0])[1:3] == pytest.approx((1 / 5.0625 - 1, 4.0625), rel=1e-3)
+    # a 6x swing: never wider than the cap, so a 30x fall always fails
+    value, lower, upper, _ = rules.shared_cpu_band([10.0, 60.0, 20.0])
+    assert (lower, upper) == pytest.approx((-0.9, 9.0)) and value * (1 + lower) > value / 30
+    # fewer runs than min_runs: the cap; a figure that was 0: no factor means anything
+    assert rules.shared_cpu_band([10.0])[1:3] == pytest.approx((-0.9, 9.0))
+    assert rules.shared_cpu_band([0.0, 1.0, 1.0]) is None
+
+
+def test_the_shared_cpu_reference_set_judges_what_the_normal_one_cannot(tmp_path):
+    rules = baselines.BandRules.from_table({})
+    base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
+    for v in (20.0, 11.0, 16.0):
+        base.add([m(v, metric='rtt_us', unit='us', test='mpitest.latency')], rules, 'r.json')
+    key = ('gige', 'gnu', 'gige', 'mpitest.latency', 'rtt_us')
+    normal, wide = base.reference_set(rules).lookup(*key), base.reference_set(rules, shared_cpu=True).lookup(*key)
+    assert (normal.lower, normal.upper) == (-0.33, 0.5)
+    factor = (16 / 11) ** 4                         # the largest deviation, 16/11, to the power spread_factor
+    assert wide.value == 16.0 and (wide.lower, wide.upper) == pytest.approx((1 / factor - 1, factor - 1))
+
+
 def test_baseline_round_trip_window_and_lookup(tmp_path, monkeypatch):
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     base = baselines.Baseline('vc', baselines.baseline_path('vc'))
@@ -251,7 +278,10 @@ def test_a_malformed_baseline_file_is_one_line(tmp_path, text, message):
     ({'min_runs': 0}, 'min_runs: 0 is out of range'), ({'spread_factor': float('nan')}, 'spread_factor: nan'),
     ({'spread_factor': 0}, 'spread_factor: 0 is out of range'), ({'floor': {'latency': 1.5}}, 'floor.latency'),
     ({'cap': [-1.5, 0.5]}, r'cap\[0\]: -1.5'), ({'cap': [0.1, 0.5]}, r'cap\[0\]: 0.1'),
-    ({'cap': [-0.3, float('inf')]}, r'cap\[1\]: inf'), ({'cap': 3}, 'cap: expected'), ('x', 'expected a mapping')])
+    ({'cap': [-0.3, float('inf')]}, r'cap\[1\]: inf'), ({'cap': 3}, 'cap: expected'), ('x', 'expected a mapping'),
+    ({'shared_cpu': {'floor': 0.5}}, r'shared_cpu.floor: 0.5 is out of range \[1, 1000\]'),
+    ({'shared_cpu': {'floor': 5, 'cap': 4}}, r'shared_cpu.cap: 4 is out of range \[5, 1000\]'),
+    ({'shared_cpu': {'spread_factor': 0}}, 'shared_cpu.spread_factor: 0'), ({'shared_cpu': 3}, 'shared_cpu: expected')])
 def test_band_rules_out_of_range_are_refused(block, message):
     with pytest.raises(baselines.BaselineError, match=message):
         baselines.BandRules.from_table(block)
@@ -298,10 +328,27 @@ def test_a_run_compares_with_the_earlier_version_and_says_so(tmp_path, monkeypat
     files = {'src/k.c': 'aaa'}
     monkeypatch.setattr(measurement, 'measured_files', lambda root=None: dict(files))
     _record(tmp_path, measurement.version_of(files), dict(files), [900.0, 910.0, 920.0])
-    refset, source = bands.reference_source('vc', {'references': 'host'})
+    refset, _, source = bands.reference_source('vc', {'references': 'host'})
     assert 'WARNING' not in source
     files['src/k.c'] = 'bbb'
-    refset, source = bands.reference_source('vc', {'references': 'host'})
+    refset, _, source = bands.reference_source('vc', {'references': 'host'})
     assert 'WARNING: comparing with the baseline of an earlier measurement version' in source
     assert 'changed since: src/k.c' in source
     assert refset.lookup('gige', 'gnu', 'gige', 'tcp.stream.blocking', 'throughput_mbps').value == 910.0
+
+
+def test_the_summary_counts_judged_and_recorded_figures_per_system_and_interconnect():
+    def case(system, ic, shared, **perf):
+        return {'name': f'c_{ic}', 'unique_name': f'c_{ic}', 'system': system, 'partition': 'p', 'environ': 'e',
+                'result': 'pass', 'interconnect': ic, 'nr_shared_cpu_band': shared,
+                'perfvalues': {f'{system}:p:{k}': v for k, v in perf.items()}}
+    cases = [case('vc', 'fast', 'rtt_us', rtt_us=[30.0, 20.0, -0.9, 9.0, 'us', 'pass'],
+                  ratio=[1.0, 1.0, -0.03, 0.05, 'ratio', 'fail']),
+             case('local', 'shm', '', bw=[5.0, 0, None, None, 'MB/s', 'pass'])]
+    table = runsummary.judged(cases)
+    assert table[('vc', 'fast')] == {'band': 2, 'shared_cpu': 1, 'out': 1}
+    assert table[('local', 'shm')] == {'recorded': 1}
+    text = '\n'.join(runsummary.judged_lines(cases))
+    assert 'figures asserted against a band: 2 of 3, outside it: 1 (500.0 per 1,000); of them 1 by the wide band' \
+        in text and 'recorded without a band: 1' in text
+    assert 'vc:fast' in text and 'local:shm' in text

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import statistics
-import zlib
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -84,12 +83,12 @@ class Iperf3Check(ExitStatusPlugin, TcpPairCheck):
     server_ready_pattern = 'Server listening'
 
     def server_command(self) -> str:
-        return f'iperf3 -s -1 --forceflush -p {self.port}'
+        return 'iperf3 -s -1 --forceflush -B $SERVER_ADDR -p $SERVER_PORT'
 
     @run_before('run')
     def set_client(self):
         self.executable = 'iperf3'
-        self.executable_opts = ['-c', '$SERVER_ADDR', '-p', str(self.port), '-t', str(self.duration_s),
+        self.executable_opts = ['-c', '$SERVER_ADDR', '-p', '$SERVER_PORT', '-t', str(self.duration_s),
                                 '-O', str(self.omit_s), '-J', '--logfile', IPERF3_OUT]
 
     @run_after('setup')
@@ -148,14 +147,14 @@ class Iperf3YardstickPlugin(rfm.RegressionTestPlugin):
     def run_yardstick_first(self):
         if not self._yardstick_active():
             return
-        port = 40000 + zlib.crc32(self.unique_name.encode()) % 20000
         on_last = self.node_prefix('on_node', index=self.ic.nodes - 1)
         self.prerun_cmds += server_address_cmds(self, 'YARDSTICK_ADDR')
-        self.prerun_cmds += background_server_cmds(self, f'iperf3 -s -1 --forceflush -p {port}',
-                                                   YARDSTICK_SERVER_OUT, 'YARDSTICK_PID', 'Server listening', port, 10)
+        self.prerun_cmds += background_server_cmds(
+            self, 'iperf3 -s -1 --forceflush -B $YARDSTICK_ADDR -p $YARDSTICK_PORT', YARDSTICK_SERVER_OUT,
+            'YARDSTICK_PID', 'Server listening', 'YARDSTICK_PORT', 10)
         self.prerun_cmds += [
-            f'{on_last} {self.end_cpu_prefix(1)} iperf3 -c $YARDSTICK_ADDR -p {port} -t {self.yardstick_time_s} '
-            f'-O 0.5 -J --logfile {YARDSTICK_OUT} || echo "yardstick iperf3 failed" >&2',
+            f'{on_last} {self.end_cpu_prefix(1)} iperf3 -c $YARDSTICK_ADDR -p $YARDSTICK_PORT '
+            f'-t {self.yardstick_time_s} -O 0.5 -J --logfile {YARDSTICK_OUT} || echo "yardstick iperf3 failed" >&2',
             'wait $YARDSTICK_PID 2>/dev/null',
         ]
 

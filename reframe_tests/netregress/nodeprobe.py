@@ -7,7 +7,8 @@ the node's CPU (23.8 -> 12.8 Gbit/s with a cgroup quota of half a CPU over the n
 maintenance a node with a wrong CPU governor, a lost memory channel or a runaway process is exactly that node.
 
 :class:`NodeLoopbackCheck` allocates every node of the partition by name (like the all-pairs link check) and runs
-``nr-tcpserver`` + ``nr-tcptest -h 127.0.0.1`` on each node in turn, in ``passes`` passes that rotate the order;
+``nr-tcpserver`` + ``nr-tcptest -h 127.0.0.1`` on each node in turn (the server bound to loopback, on a port it picks,
+serving only a client with the job's secret, as :mod:`.tcppair` starts it), in ``passes`` passes that rotate the order;
 a node's figure is its best pass (each pass: the median over its repetitions), because on a shared machine a pass
 can lose its CPU to something else, while a slow node is slow in every pass. Baseline-free verdicts: every node
 measured (sanity, :func:`unmeasured_nodes`), and each at least ``min_node_fraction`` of the median node (performance,
@@ -40,6 +41,7 @@ from . import figures, interconnects, results, slurm
 from .linkplan import SLURM_ON_NAMED_NODE
 from .base import NetregressCheck
 from .build import TcpKernelBuild
+from .tcppair import SECRET_FILE, auth_problem, job_secret_cmds, printed_port_cmd
 
 NODE_DIR = 'nodes'
 DRIVER = 'nodes.sh'
@@ -120,16 +122,15 @@ def driver_script(nodes: list[str], prefixes: Mapping[str, str], kernels_dir: st
     their own do not disturb each other, and 1,000 nodes take ``passes`` steps, not 1,000 x ``passes``. Without
     it (nodes sharing one host's CPUs) each node in turn, pass k starting at node k (mod N)."""
     server, client = (shlex.quote(os.path.join(kernels_dir, k)) for k in ('nr-tcpserver', 'nr-tcptest'))
-    lines = ['#!/bin/bash', 'set -u', f'mkdir -p {NODE_DIR}']
+    lines = ['#!/bin/bash', 'set -u', f'mkdir -p {NODE_DIR}', *job_secret_cmds()]
     for k in range(passes):
         if on_every_node is not None:
-            lines.append(_node_line('${SLURMD_NODENAME:-$(hostname)}', k, 24000 + k, on_every_node, server,
-                                    client, opts, label='all'))
+            lines.append(_node_line('${SLURMD_NODENAME:-$(hostname)}', k, on_every_node, server, client, opts,
+                                    label='all'))
             continue
         for i in range(len(nodes)):
             node = nodes[(i + k) % len(nodes)]
-            lines.append(_node_line(node, k, 24000 + k * len(nodes) + i, prefixes[node], server, client, opts,
-                                    label=node))
+            lines.append(_node_line(node, k, prefixes[node], server, client, opts, label=node))
     return '\n'.join(lines) + '\n'
 
 
@@ -148,13 +149,16 @@ CPU_LIMIT_SH = (
     "printf \"cgroup=%s quota_us=%s period_us=%s throttled_ns=%s\\n\", p, q, per, t}' /proc/self/cgroup")
 
 
-def _node_line(node: str, k: int, port: int, prefix: str, server: str, client: str, opts: list[str],
-               label: str) -> str:
+def _node_line(node: str, k: int, prefix: str, server: str, client: str, opts: list[str], label: str) -> str:
+    """One pass on one node (or on every node at once): the server on the node's loopback only, on a port it picks,
+    taking only a client with the job's secret (the driver's, in the stage directory the nodes share)."""
     out = f'{NODE_DIR}/{node}.{k}'
     body = (f'{CPU_LIMIT_SH} > {out}.cpu; '
-            f'{server} -p {port} --max-tests 1 > {out}.srv 2>&1 & s=$!; '
+            f'{server} -B 127.0.0.1 -p 0 --auth-file {SECRET_FILE} --max-tests 1 > {out}.srv 2>&1 & s=$!; '
             f'for i in $(seq 100); do grep -q "listening on port" {out}.srv && break; sleep 0.05; done; '
-            f'{client} -h 127.0.0.1 -p {port} {" ".join(map(shlex.quote, opts))} --json {out}.json '
+            f'{printed_port_cmd("p", f"{out}.srv")}; '
+            f'{client} -h 127.0.0.1 -p "$p" --auth-file {SECRET_FILE} {" ".join(map(shlex.quote, opts))} '
+            f'--json {out}.json '
             f'> {out}.out 2> {out}.err; rc=$?; kill $s 2>/dev/null; wait $s 2>/dev/null; '
             f'{CPU_LIMIT_SH} >> {out}.cpu; exit $rc')
     return f'{prefix} sh -c {shlex.quote(body)}; echo "netregress-node: {label} pass={k} status=$?"'
@@ -266,6 +270,20 @@ class NodeLoopbackCheck(NetregressCheck):
             out[node] = max(passes) if passes else None
         return out
 
+    def unauthenticated_passes(self) -> list[str]:
+        """Passes whose result does not prove the session was authenticated (:func:`.tcppair.auth_problem`)."""
+        problems = []
+        for node in self.nodes:
+            for k in range(self.passes):
+                try:
+                    doc = results.load_result(os.path.join(self.stagedir, NODE_DIR, f'{node}.{k}.json'))
+                except results.KernelResultError:
+                    continue            # not measured: unmeasured_nodes says so when no pass was
+                problem = auth_problem(doc)
+                if problem:
+                    problems.append(f'node {node} pass {k}: {problem}')
+        return problems
+
     def cpu_limits(self) -> dict[str, list[CpuLimit | None]]:
         return {node: [read_cpu_limit(os.path.join(self.stagedir, NODE_DIR, f'{node}.{k}.cpu'))
                        for k in range(self.passes)] for node in self.nodes}
@@ -284,7 +302,7 @@ class NodeLoopbackCheck(NetregressCheck):
 
     @sanity_function
     def validate(self):
-        problems = self.job_witness() or unmeasured_nodes(self.figures())
+        problems = self.job_witness() or unmeasured_nodes(self.figures()) + self.unauthenticated_passes()
         if problems:
             raise SanityError('; '.join(problems))
         limits = self.cpu_limits()      # read once: the performance stage uses what sanity found

@@ -115,13 +115,13 @@ class NetpipeTcpCheck(NetpipeMixin, TcpPairCheck):
     nptcp = variable(str, value='NPtcp')
 
     def server_command(self) -> str:
-        return ' '.join([self.nptcp, '-P', str(self.port), *self.netpipe_opts()])
+        return ' '.join([self.nptcp, '-P', '$SERVER_PORT', *self.netpipe_opts()])
 
     @run_before('run')
     def set_transmitter(self):
         # NPtcp's receiver prints nothing when it listens: TcpPairCheck waits for its socket (server_ready_pattern None)
         self.executable = self.nptcp
-        self.executable_opts = ['-h', '$SERVER_ADDR', '-P', str(self.port), *self.netpipe_opts(),
+        self.executable_opts = ['-h', '$SERVER_ADDR', '-P', '$SERVER_PORT', *self.netpipe_opts(),
                                 '-o', os.path.join(self.stagedir, NETPIPE_OUT)]
 
     def witnesses(self) -> list:

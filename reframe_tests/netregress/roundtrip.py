@@ -4,7 +4,6 @@ PingPong, and our kernel's ratio to it (:class:`RoundTripPeerPlugin`).
 from __future__ import annotations
 
 import os
-import zlib
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -176,16 +175,15 @@ class TcpRoundTripPeerPlugin(RoundTripPeerPlugin):
         return self.peer_nptcp, 'netpipe'
 
     def peer_commands(self, executable: str) -> list[str]:
-        port = 40000 + zlib.crc32(f'{self.unique_name} peer'.encode()) % 20000
         size = str(self.size_bytes)
-        args = ['-P', str(port), '-l', size, '-u', size, '-p', '0']
+        args = ['-P', '$PEER_PORT', '-l', size, '-u', size, '-p', '0']
         on_last = self.node_prefix('on_node', index=self.ic.nodes - 1)
         transmitter = ' '.join(filter(None, [on_last, self.end_cpu_prefix(1), executable, '-h', '$PEER_ADDR', *args,
                                              '-o', PEER_NETPIPE_OUT]))
         # NPtcp's receiver prints nothing when it listens: background_server_cmds waits for its socket
         return (server_address_cmds(self, 'PEER_ADDR')
                 + background_server_cmds(self, ' '.join([executable, *args]), PEER_SERVER_OUT, 'PEER_PID', None,
-                                         port, self.server_wait_s)
+                                         'PEER_PORT', self.server_wait_s)
                 + [f'{transmitter} > {PEER_OUT} 2>&1 '
                    f'|| echo "peer {os.path.basename(executable)} exited with $?" >> {PEER_OUT}',
                    'wait $PEER_PID 2>/dev/null'])

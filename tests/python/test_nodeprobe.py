@@ -17,12 +17,33 @@ def test_healthy_nodes_pass_and_a_missing_node_is_named():
     assert problems == ['node b: loopback stream not measured (see nodes/b.*.err)']
 
 
-def test_driver_visits_every_node_in_turn_on_its_own_port():
+def test_driver_visits_every_node_in_turn():
     script = nodeprobe.driver_script(['n1', 'n2'], {'n1': 'srun -w n1', 'n2': 'srun -w n2'}, '/k', ['-r', '3'], 2)
     lines = [line for line in script.splitlines() if line.startswith('srun')]
     assert [line.split()[2] for line in lines] == ['n1', 'n2', 'n2', 'n1']      # the second pass rotates
-    assert len({line.split('-p ')[1].split()[0] for line in lines}) == 4         # a port per step
     assert 'nodes/n2.1.json' in lines[2] and 'netregress-node: n2 pass=1 status=$?' in lines[2]
+
+
+def test_each_node_serves_only_its_own_loopback_and_the_jobs_secret_on_a_port_it_picks(tmp_path):
+    """Issue 29: no predictable port, no server on every address, no unauthenticated client. Run here with a
+    stand-in server and client: the secret is 0600 while the pass runs, gone after the driver."""
+    kernels = tmp_path / 'k'
+    kernels.mkdir()
+    (kernels / 'nr-tcpserver').write_text('#!/bin/sh\necho "$@" > server.args\n'
+                                          'stat -c %a auth.secret > secret.mode\n'
+                                          'echo "TCP socket listening on port [43210]"\nsleep 5\n')
+    (kernels / 'nr-tcptest').write_text('#!/bin/sh\necho "$@" > client.args\n')
+    for exe in kernels.iterdir():
+        exe.chmod(0o755)
+    script = nodeprobe.driver_script(['n1'], {'n1': ''}, str(kernels), ['-r', '3'], 1)
+    assert "(umask 077; set -C; head -c 32 /dev/urandom" in script
+    (tmp_path / 'd.sh').write_text(script)
+    subprocess.run(['bash', 'd.sh'], cwd=tmp_path, check=True, timeout=30, capture_output=True)
+    assert (tmp_path / 'server.args').read_text().split() == ['-B', '127.0.0.1', '-p', '0', '--auth-file',
+                                                              'auth.secret', '--max-tests', '1']
+    assert (tmp_path / 'client.args').read_text().split()[:6] == ['-h', '127.0.0.1', '-p', '43210', '--auth-file',
+                                                                  'auth.secret']
+    assert (tmp_path / 'secret.mode').read_text().strip() == '600' and not (tmp_path / 'auth.secret').exists()
 
 
 def test_nodes_with_cpus_of_their_own_measure_at_once_one_step_per_pass(tmp_path):

@@ -1,5 +1,5 @@
 """Parsers of the peer benchmarks' output (NetPIPE, IMB-MPI1), and how a job script waits for a peer's server."""
-import socket
+import os
 import subprocess
 
 import pytest
@@ -122,35 +122,63 @@ class _InPlace:
         return ''
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def _run_lines(tmp_path, lines, after):
+def _run_lines(tmp_path, lines, after, **env):
     script = '\n'.join(['set -u', *lines, after, 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; true'])
-    return subprocess.run(['bash', '-c', script], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    return subprocess.run(['bash', '-c', script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
 
 
-# a server that prints nothing and listens only after 1.5 s, as NPtcp's receiver did on a loaded CI runner
-_SILENT_LATE_SERVER = ('python3 -c "import socket, time; time.sleep(1.5); s = socket.socket(); '
-                       "s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(20)\"")
+# a server that prints nothing and listens only after 1.5 s, as NPtcp's receiver did on a loaded CI runner; with
+# FIRST_TAKEN its first start finds its port taken and exits, as when someone binds the drawn port first
+_SILENT_SERVER = """import os, socket, sys, time
+port = int(sys.argv[1])
+with open('ports', 'a') as fp:
+    fp.write(f'{port}\\n')
+if os.environ.get('FIRST_TAKEN') and not os.path.exists('taken'):
+    open('taken', 'w').close()
+    sys.exit(f'bind: port {port} in use')
+time.sleep(1.5)
+s = socket.socket()
+s.bind(('127.0.0.1', port))
+s.listen()
+time.sleep(20)
+"""
+_CONNECT = 'python3 -c "import socket, sys; socket.create_connection((\'127.0.0.1\', int(sys.argv[1])), 2)" $PORT'
+
+
+def _silent_server(tmp_path):
+    (tmp_path / 'server.py').write_text(_SILENT_SERVER)
+    return 'python3 server.py $PORT'
 
 
 def test_a_server_that_prints_nothing_is_waited_for_until_its_socket_listens(tmp_path):
-    port = _free_port()
-    lines = background_server_cmds(_InPlace(), _SILENT_LATE_SERVER.format(port=port), 'server.out', 'PID', None,
-                                   port, 5)
-    connect = f'python3 -c "import socket; socket.create_connection((\'127.0.0.1\', {port}), 2)" && echo connected'
-    done = _run_lines(tmp_path, lines, connect)
+    lines = background_server_cmds(_InPlace(), _silent_server(tmp_path), 'server.out', 'PID', None, 'PORT', 5)
+    done = _run_lines(tmp_path, lines, f'{_CONNECT} && echo connected')
     assert 'connected' in done.stdout, done.stderr
     assert 'did not start listening' not in done.stderr
 
 
+def test_a_port_is_drawn_at_random_and_drawn_again_when_the_server_finds_it_taken(tmp_path):
+    """Servers that must be told a port (iperf3, NPtcp) get one nobody can predict: a random free port of the
+    dynamic range, and another one when the server exits without listening."""
+    lines = background_server_cmds(_InPlace(), _silent_server(tmp_path), 'server.out', 'PID', None, 'PORT', 5)
+    done = _run_lines(tmp_path, lines, f'{_CONNECT} && echo connected on $PORT', FIRST_TAKEN='1')
+    ports = [int(p) for p in (tmp_path / 'ports').read_text().split()]
+    assert len(ports) == 2 and ports[0] != ports[1] and all(49152 <= p <= 65535 for p in ports), ports
+    assert f'connected on {ports[1]}' in done.stdout, done.stderr
+
+
+def test_the_port_a_server_picked_and_printed_is_read_from_its_output(tmp_path):
+    server = 'sh -c "echo TCP socket listening on port [43210]; sleep 20"'
+    lines = background_server_cmds(_InPlace(), server, 'server.out', 'PID', 'listening on port', 'PORT', 5,
+                                   prints_port=True)
+    done = _run_lines(tmp_path, lines, 'echo "port=$PORT"')
+    assert 'port=43210' in done.stdout and 'did not start listening' not in done.stderr, done.stderr
+
+
 def test_a_server_that_never_listens_is_reported_with_its_output(tmp_path):
-    port = _free_port()
-    lines = background_server_cmds(_InPlace(), 'sh -c "echo bind failed; sleep 20"', 'server.out', 'PID', None, port, 1)
+    lines = background_server_cmds(_InPlace(), 'sh -c "echo bind failed; sleep 20"', 'server.out', 'PID', None,
+                                   'PORT', 1)
     done = _run_lines(tmp_path, lines, 'true')
     assert 'server did not start listening within 1 s:' in done.stderr
     assert 'bind failed' in done.stderr

@@ -100,6 +100,30 @@ def test_complete_run_passes(sandbox):
     assert cases[0]['nr_wire'].startswith(f'{os.uname().nodename}:lo=')
 
 
+def test_the_server_authenticates_listens_on_the_interface_under_test_on_a_port_it_picks(sandbox):
+    """Issue 29: nr-tcpserver takes only a client holding the job's secret (made 0600 from the start, removed at the
+    end), bound to the address under test, on a port it picks and the client reads from what it printed."""
+    rc, cases = run(sandbox, 'tcp_rtt', '--keep-stage-files',
+                    references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
+    assert rc == 0 and cases[0]['result'] == 'pass', cases[0]['fail_reason']
+    script = (Path(cases[0]['outputdir']) / 'rfm_job.sh').read_text()
+    secret = "(umask 077; set -C; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > auth.secret)"
+    assert secret in script and "trap 'rm -f auth.secret' EXIT" in script
+    assert script.index(secret) < script.index('nr-tcpserver -B $SERVER_ADDR -p 0 --auth-file auth.secret')
+    assert 'nr-tcptest -h $SERVER_ADDR -p $SERVER_PORT --auth-file auth.secret' in script
+    assert "SERVER_PORT=$(sed -n 's/.*listening on port" in script
+    stage = Path(cases[0]['stagedir'])
+    assert (stage / 'server.out').exists() and not (stage / 'auth.secret').exists()
+
+
+def test_a_session_without_authentication_fails_the_check(sandbox):
+    """A server that took a client without the secret (options.auth false in the result) cannot pass silently."""
+    rc, cases = run(sandbox, 'tcp_rtt', env={'FAKE_TCPTEST_NOAUTH': '1'},
+                    references=reference('gnu', 'tcp', 'tcp.rtt', 'rtt_us', 25.0, 'us'))
+    assert rc != 0 and cases[0]['fail_phase'] == 'sanity'
+    assert 'options.auth is not true' in cases[0]['fail_reason']
+
+
 def test_missing_reference_fails_after_measuring(sandbox):
     rc, cases = run(sandbox, 'tcp_rtt')
     assert rc != 0 and cases[0]['fail_phase'] == 'performance'

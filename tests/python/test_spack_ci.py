@@ -1,7 +1,8 @@
 """The CI templates for sites (ci/post-maintenance itself: tests/python/test_postmaint.py).
 
 What they must get right: state outside the clean checkout, JUnit published, inputs only through the environment,
-the suite kept out of maintenance pipelines, and the template's names matching the rest of the repository."""
+the suite kept out of maintenance pipelines, one job at a time on the cluster, and the template's names matching the
+rest of the repository."""
 import re
 from pathlib import Path
 
@@ -82,3 +83,14 @@ def test_the_templates_pass_the_site_to_every_tool(gitlab, github):
     assert 'NETREGRESS_SITE' in (ROOT / 'ci' / 'gitlab-ci.yml').read_text()
     assert github['jobs']['suite']['env']['NETREGRESS_SITE'] == '${{ vars.NETREGRESS_SITE }}'
     assert 'NR_SITE_CONFIG' not in (ROOT / 'ci' / 'gitlab-ci.yml').read_text() + str(github)
+
+
+def test_jobs_on_the_cluster_never_run_at_once(gitlab, github):
+    """Two pipelines at once would measure each other and rewrite each other's venvs in NR_STATE_DIR; a waiting run
+    (a post-maintenance validation) must never be cancelled for a newer one."""
+    assert gitlab['.cluster']['resource_group'] == 'netregress-cluster'
+    assert {job for job, spec in gitlab.items() if isinstance(spec, dict) and 'script' in spec} == \
+        {job for job, spec in gitlab.items() if isinstance(spec, dict) and spec.get('extends') == '.cluster'}
+    assert list(github['jobs']) == ['suite']
+    assert github['jobs']['suite']['concurrency'] == {'group': 'netregress-cluster', 'cancel-in-progress': False,
+                                                      'queue': 'max'}

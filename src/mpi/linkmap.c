@@ -27,7 +27,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -42,6 +41,7 @@
 #include <unistd.h>
 
 #include "nr_mpi.h"
+#include "nr_net.h"
 #include "sock.h"
 
 #define NR__PROG "nr-linkmap"
@@ -822,52 +822,6 @@ static const char *lm_endpoint_str(const struct lm_ctx *c, int r, char *buf, siz
     return buf;
 }
 
-/* A non-blocking connection from this rank's address to rank dst's listening socket: the fd, or -errno. */
-static int lm_tcp_connect(const struct lm_ctx *c, int dst)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct sockaddr_in me, to;
-    memset(&me, 0, sizeof me);
-    me.sin_family = AF_INET, me.sin_addr.s_addr = c->my_addr;
-    memset(&to, 0, sizeof to);
-    to.sin_family = AF_INET, to.sin_addr.s_addr = c->addr[dst], to.sin_port = htons((uint16_t)c->port[dst]);
-    if (bind(fd, (struct sockaddr *)&me, sizeof me) < 0 ||
-        (connect(fd, (struct sockaddr *)&to, sizeof to) < 0 && errno != EINPROGRESS)) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    return fd;
-}
-
-/* 1 connected, 0 not yet, -errno failed. */
-static int lm_tcp_connected(int fd)
-{
-    struct pollfd p = {fd, POLLOUT, 0};
-    if (poll(&p, 1, 0) <= 0)
-        return 0;
-    int e = 0;
-    socklen_t l = sizeof e;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
-        return -errno;
-    return e ? -e : 1;
-}
-
-/* Close a connection that failed with a reset (SO_LINGER 0), so the other side cannot take it for a clean end. */
-static void lm_close_abort(int fd)
-{
-    struct linger l = {1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-    close(fd);
-}
-
-static bool lm_again(void)
-{
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-}
-
 /* Accept waiting connections and read their hellos: the fd of the one that is (kind, round, src) with the job's
  * token, else -1. A wrong token closes the connection and counts it; so does a hello not whole in
  * LM_HELLO_TIMEOUT_S, and the oldest waiting connection when LM_PENDING_MAX wait. */
@@ -893,7 +847,7 @@ static int lm_tcp_accept(struct lm_ctx *c, uint32_t kind, int round, int src)
         ssize_t n = recv(p->fd, p->h + p->got, LM_HELLO_BYTES - p->got, 0);
         if (n > 0)
             p->got += (size_t)n;
-        else if (n == 0 || !lm_again())
+        else if (n == 0 || !nr_net_again())
             drop = true;
         if (p->got == LM_HELLO_BYTES) {
             if (memcmp(p->h, "NRLM", 4) != 0 || !nr_mem_equal_ct(p->h + 16, c->token, LM_TOKEN_BYTES)) {
@@ -938,7 +892,7 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
     uint64_t b_warm = 0;
     if (dst >= 0) {
         lm_hello(c, hello, LM_KIND_DATA, round);
-        sfd = lm_tcp_connect(c, dst);
+        sfd = nr_net_connect_from(c->my_addr, c->addr[dst], (uint16_t)c->port[dst]);
         if (sfd < 0)
             lm_fail(&rep->send, "connect to rank %d (%s) at %s: %s", dst, lm_host(c, dst),
                     lm_endpoint_str(c, dst, ep, sizeof ep), strerror(-sfd));
@@ -969,11 +923,11 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
         now = MPI_Wtime();
         /* the sender */
         if (sstate == S_CONNECT) {
-            int r = lm_tcp_connected(sfd);
+            int r = nr_net_connected(sfd);
             if (r < 0) {
                 lm_fail(&rep->send, "connect to rank %d (%s) at %s: %s", dst, lm_host(c, dst),
                         lm_endpoint_str(c, dst, ep, sizeof ep), strerror(-r));
-                lm_close_abort(sfd), sfd = -1, sstate = S_NONE;
+                nr_net_close_abort(sfd), sfd = -1, sstate = S_NONE;
             } else if (r > 0)
                 sstate = S_HELLO;
         }
@@ -981,9 +935,9 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
             ssize_t n = send(sfd, hello + hoff, sizeof hello - hoff, MSG_NOSIGNAL);
             if (n > 0 && (hoff += (size_t)n) == sizeof hello)
                 sstate = S_DATA;
-            else if (n < 0 && !lm_again()) {
+            else if (n < 0 && !nr_net_again()) {
                 lm_fail(&rep->send, "send (hello) to rank %d (%s): %s", dst, lm_host(c, dst), strerror(errno));
-                lm_close_abort(sfd), sfd = -1, sstate = S_NONE;
+                nr_net_close_abort(sfd), sfd = -1, sstate = S_NONE;
             }
         }
         if (sstate == S_DATA && !stall) {
@@ -995,9 +949,9 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
                     now = MPI_Wtime();
                     continue;
                 }
-                if (n < 0 && !lm_again()) {
+                if (n < 0 && !nr_net_again()) {
                     lm_fail(&rep->send, "send to rank %d (%s): %s", dst, lm_host(c, dst), strerror(errno));
-                    lm_close_abort(sfd), sfd = -1, sstate = S_NONE;
+                    nr_net_close_abort(sfd), sfd = -1, sstate = S_NONE;
                 }
                 break;
             }
@@ -1014,7 +968,7 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
                     lm_fail(&rep->send, "rank %d (%s) received %llu of the %llu bytes sent", dst, lm_host(c, dst),
                             (unsigned long long)got, (unsigned long long)rep->send.bytes);
                 close(sfd), sfd = -1, sstate = S_NONE;
-            } else if (n == 0 || (n < 0 && !lm_again())) {
+            } else if (n == 0 || (n < 0 && !nr_net_again())) {
                 lm_fail(&rep->send, "rank %d (%s) closed the connection without its byte count%s%s", dst,
                         lm_host(c, dst), n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
                 close(sfd), sfd = -1, sstate = S_NONE;
@@ -1043,20 +997,20 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
                     /* a reset reads as the end of the stream: the error pending on the socket tells them apart */
                     lm_fail(&rep->recv, "receive from rank %d (%s): %s after %llu bytes", src, lm_host(c, src),
                             strerror(soerr), (unsigned long long)rep->recv.bytes);
-                    lm_close_abort(rfd), rfd = -1, rstate = R_NONE;
+                    nr_net_close_abort(rfd), rfd = -1, rstate = R_NONE;
                 } else if (n == 0) {
                     lm_put64(rack, rep->recv.bytes);
                     rstate = R_ACK;
-                } else if (!lm_again()) {
+                } else if (!nr_net_again()) {
                     lm_fail(&rep->recv, "receive from rank %d (%s): %s", src, lm_host(c, src), strerror(errno));
-                    lm_close_abort(rfd), rfd = -1, rstate = R_NONE;
+                    nr_net_close_abort(rfd), rfd = -1, rstate = R_NONE;
                 }
                 break;
             }
         }
         if (rstate == R_ACK) {
             ssize_t n = send(rfd, rack + raoff, sizeof rack - raoff, MSG_NOSIGNAL);
-            if ((n > 0 && (raoff += (size_t)n) == sizeof rack) || (n < 0 && !lm_again())) {
+            if ((n > 0 && (raoff += (size_t)n) == sizeof rack) || (n < 0 && !nr_net_again())) {
                 if (n < 0)
                     lm_fail(&rep->recv, "returning the byte count to rank %d (%s): %s", src, lm_host(c, src),
                             strerror(errno));
@@ -1076,7 +1030,7 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
         else
             lm_fail(&rep->send, "no byte count from rank %d (%s) by the round timeout (%.1f s; %llu bytes sent)", dst,
                     lm_host(c, dst), c->rt, (unsigned long long)rep->send.bytes);
-        lm_close_abort(sfd); /* a reset: the receiver must not take this for the end of the data */
+        nr_net_close_abort(sfd); /* a reset: the receiver must not take this for the end of the data */
     }
     if (rstate != R_NONE) {
         if (rstate == R_WAIT)
@@ -1090,7 +1044,7 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
             lm_fail(&rep->recv, "could not return the byte count to rank %d (%s) by the round timeout (%.1f s)", src,
                     lm_host(c, src), c->rt);
         if (rfd >= 0)
-            lm_close_abort(rfd);
+            nr_net_close_abort(rfd);
     }
     if (src >= 0) {
         rep->recv.seconds = t_last - t_start;
@@ -1099,34 +1053,19 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
 }
 
 /* Move len bytes over a socket within the deadline: 0, or -1 (timeout, closed, error: why says which). */
+/* The idle hook of a socket wait (nr_net.h): the control sends in flight, and their poll timeout. */
+static int lm_idle(void *ctx, int ms)
+{
+    struct lm_ctx *c = ctx;
+    lm_progress(c);
+    return lm_poll_ms(c, ms);
+}
+
 static int lm_tcp_io(struct lm_ctx *c, int fd, unsigned char *buf, size_t len, bool out, double deadline, char *why,
                      size_t wlen)
 {
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = out ? send(fd, buf + done, len - done, MSG_NOSIGNAL) : recv(fd, buf + done, len - done, 0);
-        if (n > 0) {
-            done += (size_t)n;
-            continue;
-        }
-        if (n == 0) {
-            snprintf(why, wlen, "connection closed");
-            return -1;
-        }
-        if (!lm_again()) {
-            snprintf(why, wlen, "%s", strerror(errno));
-            return -1;
-        }
-        double left = deadline - MPI_Wtime();
-        if (left <= 0) {
-            snprintf(why, wlen, "timed out");
-            return -1;
-        }
-        struct pollfd p = {fd, out ? POLLOUT : POLLIN, 0};
-        poll(&p, 1, lm_poll_ms(c, left > 0.1 ? 100 : (int)(left * 1000) + 1));
-        lm_progress(c);
-    }
-    return 0;
+    return nr_net_duplex(fd, out ? buf : NULL, out ? len : 0, out ? NULL : buf, out ? 0 : len, deadline, lm_idle, c,
+                         why, wlen);
 }
 
 /* ---- the round-trip phase (--rtt): the round's pairs one at a time, in the order of their senders ---- */
@@ -1171,20 +1110,15 @@ static void lm_ping(struct lm_ctx *c, int round, int dst, double deadline, struc
         unsigned char hello[LM_HELLO_BYTES];
         char ep[64];
         lm_hello(c, hello, LM_KIND_RTT, round);
-        int fd = lm_tcp_connect(c, dst), r = 0, one = 1;
+        int fd = nr_net_connect_from(c->my_addr, c->addr[dst], (uint16_t)c->port[dst]), r = 0, one = 1;
         if (fd < 0) {
             lm_fail(&rep->send, "rtt: connect to rank %d (%s) at %s: %s", dst, lm_host(c, dst),
                     lm_endpoint_str(c, dst, ep, sizeof ep), strerror(-fd));
             return;
         }
-        while ((r = lm_tcp_connected(fd)) == 0 && MPI_Wtime() <= deadline) {
-            struct pollfd p = {fd, POLLOUT, 0};
-            poll(&p, 1, lm_poll_ms(c, 10));
-            lm_progress(c);
-        }
-        if (r <= 0)
+        if ((r = nr_net_await_connect(fd, deadline, lm_idle, c)) <= 0)
             snprintf(why, sizeof why, "connect to %s: %s", lm_endpoint_str(c, dst, ep, sizeof ep),
-                     r < 0 ? strerror(-r) : "timed out");
+                     r == -ETIMEDOUT ? "timed out" : strerror(-r));
         else {
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             if (lm_tcp_io(c, fd, hello, sizeof hello, true, deadline, why, sizeof why) < 0)
@@ -1808,26 +1742,8 @@ static int lm_tcp_setup(struct lm_ctx *c, struct nr_error *err)
         if (inet_pton(AF_INET, o->addr, &in) != 1)
             rc = nr_error_set(err, NR_E_USAGE, "--bind-addr '%s' is not an IPv4 address", o->addr);
         c->my_addr = in.s_addr;
-    } else {
-        struct ifaddrs *ifs = NULL;
-        bool seen = false, found = false;
-        if (getifaddrs(&ifs) < 0)
-            rc = nr_error_sys(err, NR_E_SYS, "getifaddrs");
-        for (struct ifaddrs *a = ifs; rc == NR_OK && a && !found; a = a->ifa_next) {
-            if (!a->ifa_name || strcmp(a->ifa_name, o->iface) != 0)
-                continue;
-            seen = true;
-            if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET) {
-                c->my_addr = ((struct sockaddr_in *)(void *)a->ifa_addr)->sin_addr.s_addr;
-                found = true;
-            }
-        }
-        if (ifs)
-            freeifaddrs(ifs);
-        if (rc == NR_OK && !found)
-            rc = nr_error_set(err, NR_E_NET, seen ? "%s: interface '%s' has no IPv4 address"
-                                                  : "%s: no interface '%s' on this node", c->m->host, o->iface);
-    }
+    } else
+        rc = nr_net_iface_ipv4(o->iface, c->m->host, &c->my_addr, NULL, 0, err);
     uint16_t port = 0;
     int family = 0;
     if (rc == NR_OK) {

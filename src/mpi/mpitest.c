@@ -19,13 +19,14 @@
  * gives; a test whose runs mostly lasted less than a tenth of the target fails with exit 3). Throughput counts
  * payload in both directions for ping-pong (as Hpcbench does). The secondary ships its times (and its system log,
  * -c) to the master after each run, outside the timed part. Every MPI call is checked and its outcome agreed on by
- * both ranks.
+ * both ranks. --duet pairs every repetition with a run of a yardstick outside MPI, in random order (duet.h).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "duet.h"
 #include "nr_mpi.h"
 
 #define NR__PROG "nr-mpitest"
@@ -52,6 +53,8 @@ struct nr__opts {
     int plot;            /* -P */
     const char *json;    /* --json FILE */
     int verify;          /* --verify */
+    int duet;            /* --duet: NR_DUET_* */
+    const char *duet_iface; /* --duet-iface */
 };
 
 struct nr__run {
@@ -66,6 +69,7 @@ struct nr__run {
     struct nr_sysmon *mon;
     struct nr_sysmon_log peer_log;
     struct nr_calib calib;  /* the calibration and what the measured runs achieved (rank 0's clock) */
+    struct nr_duet duet;    /* --duet: the yardstick and the pairs */
 };
 
 static struct nr_mpi *g_mpi;
@@ -94,10 +98,10 @@ static int nr__check(const unsigned char *b, uint64_t n, uint64_t iter, struct n
 }
 
 /* How the two ranks move messages in one run. */
-enum nr__pattern_kind {
-    NR__STREAM,    /* master sends, secondary receives; the secondary's zero-byte ack ends the run */
-    NR__EXCHANGE,  /* -i -n: both ranks send and receive at once (Hpcbench's non-blocking ping-pong) */
-    NR__ROUNDTRIP  /* -i, and every latency test: the secondary returns each message after it arrived */
+enum nr__pattern_kind { /* the values --duet's yardsticks know them by */
+    NR__STREAM = NR_DUET_STREAM,      /* master sends, secondary receives; the secondary's zero-byte ack ends it */
+    NR__EXCHANGE = NR_DUET_EXCHANGE,  /* -i -n: both ranks send and receive at once (Hpcbench's non-blocking -i) */
+    NR__ROUNDTRIP = NR_DUET_ROUNDTRIP /* -i, every latency test: the secondary returns each message once it arrived */
 };
 
 /* Move `iters` messages of `size` bytes; only MPI calls inside. Verification (when on) checks the last message
@@ -178,8 +182,9 @@ static int nr__transfer(const struct nr__opts *o, enum nr__pattern_kind how, uns
     return NR_OK;
 }
 
-/* One timed run on both ranks; the master gets the secondary's times in rep->peer. */
-static int nr__run_once(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
+/* One timed run on both ranks, over MPI or with via over --duet's yardstick; the master gets the secondary's times
+ * in rep->peer. */
+static int nr__run_once(const struct nr__opts *o, enum nr__pattern_kind how, struct nr_duet *via, unsigned char *sbuf,
                         unsigned char *rbuf, uint64_t size, uint64_t iters, struct nr_rep *rep, struct nr_error *err)
 {
     const int pingpong = how != NR__STREAM;
@@ -193,7 +198,8 @@ static int nr__run_once(const struct nr__opts *o, enum nr__pattern_kind how, uns
     struct nr_cpu_times c0, c1;
     nr_cpu_times_now(&c0);
     double t0 = MPI_Wtime();
-    rc = nr__transfer(o, how, sbuf, rbuf, size, iters, err);
+    rc = via ? nr_duet_transfer(via, (enum nr_duet_pattern)how, sbuf, rbuf, size, iters)
+             : nr__transfer(o, how, sbuf, rbuf, size, iters, err);
     double t1 = MPI_Wtime();
     nr_cpu_times_now(&c1);
     /* Who received data: the secondary in stream tests, both in ping-pong (the master gets it back). */
@@ -225,6 +231,7 @@ static int nr__run_once(const struct nr__opts *o, enum nr__pattern_kind how, uns
 struct nr__probe {
     const struct nr__opts *o;
     enum nr__pattern_kind how;
+    struct nr_duet *via;
     unsigned char *sbuf, *rbuf;
     uint64_t size;
 };
@@ -233,7 +240,7 @@ static int nr__probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_err
 {
     const struct nr__probe *p = ctx;
     struct nr_rep probe;
-    int rc = nr__run_once(p->o, p->how, p->sbuf, p->rbuf, p->size, n, &probe, err);
+    int rc = nr__run_once(p->o, p->how, p->via, p->sbuf, p->rbuf, p->size, n, &probe, err);
     if (rc < 0)
         return rc;
     *elapsed_s = probe.local.elapsed_s;
@@ -242,31 +249,34 @@ static int nr__probe_run(void *ctx, uint64_t n, double *elapsed_s, struct nr_err
 }
 
 /* The message count of one run (nr_calibrate, the same rule as nr-tcptest). */
-static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
-                         unsigned char *rbuf, uint64_t size, struct nr_calib *cal, uint64_t *iters,
-                         struct nr_error *err)
+static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, struct nr_duet *via,
+                         unsigned char *sbuf, unsigned char *rbuf, uint64_t size, struct nr_calib *cal,
+                         uint64_t *iters, struct nr_error *err)
 {
-    struct nr__probe p = {o, how, sbuf, rbuf, size};
+    struct nr__probe p = {o, how, via, sbuf, rbuf, size};
     return nr_calibrate(nr__probe_run, &p, cal, iters, err);
 }
 
-/* One measured run of *n messages into rep, with the system-monitor row around it. The first run of a calibrated
- * count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it lasted less than half the
- * target, rank 0 broadcasts the rescaled count and both ranks discard the run and run it again. */
-static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how, unsigned char *sbuf,
-                            unsigned char *rbuf, uint64_t size, uint64_t *n, bool first, struct nr__run *r,
-                            struct nr_rep *rep, struct nr_error *err)
+/* One measured run of *n messages into rep, with the system-monitor row around it (an MPI run's). The first run of a
+ * calibrated count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it lasted less than
+ * half the target, rank 0 broadcasts the rescaled count and both ranks discard the run and run it again. With via,
+ * a run of --duet's yardstick, calibrated and recorded on its own. */
+static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how, struct nr_duet *via,
+                            unsigned char *sbuf, unsigned char *rbuf, uint64_t size, uint64_t *n, bool first,
+                            struct nr__run *r, struct nr_rep *rep, struct nr_error *err)
 {
+    struct nr_calib *cal = via ? &via->calib : &r->calib;
+    struct nr_sysmon *mon = via ? NULL : r->mon;
     int rechecks = 0, rc;
     for (;;) {
-        if (r->mon && (rc = nr_mpi_agree(nr_sysmon_mark(r->mon, err), err)) < 0)
+        if (mon && (rc = nr_mpi_agree(nr_sysmon_mark(mon, err), err)) < 0)
             return rc;
-        if ((rc = nr__run_once(o, how, sbuf, rbuf, size, *n, rep, err)) < 0)
+        if ((rc = nr__run_once(o, how, via, sbuf, rbuf, size, *n, rep, err)) < 0)
             return rc;
         if (!first)
             break;
         uint64_t next = 0; /* 0: keep the run */
-        if (g_mpi->rank == 0 && !nr_calib_recheck(&r->calib, *n, rep->local.elapsed_s, &rechecks, &next))
+        if (g_mpi->rank == 0 && !nr_calib_recheck(cal, *n, rep->local.elapsed_s, &rechecks, &next))
             next = 0;
         rc = nr_mpi_check(MPI_Bcast(&next, 1, NR_MPI_UINT64, 0, MPI_COMM_WORLD), "MPI_Bcast (re-check)", err);
         if ((rc = nr_mpi_agree(rc, err)) < 0)
@@ -275,8 +285,8 @@ static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how,
             break;
         *n = next;
     }
-    nr_calib_record(&r->calib, *n, rep->local.elapsed_s);
-    if (r->mon && (rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
+    nr_calib_record(cal, *n, rep->local.elapsed_s);
+    if (mon && (rc = nr_mpi_agree(nr_sysmon_record(mon, err), err)) < 0)
         return rc;
     return NR_OK;
 }
@@ -450,6 +460,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
     nr_json_kv_int(&j, "exponent", o->exponent);
     nr_json_kv_double(&j, "test_time_s", o->test_time_s);
     nr_json_kv_bool(&j, "verify", o->verify);
+    nr_json_kv_string(&j, "duet", o->duet ? nr_duet_name(o->duet) : NULL);
     nr_json_kv_int(&j, "ranks", g_mpi->size);
     nr_json_end_object(&j);
     if (r->kind == NR_RUN_FIXED && r->nreps) {
@@ -472,6 +483,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
         nr_stats_compute(r->rtt_us, r->nreps, &s);
         nr_result_json_latency(&j, r->size, r->iterations, r->rtt_us, r->nreps, &s);
     }
+    nr_duet_json(&j, &r->duet);
     if (r->calib.runs)
         nr_calib_json(&j, &r->calib);
     if (r->mon) {
@@ -498,6 +510,10 @@ static int nr__validate(const struct nr__opts *o, struct nr__run *r, struct nr_e
     r->kind = o->exponent >= 0 ? NR_RUN_SWEEP : (o->latency || o->lat_size) ? NR_RUN_LATENCY : NR_RUN_FIXED;
     if (r->kind == NR_RUN_LATENCY && o->plot)
         return nr_error_set(err, NR_E_USAGE, "-P plots throughput tests; the latency test has nothing to plot");
+    if (o->duet && r->kind == NR_RUN_SWEEP)
+        return nr_error_set(err, NR_E_USAGE, "--duet pairs the repetitions of a fixed-size or latency test, not -e");
+    if (o->duet_iface && o->duet != NR_DUET_TCP)
+        return nr_error_set(err, NR_E_USAGE, "--duet-iface goes with --duet tcp");
     r->size = r->kind == NR_RUN_LATENCY ? (o->lat_size ? o->lat_size : NR__LATENCY_DEFAULT_BYTES) : o->msg_size;
     uint64_t largest = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << o->exponent : r->size;
     if (largest > (uint64_t)INT32_MAX)
@@ -553,44 +569,69 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         rc = nr_sysmon_mark(r->mon, err);
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         goto out;
+    struct nr_duet *duet = o->duet ? &r->duet : NULL;
+    if (duet && (rc = nr_duet_open(duet, o->duet, o->duet_iface, g_mpi, r->peer_host, nruns,
+                                   r->kind == NR_RUN_LATENCY, err)) < 0)
+        goto out;
     /* Pre-test system-log row: an idle interval before anything is measured. */
     if (r->mon) {
         nr_sleep_s(o->test_time_s < 1 ? o->test_time_s : 1);
         if ((rc = nr_mpi_agree(nr_sysmon_record(r->mon, err), err)) < 0)
             goto out;
     }
-    uint64_t iters = (uint64_t)o->iterations;
+    uint64_t iters = (uint64_t)o->iterations, yiters = iters;
     double target = iters ? 0 : r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
     nr_calib_init(&r->calib, target, (uint64_t)1 << 40);
+    nr_calib_init(&r->duet.calib, target, (uint64_t)1 << 40);
     struct nr_rep warm;
     /* Warm-up: one untimed message before anything timed (connection set-up, registration, first faults). */
-    if (r->kind != NR_RUN_SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, r->size, 1, &warm, err)) < 0)
+    if (r->kind != NR_RUN_SWEEP && (rc = nr__run_once(o, how, NULL, sbuf, rbuf, r->size, 1, &warm, err)) < 0)
         goto out;
     if (r->kind != NR_RUN_SWEEP && iters == 0 &&
-        (rc = nr__calibrate(o, how, sbuf, rbuf, r->size, &r->calib, &iters, err)) < 0)
+        (rc = nr__calibrate(o, how, NULL, sbuf, rbuf, r->size, &r->calib, &iters, err)) < 0)
+        goto out;
+    /* The yardstick: its own warm-up, and its own count for the same target. */
+    if (duet && ((rc = nr__run_once(o, how, duet, sbuf, rbuf, r->size, 1, &warm, err)) < 0 ||
+                 (yiters == 0 && (rc = nr__calibrate(o, how, duet, sbuf, rbuf, r->size, &duet->calib, &yiters,
+                                                     err)) < 0)))
         goto out;
     for (size_t i = 0; i < nruns; i++) {
         uint64_t size = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << i : r->size, n = iters;
         bool calibrated_now = false;
-        if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(o, how, sbuf, rbuf, size, 1, &warm, err)) < 0)
+        if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(o, how, NULL, sbuf, rbuf, size, 1, &warm, err)) < 0)
             goto out;
         if (r->kind == NR_RUN_SWEEP && n == 0) {
-            if ((rc = nr__calibrate(o, how, sbuf, rbuf, size, &r->calib, &n, err)) < 0)
+            if ((rc = nr__calibrate(o, how, NULL, sbuf, rbuf, size, &r->calib, &n, err)) < 0)
                 goto out;
             calibrated_now = true;
         }
         /* Re-checked: the first run of a calibrated count, and each sweep point (calibrated on its own). */
         bool first = r->calib.target_s > 0 && (i == 0 || calibrated_now);
-        if ((rc = nr__measured_run(o, how, sbuf, rbuf, size, &n, first, r, &r->reps[i], err)) < 0)
+        /* --duet: the pair's yardstick run before or after the MPI run, as rank 0's coin fell */
+        bool yard_first = duet && duet->yard_first[i];
+        if (yard_first && (rc = nr__measured_run(o, how, duet, sbuf, rbuf, size, &yiters, first, r, &duet->reps[i],
+                                                 err)) < 0)
+            goto out;
+        if ((rc = nr__measured_run(o, how, NULL, sbuf, rbuf, size, &n, first, r, &r->reps[i], err)) < 0)
+            goto out;
+        if (duet && !yard_first && (rc = nr__measured_run(o, how, duet, sbuf, rbuf, size, &yiters, first, r,
+                                                          &duet->reps[i], err)) < 0)
             goto out;
         if (r->kind != NR_RUN_SWEEP)
             iters = n;    /* a re-checked count holds for the runs that follow */
         r->iterations = iters;
         if (r->kind == NR_RUN_LATENCY)
             r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
+        if (duet)
+            nr_duet_record(duet, r->kind == NR_RUN_LATENCY ? r->rtt_us[i] : r->reps[i].throughput_mbps,
+                           r->kind == NR_RUN_LATENCY ? duet->reps[i].local.elapsed_s / (double)yiters * 1e6
+                                                     : duet->reps[i].throughput_mbps);
         r->nreps = i + 1;
-        if (g_mpi->rank == 0)
+        if (g_mpi->rank == 0) {
             nr__print_run(r, i);
+            if (duet)
+                nr_duet_print_pair(duet, i);
+        }
     }
     if (r->mon) {
         nr_sysmon_mark(r->mon, err);
@@ -601,6 +642,8 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
     }
     /* The runs mostly fell far short of the time target: the results are written, and the test fails (exit 3). */
     int verdict = g_mpi->rank == 0 ? nr_calib_verdict(&r->calib, err) : NR_OK;
+    if (verdict == NR_OK && duet && g_mpi->rank == 0)
+        verdict = nr_duet_verdict(duet, err);
     if (g_mpi->rank == 0) {
         if (r->kind == NR_RUN_LATENCY) {
             struct nr_stats s;
@@ -608,6 +651,8 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             printf("Message size (Bytes) : %llu\nMPI RTT min/avg/max = %.3f/%.3f/%.3f usec\n",
                    (unsigned long long)r->size, s.min, s.avg, s.max);
         }
+        if (duet)
+            nr_duet_print_summary(duet);
         if (o->out) {
             rc = nr__write_output(o, r, err);
             if (rc == NR_OK && o->plot)
@@ -653,6 +698,8 @@ int main(int argc, char **argv)
         {NR_OPT_SIZE, 'A', "latency-size", &o.lat_size, "SIZE", "round-trip time with SIZE-byte messages", 1, (double)INT32_MAX, NULL, "off"},
         {NR_OPT_INT, 0, "iterations", &o.iterations, "N", "fixed message count per run (no calibration)", 1, 1e9, NULL, "calibrated"},
         {NR_OPT_FLAG, 0, "verify", &o.verify, NULL, "fill a pattern and check every received message's last copy", 0, 0, NULL, NULL},
+        {NR_OPT_CALL, 0, "duet", &o.duet, "tcp|shm", "pair each repetition with a run outside MPI (TCP, shared memory), in random order: ratio MPI/yardstick", 0, 0, nr_duet_parse_kind, "off"},
+        {NR_OPT_STRING, 0, "duet-iface", &o.duet_iface, "IFACE", "interface --duet tcp runs over", 0, 0, NULL, "loopback, ranks on one host"},
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Output", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 'o', "output", &o.out, "FILE", "write the results table (Hpcbench layout)", 0, 0, NULL, NULL},
         {NR_OPT_FLAG, 'c', "syslog", &o.syslog, NULL, "system logs FILE.m_log and FILE.s_log (needs -o)", 0, 0, NULL, NULL},
@@ -665,7 +712,8 @@ int main(int argc, char **argv)
                                    "rank 1 (secondary), as Hpcbench's mpitest. Run with exactly 2 ranks.",
                                    opts, "Examples:\n  mpirun -np 2 nr-mpitest -r 5 -o output\n"
                                          "  mpirun -np 2 nr-mpitest -i -e 20 -o sweep -P\n"
-                                         "  mpirun -np 2 nr-mpitest -A 8 -r 10 --json rtt.json\n"};
+                                         "  mpirun -np 2 nr-mpitest -A 8 -r 10 --json rtt.json\n"
+                                         "  mpirun -np 2 nr-mpitest -A 8 -r 9 -t 0.2 --duet shm --json duet.json\n"};
     struct nr__run r;
     memset(&r, 0, sizeof r);
     nr_sysmon_log_init(&r.peer_log);
@@ -677,6 +725,7 @@ int main(int argc, char **argv)
     if (rc <= 0 && mpi.rank == 0 && o.json && nr__write_json(&o, &r, started, rc, &err) != 0 && rc == NR_OK)
         rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
     nr_sysmon_close(r.mon);
+    nr_duet_close(&r.duet);
     nr_sysmon_log_free(&r.peer_log);
     free(r.reps);
     free(r.rtt_us);

@@ -17,6 +17,10 @@
  *   NR_FAULT_ORDER=1     rank 1 checks that it never sends a data message (tag 1) before it has received one more
  *                        than it has sent, i.e. that it only returns messages; a violation is printed on stderr as
  *                        "NR_FAULT_ORDER: ..." (a round trip must not be a simultaneous exchange).
+ *   NR_FAULT_DELAY_US=N  every MPI_Send, MPI_Isend, MPI_Ssend, MPI_Rsend and MPI_Sendrecv on the ranks NR_FAULT_RANK
+ *                        names (for this fault by default every rank) busy-waits N microseconds before the real call:
+ *                        an MPI stack whose per-message latency regressed. A clock loop, not a sleep, whose
+ *                        granularity (50 us and more) would swamp a delay of a few microseconds.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -77,6 +81,24 @@ static void nr__stall(const char *name)
         struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
+}
+
+/* NR_FAULT_DELAY_US: busy-wait before a send on the chosen ranks (read once: a send must stay cheap). */
+static void nr__delay(void)
+{
+    static long delay_ns = -1;
+    if (delay_ns < 0) {
+        const char *us = getenv("NR_FAULT_DELAY_US"), *who = getenv("NR_FAULT_RANK");
+        int rank = who ? atoi(who) : -1;
+        delay_ns = us && (rank < 0 || rank == nr__rank()) ? atol(us) * 1000L : 0;
+    }
+    if (delay_ns <= 0)
+        return;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < delay_ns);
 }
 
 /* NR_FAULT_ORDER bookkeeping on rank 1: data receives completed and data sends started. */
@@ -150,6 +172,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, M
     nr__zero_check("MPI_Send", buf, count, type);
     nr__sending(tag);
     nr__stall("Send");
+    nr__delay();
     return nr__fault("Send", PMPI_Send(nr__corrupt(buf, count, type, tag), count, type, dest, tag, comm));
 }
 
@@ -157,7 +180,20 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 {
     nr__zero_check("MPI_Isend", buf, count, type);
     nr__sending(tag);
+    nr__delay();
     return nr__fault("Isend", PMPI_Isend(nr__corrupt(buf, count, type, tag), count, type, dest, tag, comm, rq));
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    nr__delay();
+    return nr__fault("Ssend", PMPI_Ssend(buf, count, type, dest, tag, comm));
+}
+
+int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    nr__delay();
+    return nr__fault("Rsend", PMPI_Rsend(buf, count, type, dest, tag, comm));
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st)
@@ -222,5 +258,6 @@ int MPI_Sendrecv(const void *sb, int sc, MPI_Datatype st, int dest, int stag, vo
                  int src, int rtag, MPI_Comm comm, MPI_Status *status)
 {
     nr__zero_check("MPI_Sendrecv", sb, sc, st);
+    nr__delay();
     return nr__fault("Sendrecv", PMPI_Sendrecv(sb, sc, st, dest, stag, rb, rc, rt, src, rtag, comm, status));
 }

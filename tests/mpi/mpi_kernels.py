@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -172,27 +173,28 @@ def case_mpi_return_codes(d):
         _fault(d, 'nr-ebb-faulty', 4, fault, '-s', '1024-1024', '-r', 2)
 
 
-def _fault_in_loop(d, kernel, np, fault, call, *opts, bound=60):
+def _fault_in_loop(d, kernel, np, fault, call, *opts, bound=60, env=None, rank=1):
     """An MPI call fails on rank 1 alone inside a timed loop, while its partner (or every other rank) is inside the
     loop's next call: every rank must end within `bound` seconds (it used to hang for good), the job must exit 1,
-    and stderr and the JSON must name the failing rank and call."""
+    and stderr and the JSON must name the failing rank and call. Another fault: `env`, and the `rank` that fails."""
     js = os.path.join(d, 'loop.json')
+    env = env or {'NR_FAULT': fault, 'NR_FAULT_RANK': '1'}
     t0 = time.monotonic()
     try:
-        p = run(kernel, np, *opts, '--json', js, expect=None, env={'NR_FAULT': fault, 'NR_FAULT_RANK': '1'},
-                timeout=bound + 60)
+        p = run(kernel, np, *opts, '--json', js, expect=None, env=env, timeout=bound + 60)
     except subprocess.TimeoutExpired:
-        sys.exit(f'FAIL: {kernel} {fault} on rank 1: still running after {bound + 60} s (a rank waits forever)')
+        sys.exit(f'FAIL: {kernel} {env}: still running after {bound + 60} s (a rank waits forever)')
     took = time.monotonic() - t0
-    print(f'{kernel} -np {np}, {fault} failing on rank 1: every rank ended {took:.2f} s after the start, '
-          f'exit {p.returncode}')
+    print(f'{kernel} -np {np} {" ".join(map(str, opts))}, {env}: rank {rank} failed, every rank ended {took:.2f} s '
+          f'after the start, exit {p.returncode}')
     check(took < bound, f'{kernel} {fault}: the job took {took:.1f} s to end (bound {bound} s)')
     check(p.returncode == 1, f'{kernel} {fault}: exit {p.returncode}, expected 1\n{p.stderr}')
-    check('rank 1' in p.stderr and call in p.stderr, f'{kernel} {fault}: rank and call named: {p.stderr}')
+    check(f'rank {rank}' in p.stderr and call in p.stderr, f'{kernel} {fault}: rank and call named: {p.stderr}')
     r = load(js)
-    check(r['status'] == 'error' and 'rank 1' in r['error'] and call in r['error'] and r['failed_rank'] == 1,
-          f'{kernel} {fault}: the error document names the rank and the call: {r}')
+    check(r['status'] == 'error' and f'rank {rank}' in r['error'] and call in r['error'] and
+          r['failed_rank'] == rank, f'{kernel} {fault}: the error document names the rank and the call: {r}')
     check(r['tool'] == kernel.replace('-faulty', ''), f'tool {r["tool"]}')
+    return p
 
 
 def case_ebb_fault_in_loop(d):
@@ -218,6 +220,129 @@ def case_mpicoll_fault_in_loop(d):
                    '-T', 'p2p')
     _fault_in_loop(d, 'nr-mpicoll-faulty', 4, 'Sendrecv:2', 'mpi_sendrecv', '-t', 0.05, '-r', 2, '-s', '100000',
                    '-T', 'right_shift')
+
+
+# ---- nr-mpitest --duet: every repetition paired with a yardstick run outside MPI ----
+
+# The first mode calibrates both counts (the delay case calibrates a latency test); the others run fixed counts, so a
+# host whose speed swings many times over (a loaded 2-vCPU VM) cannot fail them on the calibration verdict.
+DUET_MODES = ((('-m', '64k', '-t', 0.1), 'stream'), (('-m', '64k', '-n', '--iterations', 50), 'stream'),
+              (('-m', '64k', '-i', '--iterations', 50), 'pingpong'),
+              (('-m', '64k', '-i', '-n', '--iterations', 50), 'pingpong'), (('-A', 8, '--iterations', 200), 'latency'))
+
+
+def _duet_check(r, yardstick, reps):
+    """A duet document: a pair per repetition, each pair's ratio MPI / yardstick, statistics that match; returns the
+    ratios."""
+    d = r['duet']
+    check(r['status'] == 'ok' and r['options']['duet'] == yardstick == d['yardstick'], f'status, yardstick: {d}')
+    check(len(d['order']) == reps and set(d['order']) <= {'mpi', 'yardstick'}, f'the order of each pair: {d}')
+    lat = r['mode'] == 'latency'
+    mpi, yard = d['figures']['mpi'], d['figures']['yardstick']
+    values = (lambda side: side['rtt_us']) if lat else (lambda side: side['values_mbps'])
+    check(values(mpi) == (r['latency']['rtt_us'] if lat else [x['throughput_mbps'] for x in r['repetitions']]),
+          'the MPI figures are the main result\'s')
+    ratios = d['ratio']['values']
+    check(len(ratios) == reps and all(math.isfinite(x) and x > 0 for x in ratios), f'ratios: {ratios}')
+    for m, y, q in zip(values(mpi), values(yard), ratios):
+        check(math.isclose(q, m / y, rel_tol=1e-9), f'ratio {q} = MPI {m} / yardstick {y}')
+    check(d['ratio']['min'] == min(ratios) and d['ratio']['max'] == max(ratios) and
+          math.isclose(d['ratio']['median'], statistics.median(ratios), rel_tol=1e-12), f'ratio statistics: {d}')
+    if lat:
+        check(yard['min_us'] == min(values(yard)) and r['latency']['min_us'] == mpi['min_us'], 'latency statistics')
+    else:
+        check(math.isclose(yard['throughput_mbps']['median'], statistics.median(values(yard)), rel_tol=1e-12) and
+              mpi['throughput_mbps'] == r['summary']['throughput_mbps'], 'throughput statistics')
+    check(d['iterations'] >= 1 and d['calibration']['runs'] == reps, f'the yardstick\'s count and calibration: {d}')
+    if yardstick == 'tcp':
+        check(d['iface'] and d['address'] and d['port'] > 0, f'the TCP endpoint: {d}')
+    return ratios
+
+
+def _duet(d, yardstick):
+    for flags, mode in DUET_MODES:
+        js = os.path.join(d, 'duet.json')
+        p = run('nr-mpitest', 2, *flags, '-r', 3, '--duet', yardstick, '--verify', '--json', js)
+        r = load(js)
+        check(r['mode'] == mode, f'{flags}: mode {r["mode"]}')
+        ratios = _duet_check(r, yardstick, 3)
+        lines = re.findall(rf'^  duet \(\d\): {yardstick} [\d.]+ (?:usec|Mbps), MPI/{yardstick} [\d.]+, '
+                           rf'(?:MPI|{yardstick}) first$', p.stdout, re.M)
+        check(len(lines) == 3 and f'Duet MPI/{yardstick} ratio min/median/max = ' in p.stdout, f'text:\n{p.stdout}')
+        print(f'--duet {yardstick} {" ".join(map(str, flags))}: MPI/{yardstick} per pair '
+              f'{[round(x, 4) for x in ratios]}, first {r["duet"]["order"]}')
+
+
+def case_mpitest_duet_tcp(d):
+    _duet(d, 'tcp')
+
+
+def case_mpitest_duet_shm(d):
+    _duet(d, 'shm')
+
+
+def case_mpitest_duet_delay(d):
+    """NR_FAULT_DELAY_US: every MPI send on both ranks busy-waits first, an MPI stack whose per-message latency
+    regressed. With a delay at least the clean run's slowest round trip (200 us at the least, some hundred times a
+    loopback MPI round trip on an idle host) every round trip grows by two delays, and the duet ratio against the
+    TCP yardstick must at least double against a clean run of the same test build. A host whose state moves several
+    times over between two runs (spinning ranks starved on a loaded 2-vCPU VM) gets three attempts."""
+    js = os.path.join(d, 'delay.json')
+
+    def measure(delay):
+        run('nr-mpitest-faulty', 2, '-A', 8, '-r', 5, '-t', 0.2, '--duet', 'tcp', '--json', js,
+            env={'NR_FAULT_DELAY_US': str(delay)})
+        r = load(js)
+        _duet_check(r, 'tcp', 5)
+        lat, q = r['latency'], r['duet']['ratio']
+        print(f'NR_FAULT_DELAY_US={delay}: MPI RTT min/max {lat["min_us"]:.2f}/{lat["max_us"]:.2f} us, tcp RTT min '
+              f'{r["duet"]["figures"]["yardstick"]["min_us"]:.2f} us, MPI/tcp min/median/max '
+              f'{q["min"]:.3f}/{q["median"]:.3f}/{q["max"]:.3f}')
+        return lat, q
+
+    for attempt in range(3):
+        clean, q0 = measure(0)
+        delay = max(200, math.ceil(clean['max_us']))
+        slow, q1 = measure(delay)
+        check(slow['min_us'] >= 2 * delay, f'every round trip carries the two delays: {slow["min_us"]} us')
+        if q1['median'] >= 2 * q0['median']:
+            return
+        print(f'attempt {attempt + 1}: the ratio went from {q0["median"]:.3f} to {q1["median"]:.3f} only')
+    check(False, 'the duet ratio did not double with the delay in three attempts')
+
+
+def case_mpitest_duet_errors(d):
+    """Wrong --duet use: one error line, exit 2 for usage, 1 for an interface that is not there."""
+    for opts, words, code in ((('--duet', 'udp'), "--duet: 'udp' is neither tcp nor shm", 2),
+                              (('--duet-iface', 'lo'), '--duet-iface goes with --duet tcp', 2),
+                              (('--duet', 'shm', '--duet-iface', 'lo'), '--duet-iface goes with --duet tcp', 2),
+                              (('--duet', 'tcp', '-e', 4), 'not -e', 2),
+                              (('--duet', 'tcp', '--duet-iface', 'nonexistent0'), "no interface 'nonexistent0'", 1)):
+        js = os.path.join(d, 'err.json')
+        p = run('nr-mpitest', 2, '--json', js, '-r', 1, '-t', 0.02, *opts, expect=code)
+        errs = [x for x in p.stderr.splitlines() if 'nr-mpitest: error' in x]
+        check(len(errs) == 1 and words in errs[0], f'{opts}: one error line naming {words!r}: {p.stderr}')
+        if code == 1:
+            r = load(js)
+            check(r['status'] == 'error' and words in r['error'], f'{opts}: the error document: {r}')
+    print('--duet shm with the ranks on two hosts: not tested here (one host)')
+
+
+def case_mpitest_duet_fault_in_loop(d):
+    """Failures inside the duet loop end every rank in bounded time, named: an MPI receive that fails on rank 1 in
+    the second MPI repetition; a yardstick that hangs on rank 1 (rank 0 gives up at the run's deadline, 10 x its
+    expected time + 10 s); a TCP yardstick that rank 1 resets (rank 0 sees it at once)."""
+    # --iterations: nothing calibrated, so the calls can be counted: rank 1's Recv 1 is the MPI warm-up, 2-6 the
+    # first MPI repetition; yardstick run 1 is its warm-up, 3 the second pair's.
+    fixed = ('-r', 4, '-m', '64k', '--iterations', 5)
+    for y in ('tcp', 'shm'):
+        _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'Recv:9', 'MPI_Send/MPI_Recv', *fixed, '--duet', y)
+        p = _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'stall', f'--duet {y} yardstick', *fixed, '--duet', y,
+                           bound=40, env={'NR_DUET_FAULT': 'stall:1:3:120'}, rank=0)
+        check('timed out' in p.stderr, p.stderr)
+    p = _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'reset', '--duet tcp yardstick', *fixed, '--duet', 'tcp',
+                       '-i', bound=20, env={'NR_DUET_FAULT': 'reset:1:3'}, rank=0)
+    check('reset' in p.stderr.lower() or 'connection closed' in p.stderr, p.stderr)
 
 
 def case_mpitest_calibration_stall(d):

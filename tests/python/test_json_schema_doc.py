@@ -1,9 +1,9 @@
 """docs/json-schema.md against what the kernels really write.
 
-The real kernels run on loopback (nr-tcptest against nr-tcpserver; nr-mpitest, nr-mpicoll, nr-ebb and nr-linkmap
-under ``mpirun.openmpi -np 2 --oversubscribe``; nr-linkmap also with 3 ranks, over TCP on lo, and as its test build
-with a stalled pair when the build tree has it) in every mode whose keys the document lists, and a failing run of each
-gives the error keys. Two assertions per kernel: every key path in its JSON is documented in the kernel's tables
+The real kernels run on loopback (nr-tcptest against nr-tcpserver; nr-mpitest (also with ``--duet``), nr-mpicoll,
+nr-ebb and nr-linkmap under ``mpirun.openmpi -np 2 --oversubscribe``; nr-linkmap also with 3 ranks, over TCP on lo,
+and as its test build with a stalled pair when the build tree has it) in every mode whose keys the document lists,
+and a failing run of each gives the error keys. Two assertions per kernel: every key path in its JSON is documented in the kernel's tables
 (or the common ones), and every key the document marks **stable** (what the ReFrame checks read) appears in at least
 one of its runs.
 
@@ -178,7 +178,9 @@ def written(tmp_path_factory) -> dict[str, list[dict]]:
     if mpitest and mpicoll and ebb and launcher:
         mpirun = launcher + ['-np', '2']
         for i, opts in enumerate((['-r', '2', '-t', '0.05', '-m', '4k', '-c', '-o', str(d / 'out')],
-                                  ['-a', '-r', '2', '-t', '0.05'], ['-i', '-e', '3', '-t', '0.01'])):
+                                  ['-a', '-r', '2', '-t', '0.05'], ['-i', '-e', '3', '-t', '0.01'],
+                                  ['-r', '2', '-t', '0.05', '-m', '4k', '--duet', 'shm'],
+                                  ['-A', '8', '-r', '2', '-t', '0.05', '--duet', 'tcp'])):
             js = d / f'mpitest{i}.json'
             out['nr-mpitest'].append(_run(mpirun + [mpitest] + opts + ['--json', str(js)], js))
         js = d / 'mpitest-error.json'

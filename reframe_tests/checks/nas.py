@@ -1,9 +1,10 @@
 """NAS Parallel Benchmarks 3.4 (MPI) per MPI build and interconnect, built through Spack (config/spack/<system>/).
 
 IS EP CG MG FT LU on 2 processes, BT and SP on 4 (a square number): each on the smallest count of
-:data:`NPB_PROCS` it accepts. The problem class is the system's, from the npb spec of its Spack environment
-(``classes=S`` on local, ``W`` on vcluster; a site picks its own), never from this file; ``-S npb_class=X``
-overrides (X must have been built). Sanity: the run printed its result block with ``Verification = SUCCESSFUL``,
+:data:`NPB_PROCS` it accepts. The problem class is the system's: ``npb_class`` of its Spack reframe.yaml, else
+the first of the npb spec's ``classes=`` (local and vcluster share one environment built with ``classes=S,W``:
+S on local, W on vcluster; a site picks its own), never from this file; ``-S npb_class=X`` overrides (X must have
+been built). Sanity: the run printed its result block with ``Verification = SUCCESSFUL``,
 the expected benchmark, class and process count; performance: ``Mop/s total``. On a machine without Spack the check is
 skipped with the reason (``reframe --list`` still shows every case); where Spack is present but the environment is
 not concretized (or stale, or lacks npb) the build fixture fails with the fix. LAM/MPI, which Spack cannot build
@@ -33,11 +34,16 @@ def _cases() -> list[tuple[str, int]]:
 
 
 def system_class(system: str) -> str:
-    """The NPB class built for ``system`` (first of the npb spec's ``classes=``)."""
+    """The NPB class ``system`` runs: its reframe.yaml's ``npb_class``, else the first of the npb spec's
+    ``classes=``; one the environment builds (ValueError otherwise)."""
     classes = spack_build.spec_variant(spack_build.package_spec(system, NPB_PACKAGE), 'classes')
+    where = f'the npb spec of {spack_build.source_dir(system)}/spack.yaml'
     if not classes:
-        raise ValueError(f'the npb spec of {spack_build.site.spack_env_source(system)}/spack.yaml names no classes=')
-    return classes[0]
+        raise ValueError(f'{where} names no classes=')
+    chosen = str(spack_build.system_settings(system).get('npb_class') or classes[0])
+    if chosen not in classes:
+        raise ValueError(f'npb_class {chosen} of {system} is not built: {where} has classes={",".join(classes)}')
+    return chosen
 
 
 class NpbSpackBuild(spack_build.SpackPackageBuild):

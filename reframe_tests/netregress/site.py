@@ -6,7 +6,8 @@ tools also take ``--site DIR``, which sets it)::
     $NETREGRESS_SITE/settings.py          ReFrame configuration: systems, partitions, environments, modes (required)
     $NETREGRESS_SITE/interconnects.yaml   interconnects and MPI paths, merged over config/interconnects.yaml
     $NETREGRESS_SITE/references/          committed references, <system>.yaml (tools/refs write/accept writes here)
-    $NETREGRESS_SITE/spack/<system>/      the Spack environment of a system (spack.yaml, reframe.yaml)
+    $NETREGRESS_SITE/spack/<system>/      the Spack environment of a system (spack.yaml, reframe.yaml; or
+                                          reframe.yaml naming another system's environment)
 
 Without a site the embedded configuration (``config/``) is used alone. The ReFrame files are loaded by ReFrame's
 own loader, in the order ReFrame is given them (``-C config/settings.py -C $NETREGRESS_SITE/settings.py``), so a
@@ -155,13 +156,40 @@ def reference_dir() -> Path:
     return site / 'references' if site else paths.repo_root() / 'reference_values'
 
 
-def spack_env_source(system_name: str) -> Path:
-    """The description of a system's Spack environment: the site's ``spack/<system>/`` when it has one, else
-    ``config/spack/<system>/``."""
+def spack_system_dir(system_name: str) -> Path:
+    """A system's Spack directory (``reframe.yaml``, and ``spack.yaml`` unless it builds from another system's
+    environment): the site's ``spack/<system>/`` when it has one, else ``config/spack/<system>/``."""
     site = directory()
-    if site and (site / 'spack' / system_name / 'spack.yaml').exists():
+    if site and any((site / 'spack' / system_name / f).exists() for f in ('spack.yaml', 'reframe.yaml')):
         return site / 'spack' / system_name
     return paths.config_dir() / 'spack' / system_name
+
+
+def spack_environment(system_name: str) -> str:
+    """The Spack environment a system builds from: its own, or the one its ``reframe.yaml`` names
+    (``environment: <system>``): systems that build the same packages against the same MPI builds share one
+    concretization and one install (the embedded ``vcluster`` builds from ``local``'s, NPB class aside).
+    :class:`SiteError` when the name is malformed or names an environment that itself points elsewhere."""
+    import yaml
+    path = spack_system_dir(system_name) / 'reframe.yaml'
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        return system_name
+    except (OSError, yaml.YAMLError) as err:
+        raise SiteError(f'{path}: unreadable ({" ".join(str(err).split())})') from None
+    name = doc.get('environment', system_name) if isinstance(doc, Mapping) else system_name
+    if not isinstance(name, str) or not name.replace('-', '').replace('_', '').isalnum():
+        raise SiteError(f'{path}: environment: {name!r} is not a system name')
+    if name != system_name and not (spack_system_dir(name) / 'spack.yaml').exists():
+        raise SiteError(f'{path}: environment: {name!r} has no spack.yaml of its own '
+                        f'({spack_system_dir(name)}/spack.yaml)')
+    return name
+
+
+def spack_env_source(system_name: str) -> Path:
+    """The directory of the ``spack.yaml`` a system's packages are built from (:func:`spack_environment`)."""
+    return spack_system_dir(spack_environment(system_name))
 
 
 def overlay(base: Mapping, site: Mapping, where: str = '') -> dict:

@@ -53,13 +53,22 @@ KERNEL_SPEC = f'{KERNEL_PACKAGE}@develop +mpi'
 
 
 def source_dir(system: str) -> Path:
-    """The description of ``system``'s environment (spack.yaml, reframe.yaml): netregress.site.spack_env_source."""
+    """The description of the environment ``system`` builds from (its spack.yaml): netregress.site.spack_env_source
+    (another system's when ``system``'s reframe.yaml names it: one concretization for both)."""
     return site.spack_env_source(system)
 
 
 def env_dir(system: str) -> Path:
-    """``$NETREGRESS_DEPS/spack/envs/<system>/``: the environment Spack uses (generated; holds the lock)."""
-    return paths.deps_dir() / 'spack' / 'envs' / system
+    """``$NETREGRESS_DEPS/spack/envs/<environment>/``: the environment Spack uses for ``system``
+    (netregress.site.spack_environment; generated; holds the lock)."""
+    return paths.deps_dir() / 'spack' / 'envs' / site.spack_environment(system)
+
+
+def system_settings(system: str) -> dict:
+    """``system``'s own reframe.yaml (its MPI map, its NPB class), else that of the environment it builds from."""
+    own = _load_yaml(str(site.spack_system_dir(system) / 'reframe.yaml'))
+    shared = _load_yaml(str(source_dir(system) / 'reframe.yaml'))
+    return {**shared, **own}
 
 
 def spack_exe() -> str | None:
@@ -81,8 +90,9 @@ def _load_yaml(path: str) -> dict:
 
 
 def environment_map(system: str) -> dict[str, str]:
-    """ReFrame environment name -> MPI spec (``config/spack/<system>/reframe.yaml``)."""
-    return dict((_load_yaml(str(source_dir(system) / 'reframe.yaml')).get('environments') or {}))
+    """ReFrame environment name -> MPI spec (``config/spack/<system>/reframe.yaml``, else that of the environment
+    the system builds from)."""
+    return dict(system_settings(system).get('environments') or {})
 
 
 def mpi_spec(system: str, environ) -> str:

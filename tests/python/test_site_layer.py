@@ -75,7 +75,8 @@ def test_the_vcluster_is_a_site_that_matches_the_cluster_tools_vcluster_builds(a
         assert f'--partition={name}' in part['access']
         assert set(part['extras']['launch']) == set(part['environs']) - {'gnu'}
     assert {e['name'] for e in site.environments('vcluster')} == {e['name'] for e in site.environments('local')}
-    assert spack_build.source_dir('vcluster') == vc_site / 'spack' / 'vcluster'
+    assert site.spack_system_dir('vcluster') == vc_site / 'spack' / 'vcluster'
+    assert spack_build.source_dir('vcluster') == ROOT / 'config' / 'spack' / 'local'   # built from local's
     assert site.modes()['full'] and '--exec-policy=async' in site.modes()['full']
 
 

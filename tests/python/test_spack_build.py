@@ -76,8 +76,9 @@ class FakeFixture:
 
 
 def lock(deps: Path, system: str, source_sha: str | None = None) -> Path:
-    """A (dummy) concretized environment of ``system`` under ``deps``, made from the current description."""
-    env = deps / 'spack' / 'envs' / system
+    """A (dummy) concretized environment of ``system`` under ``deps`` (the one it builds from), made from the current
+    description."""
+    env = deps / 'spack' / 'envs' / spack_build.env_dir(system).name
     env.mkdir(parents=True, exist_ok=True)
     (env / 'spack.lock').write_text('{}')
     sha = source_sha or hashlib.sha256((spack_build.source_dir(system) / 'spack.yaml').read_bytes()).hexdigest()
@@ -126,8 +127,14 @@ def test_site_template_names_agree_with_settings_and_ci(use_site):
 
 
 def test_npb_names_and_class_per_system():
-    assert spack_build.spec_variant(spack_build.package_spec('local', 'npb'), 'classes') == ['S']
-    assert spack_build.spec_variant(spack_build.package_spec('vcluster', 'npb'), 'classes') == ['W']
+    """local and the vcluster build from one environment (one concretization, one install) with both classes, and
+    each runs its own."""
+    assert spack_build.env_dir('vcluster') == spack_build.env_dir('local')
+    assert spack_build.source_dir('vcluster') == spack_build.source_dir('local') == ROOT / 'config' / 'spack' / 'local'
+    for system, npb_class in (('local', 'S'), ('vcluster', 'W')):
+        assert spack_build.spec_variant(spack_build.package_spec(system, 'npb'), 'classes') == ['S', 'W']
+        assert spack_build.system_settings(system)['npb_class'] == npb_class
+        assert spack_build.environment_map(system)['mpich4'] == 'mpich@4.0'
     names = spack_build.spec_variant(spack_build.package_spec('local', 'npb'), 'names')
     assert sorted(names) == sorted(['is', 'ep', 'cg', 'mg', 'ft', 'lu', 'bt', 'sp'])
     with pytest.raises(BuildSystemError, match='not in config/spack/local'):
@@ -232,11 +239,15 @@ def test_absent_spack_is_a_skip_reason_and_every_fixable_cause_a_problem(deps, m
 
 
 def test_unknown_environment_and_missing_lock_fail_clearly(deps, tmp_path, monkeypatch):
+    with pytest.raises(BuildSystemError, match='tools/spack-env concretize vcluster'):
+        spack_build.configure(FakeFixture('vcluster', 'mpich4', tmp_path))
     lock(deps, 'local')
     with pytest.raises(BuildSystemError, match='no Spack MPI for environment nompi on local'):
         spack_build.configure(FakeFixture('local', 'nompi', tmp_path))
-    with pytest.raises(BuildSystemError, match='tools/spack-env concretize vcluster'):
-        spack_build.configure(FakeFixture('vcluster', 'mpich4', tmp_path))
+    # the vcluster builds from local's environment: its lock serves both
+    fx = FakeFixture('vcluster', 'mpich4', tmp_path)
+    spack_build.configure(fx)
+    assert fx.build_system.environment == str(spack_build.env_dir('local')) and spack_build.problem('vcluster') is None
     monkeypatch.setattr(spack_build, 'spack_exe', lambda: None)
     with pytest.raises(BuildSystemError, match='build path spack: Spack is not set up'):
         spack_build.configure(FakeFixture('local', 'mpich4', tmp_path))
@@ -283,7 +294,8 @@ def test_prepare_generates_the_environment_outside_the_checkout(tmp_path, use_si
     env = {**os.environ, 'NETREGRESS_DEPS': str(tmp_path)}
     for system in SYSTEMS:
         use_site(system)
-        gen = yaml.safe_load((tmp_path / 'spack' / 'envs' / system / 'spack.yaml').read_text())['spack']
+        gen = yaml.safe_load((tmp_path / 'spack' / 'envs' / spack_build.env_dir(system).name / 'spack.yaml')
+                             .read_text())['spack']
         assert gen['repos'] == {'netregress': str(ROOT / 'spack_repo' / 'netregress')}
         assert gen['develop']['netregress']['path'] == str(ROOT)
         assert 'include' not in gen and 'config' not in gen
@@ -303,7 +315,10 @@ def test_spack_env_usage_errors(tmp_path):
     out = subprocess.run([tool, 'install', 'local'], capture_output=True, text=True, env=env)
     assert out.returncode == 2 and 'not concretized' in out.stderr and 'concretize local' in out.stderr
     out = subprocess.run([tool, 'systems'], capture_output=True, text=True)
-    assert out.stdout.split() == ['local', 'vcluster']          # the embedded one and the vcluster site's
+    assert out.stdout.split() == ['local']          # the embedded one; the vcluster site builds from it
+    out = subprocess.run([tool, '--site', str(SITES['vcluster']), 'environment', 'vcluster'], capture_output=True,
+                         text=True)
+    assert out.stdout.split() == ['local']
 
 
 def test_mirror_registers_only_what_is_missing(tmp_path):

@@ -5,6 +5,7 @@ Modules:
   runsummary  the verdict of a run report (failures, what was asserted)
   coverage    which nodes Slurm could not use and which no passing check used
   history     ReFrame's results storage: comparisons with the last pass and the baseline
+  changepoints  persistent shifts in one figure's stored history (rank-sum binary segmentation)
   report      tools/report (reportmodel, reportplots, reporthistory, reportwriters; templates/); seed004
   refstool    tools/refs: write, record and show references; refsaccept: accept a deliberate change
   postmaint   ci/post-maintenance

@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import Sequence
 
 from netregress import baselines
-from .reporthistory import ask_history, plot_history, write_changes_csv, write_history_csv
+from .reporthistory import (ask_history, find_shifts, plot_history, shift_lines, write_changepoints_csv,
+                            write_changes_csv, write_history_csv)
 from .reportmodel import (NOT_MEASURED, REPORT_DIR, Cell, Figure, Metric, Order, Report, ReportError, Row, Section,
                           Table, build_sections, case_figures, cell_text, describe, fmt_number, fmt_ratio,
                           is_mpi_case, load_run, ratio_to_best, row_label, size_label, split_var)
@@ -148,7 +149,11 @@ def default_out(path: Path) -> Path:
 
 def write_report(run_dir: Path, out: Path | None = None, with_history: bool = True) -> Path:
     """Write index.html, its figures, summary.csv and summary.md into ``out`` (default :func:`default_out`); with
-    history also changes.csv and history.csv (ReFrame's results storage)."""
+    history also changes.csv, history.csv and changepoints.csv (ReFrame's results storage)."""
+    return _write_report(run_dir, out, with_history)[0]
+
+
+def _write_report(run_dir: Path, out: Path | None, with_history: bool) -> tuple[Path, Report]:
     report = collect(run_dir)
     out = out or default_out(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -165,12 +170,14 @@ def write_report(run_dir: Path, out: Path | None = None, with_history: bool = Tr
             plot_history(sec, series, out)
         write_history_csv(series, out / 'history.csv')
         write_changes_csv(report, out / 'changes.csv')
+        find_shifts(report, series)
+        write_changepoints_csv(report, out / 'changepoints.csv')
     else:
         report.history_note = 'history left out (--no-history)'
     write_csv(report, out / 'summary.csv')
     write_markdown(report, out / 'summary.md')
     write_html(report, out / 'index.html')
-    return out
+    return out, report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,12 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "storage)")
     args = ap.parse_args(argv)
     try:
-        out = write_report(args.run_dir, args.out, with_history=not args.no_history)
+        out, written = _write_report(args.run_dir, args.out, with_history=not args.no_history)
     except ReportError as err:
         print(f'tools/report: {err}', file=sys.stderr)
         return 2
     print(f'report: {out / "index.html"}')
     print(f'        {out / "summary.md"}, {out / "summary.csv"}')
+    if not written.history_note:
+        print('\n'.join(shift_lines(written)))
     return 0
 
 

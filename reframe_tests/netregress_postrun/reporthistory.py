@@ -2,18 +2,20 @@
 
 Each run report's figures against the last passing run and the host baseline (listed on the page when they moved
 by :data:`CHANGE_LISTED_PCT` or more, all of them in ``changes.csv``), every stored value per figure
-(``history.csv``) and one history figure per section.
+(``history.csv``), one history figure per section, and the figures whose latest runs sit at a new level
+(:mod:`.changepoints`; ``changepoints.csv``).
 """
 from __future__ import annotations
 
 import collections
 import csv
 import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import history
-from .reportmodel import Report, Section, row_label
+from . import changepoints, history, runreport
+from .reportmodel import Report, Section, fmt_number, row_label
 from .reportplots import _pyplot
 
 #: Changes at least this large (percent) are listed on the page; every change is in changes.csv.
@@ -154,3 +156,88 @@ def write_changes_csv(report: Report, path: Path) -> None:
                                 c.result_now])
 
 
+# -- persistent shifts: change points of each figure's history -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shift:
+    """A figure of one build whose latest runs sit at another level than the runs before them."""
+    system: str
+    partition: str
+    interconnect: str
+    environ: str
+    test: str
+    figure: str
+    label: str
+    unit: str
+    better: str | None
+    runs: int                       # stored values of the figure
+    change_points: int              # in its whole history; the last one is ``latest``
+    latest: changepoints.ChangePoint
+
+
+def _declarations(report: Report) -> dict[tuple, tuple[runreport.Declaration, str]]:
+    """(system, partition, interconnect, 'ref_test:var') -> (declaration, unit), from this run's cases: a figure
+    this run did not measure has no direction (it is listed, not judged)."""
+    out = {}
+    for sec in report.sections:
+        for tc in sec.cases:
+            for pv in runreport.perfvalues(tc):
+                key = (sec.system, sec.partition, sec.interconnect, f'{runreport.test_name(tc)}:{pv.var}')
+                out.setdefault(key, (runreport.declaration(tc, pv.var), pv.unit))
+    return out
+
+
+def find_shifts(report: Report, series: Mapping) -> None:
+    """``report.shifts``: every figure and build of ``series`` (:func:`history_series`) with at least two segments'
+    worth of stored values whose last change point is a real one, worse first, then larger first."""
+    declared = _declarations(report)
+    shifts, searched = [], 0
+    for key, per_env in series.items():
+        test, _, var = key[3].partition(':')
+        decl, unit = declared.get(key, (None, ''))
+        for env, points in per_env.items():
+            if len(points) < 2 * changepoints.MIN_SEGMENT:
+                continue
+            searched += 1
+            found = changepoints.change_points([v for _, v in points], [t for t, _ in points],
+                                               decl.better if decl else None)
+            if found:
+                shifts.append(Shift(*key[:3], env, test, var, decl.label if decl else f'{test} {var}', unit,
+                                    decl.better if decl else None, len(points), len(found), found[-1]))
+    rank = {'worse': 0, '': 1, 'better': 2}
+    report.shifts = sorted(shifts, key=lambda s: (rank[s.latest.direction], -abs(s.latest.shift_pct), s.system,
+                                                  s.partition, s.interconnect, s.test, s.figure, s.environ))
+    report.shift_series = searched
+
+
+def began(shift: Shift) -> str:
+    return shift.latest.time.strftime('%Y-%m-%d %H:%M %Z').strip()
+
+
+def shift_lines(report: Report, limit: int = 20) -> list[str]:
+    """One line per persistent shift, the first ``limit`` of them (the text summary tools/report prints)."""
+    lines = [f'persistent shifts over the run history: {len(report.shifts)} of {report.shift_series} figure series '
+             f'(changepoints.csv)']
+    for s in report.shifts[:limit]:
+        cp = s.latest
+        lines.append(f'  {cp.shift_pct:+.1f}%{" " + cp.direction if cp.direction else ""}  '
+                     f'{s.interconnect} on {s.system}:{s.partition} {s.environ}  {s.label}'
+                     f'{f" ({s.unit})" if s.unit else ""}: {fmt_number(cp.before)} -> {fmt_number(cp.after)} '
+                     f'since {began(s)} ({cp.runs_after} runs, {cp.runs_before} before)')
+    if len(report.shifts) > limit:
+        lines.append(f'  ... and {len(report.shifts) - limit} more in changepoints.csv')
+    return lines
+
+
+def write_changepoints_csv(report: Report, path: Path) -> None:
+    with path.open('w', newline='') as fp:
+        w = csv.writer(fp)
+        w.writerow(['system', 'partition', 'interconnect', 'environ', 'test', 'figure', 'label', 'unit', 'better',
+                    'direction', 'began_utc', 'runs_before', 'runs_after', 'median_before', 'median_after',
+                    'shift_pct', 'rank_z', 'p_value', 'change_points', 'stored_runs'])
+        for s in report.shifts:
+            cp = s.latest
+            w.writerow([s.system, s.partition, s.interconnect, s.environ, s.test, s.figure, s.label, s.unit,
+                        s.better or '', cp.direction, cp.time.strftime('%Y-%m-%dT%H:%M:%S%z'), cp.runs_before,
+                        cp.runs_after, f'{cp.before:.6g}', f'{cp.after:.6g}', f'{cp.shift_pct:.2f}',
+                        f'{cp.statistic:.2f}', f'{cp.p_value:.3g}', s.change_points, s.runs])

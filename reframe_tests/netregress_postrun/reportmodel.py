@@ -337,6 +337,9 @@ class Report:
     #: per run report: its comparisons with earlier runs (:func:`compare_history`)
     comparisons: list[dict] = field(default_factory=list)
     history_note: str = ''
+    #: figures whose latest runs shifted (:func:`netregress_postrun.reporthistory.find_shifts`), of how many searched
+    shifts: list = field(default_factory=list)
+    shift_series: int = 0
 
 
 # -- how a cell reads -----------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import jinja2
 
-from . import history
-from .reporthistory import CHANGE_LISTED_PCT
+from . import changepoints, history
+from .reporthistory import CHANGE_LISTED_PCT, began
 from .reportmodel import NOT_MEASURED, Report, bounds, cell_text, fmt_number, fmt_ratio, row_label
 from .runreport import case_name, case_status
 
@@ -108,6 +108,25 @@ def write_markdown(report: Report, path: Path) -> None:
                       f'{fmt_number(c.before)} | {c.pdiff:+.1f}%{" worse" if c.worse else ""} | '
                       f'{c.result_now or "-"} |')
                 p()
+    p('## Persistent shifts over the run history')
+    p()
+    if report.history_note:
+        p(report.history_note)
+    else:
+        p(f'{len(report.shifts)} of {report.shift_series} figure series (each build\'s figure with at least '
+          f'{2 * changepoints.MIN_SEGMENT} stored runs) have their latest runs at another level than the runs before '
+          f'(change points, docs/history.md), worse first; all in `changepoints.csv`.')
+        if report.shifts:
+            p()
+            p('| section | build | figure | began | runs before / after | before | after | shift |')
+            p('|---|---|---|---|---|---|---|---|')
+            for s in report.shifts:
+                cp = s.latest
+                p(f'| {_md(s.interconnect)} on {_md(s.system)}:{_md(s.partition)} | {_md(s.environ)} | '
+                  f'{_md(s.label)}{f" ({_md(s.unit)})" if s.unit else ""} | {began(s)} | {cp.runs_before} / '
+                  f'{cp.runs_after} | {fmt_number(cp.before)} | {fmt_number(cp.after)} | '
+                  f'{cp.shift_pct:+.1f}%{" " + cp.direction if cp.direction else ""} |')
+    p()
     p('Cells: value in the row\'s unit, (ratio to the best build: 1.00 is the best, lower is worse, for latencies '
       'too), verdict against the reference (pass, fail, or no reference: measured and logged only).')
     for sec in report.sections:
@@ -161,7 +180,7 @@ def write_markdown(report: Report, path: Path) -> None:
 
 _JINJA = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / 'templates'), autoescape=True,
                             trim_blocks=True, lstrip_blocks=True)
-_JINJA.filters.update(num=fmt_number, casename=case_name, ratio=fmt_ratio, rowlabel=row_label)
+_JINJA.filters.update(num=fmt_number, casename=case_name, ratio=fmt_ratio, rowlabel=row_label, began=began)
 PAGE = _JINJA.get_template('report.html.j2')
 
 
@@ -169,7 +188,8 @@ def write_html(report: Report, path: Path) -> None:
     counts = [', '.join(f'{n} {k}' for k, n in sorted(collections.Counter(case_status(tc) for tc in rep.cases)
                                                         .items())) for rep in report.reports]
     path.write_text(PAGE.render(r=report, counts=counts, not_measured=NOT_MEASURED, db=history.database(),
-                                pct=f'{CHANGE_LISTED_PCT:g}', max_rows=40,
+                                pct=f'{CHANGE_LISTED_PCT:g}', max_rows=40, min_segment=changepoints.MIN_SEGMENT,
+                                alpha=changepoints.ALPHA, shift_pct=f'{changepoints.MIN_SHIFT_PCT:g}',
                                 nskips=sum(len(v) for _, v in report.skips),
                                 cls={'pass': 'pass', 'fail': 'fail', 'no reference': 'noref'},
                                 short={'no reference': 'no ref'}))

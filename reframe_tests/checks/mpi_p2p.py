@@ -2,12 +2,16 @@
 
 Two ranks: one node for shm/tcp, one rank per node for the fabrics. Every run also proves its path: the transport
 the MPI library reports and, between nodes, the bytes on the interface under test.
+
+The round trip and the CPU-bound stream also run a yardstick that bypasses MPI, interleaved with the MPI repetitions
+in the same process (``--duet``: raw TCP between the two ranks over the interface under test, or a shared-memory
+ring on ``shm``); ``ratio_to_yardstick`` is judged by a tight band where the absolute figure swings with the host.
 """
 import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
-from netregress import figures
+from netregress import figures, results
 from netregress.iperf import Iperf3YardstickPlugin
 from netregress.mpicheck import MpiKernelCheck
 from netregress.plugins import SweepPlugin
@@ -37,7 +41,45 @@ class MpitestBenchmark(MpiKernelCheck):
     #: :default: ``[]``
     extra_opts = variable(typ.List[str], value=[])
 
+    #: Time a yardstick outside MPI in the same process, each repetition paired with an MPI one in random order
+    #: (``--duet``: ``tcp`` over the interface under test, ``shm`` on shared memory), and judge the MPI figure by its
+    #: ratio to it: a host that slows down slows both, an MPI stack that slows down does not slow the yardstick.
+    #: None: the leaf decides (where its figure is CPU-bound); ``-S duet=false`` turns it off.
+    #:
+    #: :type: :class:`bool` or ``None``
+    #: :default: ``None``
+    duet = variable(bool, type(None), value=None)
+
     tags = {'mpi'}
+
+    def duet_opts(self) -> list[str]:
+        """``--duet`` options for this interconnect: shared memory where the ranks share a node without a network
+        path, else raw TCP on the interface under test (its address the kernel looks up on each node)."""
+        if not self.duet:
+            return []
+        if self.ic.counters == 'none':
+            return ['--duet', 'shm']
+        if not self.iface:
+            raise ValueError(f'--duet tcp: partition {self.current_partition.fullname} names no iface for '
+                             f'{self.interconnect}')
+        return ['--duet', 'tcp', '--duet-iface', self.iface]
+
+    def add_duet_metrics(self, name: str, key: str, unit: str, yardstick: figures.Figure, ratio: figures.Figure):
+        """The yardstick's own figure ``name`` (CPU-bound like the MPI one, read at ``duet.figures.yardstick.<key>``)
+        and the MPI / yardstick ratio (median of the pairs), which a band from its measured spread judges
+        everywhere."""
+        if not self.duet:
+            return
+        self.add_metric(name, f'duet.figures.yardstick.{key}', unit, yardstick)
+        self.add_metric('ratio_to_yardstick', 'duet.ratio.median', 'ratio', ratio)
+
+    def payload_bytes(self) -> float:
+        """The MPI payload, plus what a TCP yardstick moved over the same interface (the counter witness must not
+        take the yardstick's bytes for MPI's)."""
+        doc = results.load_result(self.result_path)
+        duet = doc.get('duet') if isinstance(doc.get('duet'), dict) else {}
+        extra = duet.get('payload_bytes', 0) if duet.get('yardstick') == 'tcp' else 0
+        return results.payload_bytes(doc) + float(extra)
 
 
 @rfm.simple_test
@@ -75,6 +117,9 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
 
     @run_after('setup')
     def set_options(self):
+        if self.duet is None:
+            # the CPU-bound stream (no line rate bounds it) is judged against raw TCP or a shared-memory copy
+            self.duet = (self.mode, self.io) == ('stream', 'blocking') and not self.ic.rate_mbps
         # --verify: every received message's last copy is checked against the pattern (exit 3 on a mismatch): a
         # corrupted payload fails the check; measured cost within the run-to-run noise
         opts = ['-r', str(self.repetitions), '-t', str(self.repetition_s(self.test_time_s)), '-m',
@@ -83,13 +128,16 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
             opts.append('-i')
         if self.io == 'nonblocking':
             opts.append('-n')
-        self.kernel_opts = opts + list(self.extra_opts)
+        self.kernel_opts = opts + self.duet_opts() + list(self.extra_opts)
         # the median repetition: one repetition that lost its CPU must not move the figure
         # a stream the link bounds (blocking and non-blocking alike); a ping-pong waits a round trip per message,
         # so latency and scheduling decide it too
         label = f'MPI {self.mode} throughput, {self.io}, {figures.size_text(self.message_bytes)}'
         self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s',
                         figures.throughput(label) if self.mode == 'stream' else figures.cpu_bound(label))
+        self.add_duet_metrics('yardstick_mbps', 'throughput_mbps.median', 'Mbit/s',
+                              figures.cpu_bound(f'yardstick stream throughput, {figures.size_text(self.message_bytes)}'),
+                              figures.ratio('MPI stream / yardstick stream (median of interleaved pairs)'))
 
 
 
@@ -113,10 +161,16 @@ class mpi_latency(MpiRoundTripPeerPlugin, MpitestBenchmark):
 
     @run_after('setup')
     def set_options(self):
+        if self.duet is None:
+            self.duet = True
         self.kernel_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions), '-t', str(self.test_time_s)]
-        self.kernel_opts += list(self.extra_opts)
+        self.kernel_opts += self.duet_opts() + list(self.extra_opts)
+        size = figures.size_text(self.size_bytes)
         self.add_metric('rtt_us', 'latency.min_us', 'us',     # the best trial, as NetPIPE and IMB report
-                        figures.latency(f'MPI round trip, {figures.size_text(self.size_bytes)}'))
+                        figures.latency(f'MPI round trip, {size}'))
+        self.add_duet_metrics('yardstick_rtt_us', 'min_us', 'us', figures.latency(f'yardstick round trip, {size}'),
+                              figures.ratio('MPI round trip / yardstick round trip (median of interleaved pairs)',
+                                            better='lower'))
 
 
 @rfm.simple_test

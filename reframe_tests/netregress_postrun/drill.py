@@ -17,8 +17,14 @@ Faults (docs/validation.md, "The drill"):
   u. a slow switch uplink                  (a cluster with a switch tree, VC_GIGE_LEAVES >= 2) tools/vcluster
                                            shape-uplink gige-leaf2 500mbit; the link test's topology plan names it
   n. a slow node link                      (the same) shape-node of the gige fabric's last node; named as the node
+  g. an MPI slowed by its own tuning file   Open MPI 4 given an MCA parameter file that cuts every TCP message into
+                                           1 KiB fragments: the transport stays right, the stream falls
+  h. an MPI latency regression of 2x       a test build of nr-mpitest whose PMPI layer busy-waits before every send,
+                                           half the clean run's round trip (MPICH 4)
 
-The drill keeps its own baseline (run/drill/state): it never adds to or reads this host's real baseline.
+g and h run on the vcluster and on ``local`` (a clean run of their selection there records the drill's baseline
+of ``local``): each must fail naming the MPI build and the interconnect. The drill keeps its own baseline
+(run/drill/state): it never adds to or reads this host's real baseline.
 """
 from __future__ import annotations
 
@@ -70,6 +76,7 @@ class Fault:
     env: dict[str, str] = field(default_factory=dict)
     during: Callable[[], None] | None = None   # run in parallel with reframe (a crash mid-run)
     node_check: list[str] = field(default_factory=list)   # partitions whose nodes must be checked afterwards
+    system: str = 'vcluster'
 
 
 class Drill:
@@ -82,10 +89,11 @@ class Drill:
     # -- running checks -------------------------------------------------------------------------------------
     def run_checks(self, name: str, fault: Fault) -> tuple[dict, str]:
         report = self.out / f'report-{name}.json'
+        system = fault.system
         env = {**os.environ, 'NETREGRESS_STATE': str(DRILL / 'state'), 'TMPDIR': str(paths.run_dir() / 'tmp'),
                'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1', **fault.env}
         argv = [self.reframe, *site.reframe_args(), '-c', str(ROOT / 'reframe_tests'),
-                '--system', 'vcluster', '--exec-policy', 'serial', '--max-retries', '0',
+                '--system', system, '--exec-policy', 'serial', '--max-retries', '0',
                 '--report-file', str(report), *fault.select, *fault.options, '-r',
                 # each run's failed cases (a core, the job's files) stay with its log, not overwritten by the next
                 '--stage', str(self.out / 'stage' / name)]
@@ -110,11 +118,11 @@ class Drill:
             return {}, f'no report ({err})'
 
     def step(self, fault: Fault) -> None:
-        print(f'== {fault.key}: {fault.title}', flush=True)
+        print(f'== {fault.key}: {fault.title} ({fault.system})', flush=True)
         t0 = time.monotonic()
         try:
             fault.inject()
-            report, _ = self.run_checks(fault.key, fault)
+            report, _ = self.run_checks(f'{fault.key}-{fault.system}', fault)
         finally:
             fault.restore()
         res = runreport.analyse(report)
@@ -133,7 +141,7 @@ class Drill:
             named = (naming or reasons or ['nothing'])[0]
         self.ok &= caught
         failed_names = sorted({runreport.case_name(tc).split(' @')[0] for tc in failed}) or ['-']
-        self.rows.append((f'{fault.key}. {fault.title}', f'{len(failed)}: {", ".join(failed_names)}',
+        self.rows.append((f'{fault.key}. {fault.title} ({fault.system})', f'{len(failed)}: {", ".join(failed_names)}',
                           named, f'{verdict} ({time.monotonic() - t0:.0f} s)'))
         print(f'   {verdict}: {named[:300]}', flush=True)
 
@@ -235,6 +243,60 @@ def _leaves(fabric: str) -> int:
     return int(VC.get(f'VC_{fabric.upper()}_LEAVES') or 0)
 
 
+#: Open MPI's own tuning file (MCA parameters) that the drill's fault g hands it: every TCP message in 1 KiB pieces.
+SLOW_OMPI_TUNING = '''# netregress drill, fault g: a broken tuning file
+btl_tcp_max_send_size = 1024
+btl_tcp_rdma_pipeline_frag_size = 1024
+btl_tcp_rdma_pipeline_send_length = 1024
+btl_tcp_min_rdma_pipeline_size = 1024
+'''
+
+#: Per system: the interconnect faults g and h slow (a fabric between nodes; TCP over loopback on ``local``).
+MPI_FAULT_PATH = {'vcluster': 'fast', 'local': 'tcp'}
+
+
+def _tuning_file() -> Path:
+    path = DRILL / 'openmpi-mca-params.conf'
+    path.write_text(SLOW_OMPI_TUNING)
+    return path
+
+
+def _round_trip_us(report: Path, system: str, environ: str, interconnect: str) -> float:
+    """The clean run's MPI round trip (mpi_latency rtt_us) of ``environ`` on ``interconnect``."""
+    res = runreport.analyse(runreport.read(report))
+    for tc in res['final'].values():
+        if (tc.get('system'), tc.get('environ'), tc.get('interconnect')) == (system, environ, interconnect) \
+                and str(tc.get('display_name', '')).startswith('mpi_latency'):
+            for pv in runreport.perfvalues(tc):
+                if pv.var == 'rtt_us' and pv.value:
+                    return pv.value
+    raise RuntimeError(f'{report}: no mpi_latency rtt_us of {environ} on {system}:{interconnect} '
+                       f'(the clean run of fault h)')
+
+
+def mpi_faults(system: str, clean_report: Path, kern_holder: dict) -> list[Fault]:
+    """Faults g and h on ``system``: an MPI stack slowed on its right transport, named with its interconnect."""
+    ic = MPI_FAULT_PATH[system]
+    stream = "mode == 'stream' and io == 'blocking'"
+    g = Fault('g', 'Open MPI 4 slowed by its own tuning file (every TCP message in 1 KiB fragments)',
+              ['-n', '^mpi_throughput', '-E', f"interconnect == '{ic}' and {stream}", '-p', '^openmpi4$'],
+              ['openmpi4', f'interconnect={ic}'], system=system,
+              options=['-S', f'extra_env_vars=OMPI_MCA_mca_base_param_files:{DRILL / "openmpi-mca-params.conf"}'],
+              inject=_tuning_file)
+    h = Fault('h', 'MPICH 4 latency regression of 2x (a PMPI layer busy-waits half a round trip before each send)',
+              ['-n', '^mpi_latency', '-E', f"interconnect == '{ic}'", '-p', '^mpich4$'],
+              ['mpich4', f'interconnect={ic}'], system=system,
+              env={'NETREGRESS_KERNELS': str(DRILL / 'kernels' / '{env}' / 'bin')})
+
+    def slow_sends():
+        # each round trip is two sends: half the clean round trip before each doubles it
+        delay = _round_trip_us(clean_report, system, 'mpich4', ic) / 2
+        h.options = ['-S', f'extra_env_vars=NR_FAULT_DELAY_US:{delay:.1f}']
+        kern_holder.setdefault('mpich4', _faulty_kernels('mpich4', 'mpicc.mpich'))
+    h.inject = slow_sends
+    return [g, h]
+
+
 def faults(clean_report: Path) -> list[Fault]:
     links_gige = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'"]
     # the switch-tree faults (a cluster with VC_GIGE_LEAVES >= 2), measured with the topology plan on the shaped
@@ -243,6 +305,7 @@ def faults(clean_report: Path) -> list[Fault]:
     topology = ['-n', '^link_allpairs', '-E', "interconnect == 'gige'", '-S', 'link_allpairs.plan=topology']
     refs_holder: dict[str, Path] = {}
     kern_holder: dict[str, Path] = {}
+    local_clean = clean_report.with_name('report-clean-local.json')
     return [
         Fault('a', 'gige link to gige2 throttled to 70% (tbf 700mbit)', links_gige, ['gige2'],
               inject=_vcluster_fault('node', 'gige2', '700mbit'), restore=_vcluster_fault('node', 'gige2', 'clear')),
@@ -264,7 +327,7 @@ def faults(clean_report: Path) -> list[Fault]:
         Fault('f', 'a corrupted payload (one bit flipped per message by a PMPI layer)',
               ['-n', '^mpi_throughput', '-E', "interconnect == 'gige' and mode == 'stream' and io == 'blocking'",
                '-p', '^openmpi4$'], ['payload mismatch'],
-              inject=lambda: kern_holder.setdefault('dir', _faulty_kernels('openmpi4', 'mpicc.openmpi')),
+              inject=lambda: kern_holder.setdefault('openmpi4', _faulty_kernels('openmpi4', 'mpicc.openmpi')),
               options=['-S', 'extra_env_vars=NR_FAULT_CORRUPT:1'],
               env={'NETREGRESS_KERNELS': str(DRILL / 'kernels' / '{env}' / 'bin')}),
         *([Fault('u', 'the uplink of leaf switch gige-leaf2 slowed to 500 Mbit/s (topology plan)', topology,
@@ -273,6 +336,8 @@ def faults(clean_report: Path) -> list[Fault]:
            Fault('n', f'gige{gige_nodes}\'s link slowed to 500 Mbit/s (topology plan)', topology,
                  [f'node gige{gige_nodes}'], inject=_vcluster_fault('node', f'gige{gige_nodes}', '500mbit'),
                  restore=_vcluster_fault('node', f'gige{gige_nodes}', 'clear'))] if _leaves('gige') >= 2 else []),
+        *mpi_faults('vcluster', clean_report, kern_holder),
+        *mpi_faults('local', local_clean, kern_holder),
     ]
 
 
@@ -281,10 +346,17 @@ CLEAN = Fault('clean', 'no fault: the drill selection on a healthy cluster',
                "interconnect in ('fast', 'gige') and locals().get('mode', 'stream') == 'stream' "
                "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(gnu|openmpi4|mpich4)$'], [])
 
+#: The clean run on ``local`` that faults g and h compare with there (their checks, MPI builds and path).
+CLEAN_LOCAL = Fault('clean', 'no fault: the selection of faults g and h on local',
+                    ['-n', r'^(mpi_latency|mpi_throughput)\b', '-E',
+                     f"interconnect == '{MPI_FAULT_PATH['local']}' and locals().get('mode', 'stream') == 'stream' "
+                     "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(openmpi4|mpich4)$'], [],
+                    system='local')
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog='tools/drill', description=__doc__.split('\n\n')[0])
-    ap.add_argument('--only', default='abcdefun',
+    ap.add_argument('--only', default='abcdefungh',
                     help='fault letters to inject (default: all; u and n only on a cluster with a switch tree)')
     ap.add_argument('--no-clean', action='store_true',
                     help='skip the clean run (make test: its CI subset ran clean just before)')
@@ -313,13 +385,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(drill: Drill, out: Path, only: str, t0: float, clean: bool = True) -> int:
     # the clean run records the drill's own baseline, which the fault runs compare with
-    rep = out / 'report-clean.json'
+    rep = out / 'report-clean-vcluster.json'
     if clean:
-        drill.step(CLEAN)
-        sh(str(ROOT / 'tools' / 'refs'), 'record', '--system', 'vcluster', str(rep), check=False,
-           env={**os.environ, 'NETREGRESS_STATE': str(DRILL / 'state')})
-    elif set(only) & set('ef'):
-        print('tools/drill: faults e and f need the clean run (its references and baseline)')
+        for step in [CLEAN] + ([CLEAN_LOCAL] if set(only) & set('gh') else []):
+            drill.step(step)
+            sh(str(ROOT / 'tools' / 'refs'), 'record', '--system', step.system,
+               str(out / f'report-clean-{step.system}.json'), check=False,
+               env={**os.environ, 'NETREGRESS_STATE': str(DRILL / 'state')})
+    elif set(only) & set('efgh'):
+        print('tools/drill: faults e, f, g and h need the clean run (its references, baseline and round trips)')
         return 2
     for fault in faults(rep):
         if fault.key in only:

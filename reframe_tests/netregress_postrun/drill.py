@@ -20,7 +20,8 @@ Faults (docs/validation.md, "The drill"):
   g. an MPI slowed by its own tuning file   Open MPI 4 given an MCA parameter file that cuts every TCP message into
                                            1 KiB fragments: the transport stays right, the stream falls
   h. an MPI latency regression of 2x       a test build of nr-mpitest whose PMPI layer busy-waits before every send,
-                                           half the clean run's round trip (MPICH 4)
+                                           half the clean run's round trip (MPICH 5: Debian's MPICH 4 is a known
+                                           fault over TCP, skipped there)
 
 g and h run on the vcluster and on ``local`` (a clean run of their selection there records the drill's baseline
 of ``local``): each must fail naming the MPI build and the interconnect. The drill keeps its own baseline
@@ -283,16 +284,17 @@ def mpi_faults(system: str, clean_report: Path, kern_holder: dict) -> list[Fault
               ['openmpi4', f'interconnect={ic}'], system=system,
               options=['-S', f'extra_env_vars=OMPI_MCA_mca_base_param_files:{DRILL / "openmpi-mca-params.conf"}'],
               inject=_tuning_file)
-    h = Fault('h', 'MPICH 4 latency regression of 2x (a PMPI layer busy-waits half a round trip before each send)',
-              ['-n', '^mpi_latency', '-E', f"interconnect == '{ic}'", '-p', '^mpich4$'],
-              ['mpich4', f'interconnect={ic}'], system=system,
+    h = Fault('h', 'MPICH 5 latency regression of 2x (a PMPI layer busy-waits half a round trip before each send)',
+              ['-n', '^mpi_latency', '-E', f"interconnect == '{ic}'", '-p', '^mpich5$'],
+              ['mpich5', f'interconnect={ic}'], system=system,
               env={'NETREGRESS_KERNELS': str(DRILL / 'kernels' / '{env}' / 'bin')})
 
     def slow_sends():
         # each round trip is two sends: half the clean round trip before each doubles it
-        delay = _round_trip_us(clean_report, system, 'mpich4', ic) / 2
+        delay = _round_trip_us(clean_report, system, 'mpich5', ic) / 2
         h.options = ['-S', f'extra_env_vars=NR_FAULT_DELAY_US:{delay:.1f}']
-        kern_holder.setdefault('mpich4', _faulty_kernels('mpich4', 'mpicc.mpich'))
+        kern_holder.setdefault('mpich5', _faulty_kernels('mpich5', str(paths.deps_dir() / 'mpi' / 'mpich5' / 'bin' /
+                                                                       'mpicc')))
     h.inject = slow_sends
     return [g, h]
 
@@ -344,13 +346,13 @@ def faults(clean_report: Path) -> list[Fault]:
 CLEAN = Fault('clean', 'no fault: the drill selection on a healthy cluster',
               ['-n', r'^(link_allpairs|node_loopback|mpi_latency|tcp_throughput|mpi_throughput)\b', '-E',
                "interconnect in ('fast', 'gige') and locals().get('mode', 'stream') == 'stream' "
-               "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(gnu|openmpi4|mpich4)$'], [])
+               "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(gnu|openmpi4|mpich4|mpich5)$'], [])
 
 #: The clean run on ``local`` that faults g and h compare with there (their checks, MPI builds and path).
 CLEAN_LOCAL = Fault('clean', 'no fault: the selection of faults g and h on local',
                     ['-n', r'^(mpi_latency|mpi_throughput)\b', '-E',
                      f"interconnect == '{MPI_FAULT_PATH['local']}' and locals().get('mode', 'stream') == 'stream' "
-                     "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(openmpi4|mpich4)$'], [],
+                     "and locals().get('io', 'blocking') == 'blocking'", '-p', '^(openmpi4|mpich5)$'], [],
                     system='local')
 
 

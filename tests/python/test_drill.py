@@ -17,7 +17,7 @@ def test_the_mpi_faults_name_the_build_and_the_interconnect(tmp_path, monkeypatc
     """g and h fail the run naming the MPI build and the interconnect; h doubles the clean run's round trip."""
     faults = {(f.key, f.system): f for f in drill.faults(tmp_path / 'report-clean-vcluster.json')}
     assert faults[('g', 'vcluster')].expect == ['openmpi4', 'interconnect=fast']
-    assert faults[('h', 'local')].expect == ['mpich4', 'interconnect=tcp']
+    assert faults[('h', 'local')].expect == ['mpich5', 'interconnect=tcp']
     assert 'OMPI_MCA_mca_base_param_files' in ' '.join(faults[('g', 'local')].options)
     monkeypatch.setattr(drill, '_round_trip_us', lambda report, system, env, ic: 30.0)
     monkeypatch.setattr(drill, '_faulty_kernels', lambda env, mpicc: tmp_path)

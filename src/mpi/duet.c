@@ -63,7 +63,8 @@ struct nr_duet_link {
     int fd;              /* tcp */
     struct nr__seg *seg; /* shm */
     uint64_t tx, rx;     /* shm: chunks this rank wrote into its ring, and read from the other's */
-    bool oversub;        /* shm: the two ranks share one CPU, so a waiting rank yields at once */
+    bool oversub;        /* the two ranks share one CPU, so a waiting rank yields at once */
+    unsigned long idle;  /* tcp: empty polls (a yield every NR__SPIN_YIELD) */
     double longest_s;    /* the longest yardstick run so far, and its time per message: the next deadline's basis */
     double msg_s;
     unsigned runs;       /* yardstick runs so far, the warm-up first (the test build's fault counter) */
@@ -173,12 +174,15 @@ static int nr__tcp_open(struct nr_duet *d, const char *iface, struct nr_error *e
     const struct nr_mpi *m = d->mpi_ctx;
     int rc = NR_OK, lfd = -1;
     uint32_t mine = 0;
-    if (!iface && m->local_ranks < 2)
+    /* Another host: neither shared memory nor the processor name says one (MPICH with MPIR_CVAR_NOLOCAL=1, how the
+     * interconnect table forces its TCP path, makes every rank its own node in MPI_COMM_TYPE_SHARED) */
+    const bool apart = m->local_ranks < 2 && strcmp(nr__host_of(d, 0), nr__host_of(d, 1)) != 0;
+    if (!iface && apart)
         rc = nr_error_set(err, NR_E_USAGE, "--duet tcp: the ranks run on different hosts (%s, %s): name the "
                           "interface to measure with --duet-iface", nr__host_of(d, 0), nr__host_of(d, 1));
     if (rc == NR_OK)
         rc = nr_net_iface_ipv4(iface, m->host, &mine, d->iface, sizeof d->iface, err);
-    if (rc == NR_OK && m->local_ranks < 2 && ntohl(mine) >> 24 == 127)
+    if (rc == NR_OK && apart && ntohl(mine) >> 24 == 127)
         rc = nr_error_set(err, NR_E_USAGE, "--duet-iface %s: a loopback address does not reach the other host", iface);
     struct nr__endpoint ep, all[2];
     memset(&ep, 0, sizeof ep);
@@ -290,16 +294,20 @@ static int nr__shm_open(struct nr_duet *d, struct nr_error *err)
     rc = nr_mpi_agree(rc, err);
     if (m->rank == 0)
         shm_unlink(id.name); /* both ranks have it mapped (or gave up): no name is left behind */
-    if (rc < 0)
-        return rc;
-    /* Two ranks whose CPUs together are one must yield while they wait, or each spins away the other's turn. */
+    return rc;
+}
+
+/* Both yardsticks spin while they wait, as MPI libraries do; two ranks whose CPUs together are one must yield
+ * instead, or each spins away the other's turn. */
+static int nr__oversubscribed(struct nr_duet_link *l, struct nr_error *err)
+{
     cpu_set_t mine, both[2], any;
     CPU_ZERO(&mine);
     if (sched_getaffinity(0, sizeof mine, &mine) < 0)
         for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++)
             CPU_SET((int)c, &mine);
-    rc = nr_mpi_check(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, both, (int)sizeof mine, MPI_BYTE,
-                                    MPI_COMM_WORLD), "MPI_Allgather (CPU affinity)", err);
+    int rc = nr_mpi_check(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, both, (int)sizeof mine, MPI_BYTE,
+                                        MPI_COMM_WORLD), "MPI_Allgather (CPU affinity)", err);
     CPU_OR(&any, &both[0], &both[1]);
     l->oversub = CPU_COUNT(&any) < 2;
     return nr_mpi_agree(rc, err);
@@ -352,13 +360,16 @@ int nr_duet_open(struct nr_duet *d, int kind, const char *iface, const struct nr
                       err);
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
+    if ((rc = nr__oversubscribed(d->link, err)) < 0)
+        return rc;
     rc = d->kind == NR_DUET_TCP ? nr__tcp_open(d, iface, err) : nr__shm_open(d, err);
+    const char *waits = d->link->oversub ? "; one CPU for both ranks: waits yield" : "";
     if (rc == NR_OK && m->rank == 0 && d->kind == NR_DUET_TCP)
-        printf("Duet yardstick: tcp over %s (rank 1 listens on %s:%u), order seed %llu\n", d->iface, d->address,
-               (unsigned)d->port, (unsigned long long)d->seed);
+        printf("Duet yardstick: tcp over %s (rank 1 listens on %s:%u%s), order seed %llu\n", d->iface, d->address,
+               (unsigned)d->port, waits, (unsigned long long)d->seed);
     else if (rc == NR_OK && m->rank == 0)
         printf("Duet yardstick: shm (a ring of %d x %d-byte slots each way%s), order seed %llu\n", NR__SLOTS,
-               NR__CHUNK, d->link->oversub ? ", one CPU: waits yield" : "", (unsigned long long)d->seed);
+               NR__CHUNK, waits, (unsigned long long)d->seed);
     return rc;
 }
 
@@ -419,26 +430,23 @@ static int nr__shm_duplex(struct nr_duet_link *l, const unsigned char *out, size
     return 0;
 }
 
-#ifdef NR_DUET_TCP_SPIN
+/* A TCP yardstick waits as MPI's TCP transports do, polling without sleeping (Open MPI's and UCX's progress engines
+ * call epoll with a zero timeout): one that slept in poll would pay the host's wake-up latency, which moves with
+ * the host's state and which the MPI run does not pay. */
 static int nr__tcp_spin(void *ctx, int ms)
 {
     struct nr_duet_link *l = ctx;
     (void)ms;
-    static unsigned long n;
-    if (l->oversub || ++n % NR__SPIN_YIELD == 0)
+    if (l->oversub || ++l->idle % NR__SPIN_YIELD == 0)
         sched_yield();
     return 0;
 }
-#define NR__TCP_IDLE nr__tcp_spin
-#else
-#define NR__TCP_IDLE NULL
-#endif
 
 static int nr__move(struct nr_duet *d, const unsigned char *out, size_t out_len, unsigned char *in, size_t in_len,
                     double deadline, char *why, size_t why_len)
 {
     if (d->kind == NR_DUET_TCP)
-        return nr_net_duplex(d->link->fd, out, out_len, in, in_len, deadline, NR__TCP_IDLE, d->link, why, why_len);
+        return nr_net_duplex(d->link->fd, out, out_len, in, in_len, deadline, nr__tcp_spin, d->link, why, why_len);
     return nr__shm_duplex(d->link, out, out_len, in, in_len, deadline, why, why_len);
 }
 

@@ -7,8 +7,9 @@
  * Yardsticks: `tcp`, a raw TCP connection from rank 0 to rank 1 (rank 1 listens on the IPv4 address of
  * --duet-iface, by default the loopback interface when both ranks share a host); `shm`, a POSIX shared-memory
  * segment with a ring of chunk slots per direction (two copies per message, as an MPI shared-memory transport
- * makes). MPI is the control plane only: set-up, the order, the barrier before each timed run. Every wait inside a
- * yardstick run has a deadline; a failure there ends the job (nr_mpi_fail_loop), as one inside an MPI run does.
+ * makes). Both wait as MPI libraries do, polling without sleeping. MPI is the control plane only: set-up, the order,
+ * the barrier before each timed run. Every wait inside a yardstick run has a deadline; a failure there ends the job
+ * (nr_mpi_fail_loop), as one inside an MPI run does.
  */
 #ifndef NR_DUET_H
 #define NR_DUET_H

@@ -75,6 +75,30 @@ def run_unprivileged(check) -> None:
     except KeyError:
         raise ValueError(f'environment {check.current_environ.name} runs its jobs as user {user!r} (extras.run_as), '
                          f'which does not exist: run tools/bootstrap as root to create it') from None
+    kernels = getattr(getattr(check, 'kernels', None), 'kernels_dir', None)
+    blocked = kernels and unreachable_dir(kernels, pw)
+    if blocked:
+        st = os.stat(blocked)
+        raise ValueError(f'environment {check.current_environ.name} runs its jobs as user {user!r} (extras.run_as), '
+                         f'who cannot reach its kernels {kernels}: {blocked} is mode {st.st_mode & 0o777:04o}, owner '
+                         f'uid {st.st_uid} (let others search it, chmod o+x, or keep NETREGRESS_DEPS out of a '
+                         f'private directory)')
     if check.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
         check.job.options += [f'--uid={user}']
     os.chown(check.stagedir, pw.pw_uid, pw.pw_gid)
+
+
+def unreachable_dir(path: str, pw) -> str | None:
+    """The first directory on the way to ``path`` that user ``pw`` may not search (no x bit for it), or None."""
+    groups = set(os.getgrouplist(pw.pw_name, pw.pw_gid))
+    here = '/'
+    for part in os.path.abspath(path).strip('/').split('/'):
+        try:
+            st = os.stat(here)
+        except OSError:
+            return None                 # a path that does not exist fails later, with its own message
+        bit = 0o100 if st.st_uid == pw.pw_uid else 0o010 if st.st_gid in groups else 0o001
+        if not st.st_mode & bit:
+            return here
+        here = os.path.join(here, part)
+    return None

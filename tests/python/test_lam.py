@@ -218,3 +218,24 @@ def test_lamrun_stops_a_rank_that_failed_in_mpi_init(repo_root, tmp_path):
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 1 and 'a rank failed in MPI_Init' in proc.stderr, proc.stderr
     assert time.monotonic() - t0 < 10, 'the hung run was not stopped'
+
+
+def test_a_private_directory_on_the_way_to_the_kernels_is_named():
+    """LAM's jobs run as another user: a directory it may not search (a private NETREGRESS_DEPS parent) is found
+    before the job runs, not reported by the job as 'Permission denied' on every rank."""
+    import pwd
+    import shutil
+    import tempfile
+    from pathlib import Path
+    user = pwd.getpwnam('nobody')
+    top = Path(tempfile.mkdtemp(dir='/var/tmp'))       # pytest's own base directory is private
+    try:
+        kernels = top / 'state' / 'deps' / 'kernels' / 'lam7' / 'bin'
+        kernels.mkdir(parents=True)
+        for d in [top, *[top / p for p in kernels.relative_to(top).parents], kernels]:
+            d.chmod(0o755)
+        assert launch.unreachable_dir(str(kernels), user) is None
+        (top / 'state').chmod(0o700)
+        assert launch.unreachable_dir(str(kernels), user) == str(top / 'state')
+    finally:
+        shutil.rmtree(top)

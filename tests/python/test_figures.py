@@ -43,12 +43,19 @@ FROZEN = {
     ('mpitest.latency', 'peer_rtt_us'): ('latency', 'lower'),
     ('mpitest.latency', 'ratio_to_peer'): ('cpu_bound', 'lower'),
     ('mpitest.latency', 'rtt_us'): ('latency', 'lower'),
+    ('mpitest.latency', 'yardstick_rtt_us'): ('latency', 'lower'),
+    # the duet ratio: a ratio over TCP, a CPU-bound figure over shared memory (checks/mpi_p2p.py)
+    ('mpitest.latency', 'ratio_to_yardstick', 'tcp'): ('ratio', 'lower'),
+    ('mpitest.latency', 'ratio_to_yardstick', 'shm'): ('cpu_bound', 'lower'),
     ('mpitest.pingpong.blocking', 'throughput_mbps'): ('cpu_bound', 'higher'),
     ('mpitest.pingpong.nonblocking', 'throughput_mbps'): ('cpu_bound', 'higher'),
     ('mpitest.stream.blocking', 'fraction_of_link'): ('ratio', 'higher'),
     ('mpitest.stream.blocking', 'iperf3_mbps'): ('throughput', 'higher'),
     ('mpitest.stream.blocking', 'ratio_to_iperf3'): ('ratio', 'higher'),
     ('mpitest.stream.blocking', 'throughput_mbps'): ('throughput', 'higher'),
+    ('mpitest.stream.blocking', 'yardstick_mbps'): ('cpu_bound', 'higher'),
+    ('mpitest.stream.blocking', 'ratio_to_yardstick', 'tcp'): ('ratio', 'higher'),
+    ('mpitest.stream.blocking', 'ratio_to_yardstick', 'shm'): ('cpu_bound', 'higher'),
     ('mpitest.stream.nonblocking', 'throughput_mbps'): ('throughput', 'higher'),
     ('mpitest.sweep.pingpong', 'throughput_mbps'): ('cpu_bound', 'higher'),
     ('netpipe.mpi', 'latency_us'): ('latency', 'lower'),
@@ -84,9 +91,10 @@ FROZEN = {
 }
 
 
-def frozen(ref_test: str, var: str) -> tuple[str, str]:
+def frozen(ref_test: str, var: str, interconnect: str = '') -> tuple[str, str]:
     key = 'npb.*' if ref_test.startswith('npb.') else ref_test
-    return FROZEN[(key, references.split_metric(var)[0])]
+    name = references.split_metric(var)[0]
+    return FROZEN.get((key, name, 'shm' if interconnect == 'shm' else 'tcp')) or FROZEN[(key, name)]
 
 
 # -- the declaration type ------------------------------------------------------------------------------------------
@@ -154,7 +162,8 @@ def test_every_case_set_up_here_records_a_declared_figure_per_performance_variab
             var = m.group(1)
             entry = current['nr_figures'][var]            # declared, under the name the report uses
             assert set(entry) == {'kind', 'label', 'better'} and entry['label']
-            assert (entry['kind'], entry['better']) == frozen(current['ref_test'], var), (current['name'], var)
+            assert (entry['kind'], entry['better']) == frozen(current['ref_test'], var, current.get('interconnect')), \
+                (current['name'], var)
             seen += 1
     assert seen > 100        # the local system sets up tcp, mpi, netpipe and iperf3 cases
 

@@ -44,11 +44,11 @@ class MpitestBenchmark(MpiKernelCheck):
     #: Time a yardstick outside MPI in the same process, each repetition paired with an MPI one in random order
     #: (``--duet``: ``tcp`` over the interface under test, ``shm`` on shared memory), and judge the MPI figure by its
     #: ratio to it: a host that slows down slows both, an MPI stack that slows down does not slow the yardstick.
-    #: None: the leaf decides (where its figure is CPU-bound); ``-S duet=false`` turns it off.
+    #: The leaves use it where their figure is CPU-bound; ``-S duet=false`` turns it off.
     #:
-    #: :type: :class:`bool` or ``None``
-    #: :default: ``None``
-    duet = variable(bool, type(None), value=None)
+    #: :type: :class:`bool`
+    #: :default: ``True``
+    duet = variable(typ.Bool, value=True)
 
     tags = {'mpi'}
 
@@ -122,9 +122,8 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        if self.duet is None:
-            # the CPU-bound stream (no line rate bounds it) is judged against raw TCP or a shared-memory copy
-            self.duet = (self.mode, self.io) == ('stream', 'blocking') and not self.ic.rate_mbps
+        # the CPU-bound stream (no line rate bounds it) is judged against raw TCP or a shared-memory copy
+        self.duet = self.duet and (self.mode, self.io) == ('stream', 'blocking') and not self.ic.rate_mbps
         # --verify: every received message's last copy is checked against the pattern (exit 3 on a mismatch): a
         # corrupted payload fails the check; measured cost within the run-to-run noise
         opts = ['-r', str(self.repetitions), '-t', str(self.repetition_s(self.test_time_s)), '-m',
@@ -166,8 +165,6 @@ class mpi_latency(MpiRoundTripPeerPlugin, MpitestBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        if self.duet is None:
-            self.duet = True
         self.kernel_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions), '-t', str(self.test_time_s)]
         self.kernel_opts += self.duet_opts() + list(self.extra_opts)
         size = figures.size_text(self.size_bytes)

@@ -146,7 +146,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
     #:
     #: :type: :class:`bool`
     #: :default: ``False``
-    measure_rtt = variable(bool, value=False)
+    measure_rtt = variable(typ.Bool, value=False)
 
     #: Seconds a round may take before its unfinished pairs are failed (``--round-timeout``).
     #:

@@ -111,7 +111,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #:
     #: :type: :class:`bool`
     #: :default: ``True``
-    fit_host_cpus = variable(bool, value=True)
+    fit_host_cpus = variable(typ.Bool, value=True)
 
     #: Fraction of the kernel's payload each node's interface under test must have carried.
     #:
@@ -123,7 +123,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #:
     #: :type: :class:`bool`
     #: :default: ``True``
-    record_counters = variable(bool, value=True)
+    record_counters = variable(typ.Bool, value=True)
 
     #: What the counters showed on the interface under test, per node (filled by sanity; goes to the perflog).
     #:
@@ -136,7 +136,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #:
     #: :type: :class:`bool`
     #: :default: ``True``
-    nr_fabric_payload = variable(bool, value=True, loggable=True)
+    nr_fabric_payload = variable(typ.Bool, value=True, loggable=True)
 
     #: Where the references came from: a host baseline, the committed file, or none yet (goes to the perflog).
     #:

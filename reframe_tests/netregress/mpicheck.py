@@ -30,12 +30,12 @@ class MpiCheck(NetregressCheck):
     #:
     #: :type: :class:`bool`
     #: :default: ``True``
-    check_transport = variable(bool, value=True)
+    check_transport = variable(typ.Bool, value=True)
 
     #: The ranks outnumber the CPUs they run on (set in setup; tools/refs gives such runs a wider band).
     #:
     #: :type: :class:`bool`
-    oversubscribed = variable(bool, value=False, loggable=True)
+    oversubscribed = variable(typ.Bool, value=False, loggable=True)
 
     #: Environment variables set after the interconnect's forcing ones (``-S extra_env_vars=UCX_TLS:all``): to try
     #: a setting by hand, and for the drill's wrong-path fault. The transport and counter witnesses still judge.

@@ -282,7 +282,7 @@ class SpackPackageBuild(rfm.CompileOnlyRegressionTest):
     #:
     #: :type: :class:`bool`
     #: :default: ``False``
-    optional = variable(bool, value=False)
+    optional = variable(typ.Bool, value=False)
 
     #: ``<prefix>/<subdir>`` once built ('' when Spack is absent and the fixture is optional).
     #:

@@ -54,7 +54,7 @@ class TcpPairCheck(NetregressCheck):
     #:
     #: :type: :class:`bool`
     #: :default: ``False``
-    server_prints_port = variable(bool, value=False)
+    server_prints_port = variable(typ.Bool, value=False)
 
     def server_command(self) -> str:
         """Shell command starting the server on ``$SERVER_ADDR``, port ``$SERVER_PORT`` or, with

@@ -5,7 +5,8 @@ the MPI library reports and, between nodes, the bytes on the interface under tes
 
 The round trip and the CPU-bound stream also run a yardstick that bypasses MPI, interleaved with the MPI repetitions
 in the same process (``--duet``: raw TCP between the two ranks over the interface under test, or a shared-memory
-ring on ``shm``); ``ratio_to_yardstick`` is judged by a tight band where the absolute figure swings with the host.
+ring on ``shm``); over TCP ``ratio_to_yardstick`` gets a tight band where the absolute figure swings with the
+host (over shm the wide one: :meth:`MpitestBenchmark.add_duet_metrics`).
 """
 import reframe as rfm
 import reframe.utility.typecheck as typ

@@ -39,8 +39,8 @@ def apply(check) -> None:
             refs[name] = (0, None, None, fn.unit)
             continue
         if host_refs and not check.asserted_absolute(name):
-            # a CPU-bound figure on shared CPUs: the wide band its measured spread supports (recorded only when
-            # the baseline has not seen it)
+            # a CPU-bound figure on shared CPUs: the wide band its measured spread supports (recorded only while
+            # the baseline has not seen it in min_runs runs)
             try:
                 refs[name] = shared_refs.lookup(part, env, check.interconnect, check.ref_test, name).as_reframe()
                 shared_band.append(name)

@@ -144,8 +144,8 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     nr_reference_source = variable(str, value='', loggable=True)
 
     #: Figures measured and recorded but not asserted here: CPU-bound absolutes on a partition whose extra
-    #: ``assert_cpu_bound`` is False that the host baseline has not seen yet (filled before the performance
-    #: stage; goes to the perflog).
+    #: ``assert_cpu_bound`` is False that the host baseline has not seen in ``min_runs`` runs yet (filled before
+    #: the performance stage; goes to the perflog).
     #:
     #: :type: :class:`str`
     nr_recorded_only = variable(str, value='', loggable=True)

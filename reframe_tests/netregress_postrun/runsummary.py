@@ -92,7 +92,8 @@ def judged_lines(cases: list[Mapping]) -> list[str]:
     lines = [f'   figures asserted against a band: {band} of {band + total["recorded"]}, outside it: {out}'
              f'{f" ({1000 * out / band:.1f} per 1,000)" if band else ""}'
              f'; of them {total["shared_cpu"]} by the wide band of CPU-bound figures on shared CPUs; recorded '
-             f'without a band: {total["recorded"]} (the baseline has not seen them yet)']
+             f'without a band: {total["recorded"]} (the baseline has not seen them, or not in enough runs to '
+             f'measure their spread)']
     if len(table) > 1:
         lines.append('     system:interconnect  judged  (shared-CPU band)  outside  recorded only')
         lines += [f'     {f"{system}:{ic}":20} {c["band"]:7d}  {c["shared_cpu"]:17d}  {c["out"]:7d}  {c["recorded"]:13d}'

@@ -196,6 +196,9 @@ _UCX_EP = re.compile(r'ep_cfg\[\d+\]: tag\(([^)]*)\)')
 _OFI_PROVIDER = re.compile(r'^\s*libfabric provider:\s*([^\s,;]+)', re.M)
 _IMPI_PROVIDER = re.compile(r'MPI startup\(\):\s*(?:libfabric\s+)?provider:\s*(\S+)')
 _IMPI_SHM_ONLY = re.compile(r'MPI startup\(\):\s*(?:I_MPI_FABRICS=shm|shm segment size)', re.I)
+#: MPICH's MPIR_CVAR_DEBUG_SUMMARY names the netmod it loaded; for UCX it prints no transport of its own, so a build
+#: moved from OFI onto UCX would otherwise report nothing at all (the drill's wrong-transport fault)
+_MPICH_UCX_NETMOD = re.compile(r'^(?:\d+: )?==== UCX netmod Capability ====', re.M)
 #: LAM/MPI 7.1 with LAM_MPI_SSI_rpi_verbose: each rank prints ``n0<pid> ssi:rpi:<module>: module initializing`` for
 #: the RPI it selected (the usysv/sysv modules go on to list the tcp module's parameters, which name no choice).
 _LAM_RPI = re.compile(r'ssi:rpi:(\w+): module initializing')
@@ -217,6 +220,8 @@ def transports(output: str) -> set[str]:
         found.add(f'impi:{m.group(1).rstrip(",;")}')
     if _IMPI_SHM_ONLY.search(output) and not any(t.startswith('impi:') for t in found):
         found.add('impi:shm')
+    if _MPICH_UCX_NETMOD.search(output) and not any(t.startswith('ucx:') for t in found):
+        found.add('mpich:ucx-netmod')
     for m in _LAM_RPI.finditer(output):
         found.add(f'lam:{m.group(1)}')
     return found

@@ -318,7 +318,7 @@ def faults(clean_report: Path) -> list[Fault]:
               ['-n', '^link_allpairs|^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^(gnu|openmpi4)$'],
               ['fast2'], during=_crash_later('fast2', 8), restore=_restart_cluster, node_check=['fast']),
         Fault('d', 'MPICH 5 moved onto UCX with every transport allowed (UCX_TLS=all) on fast',
-              ['-n', '^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^mpich5$'], ['did not cross eth0'],
+              ['-n', '^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^mpich5$'], ['MPI took another path', 'ucx-netmod'],
               options=['-S', 'extra_env_vars=MPIR_CVAR_CH4_NETMOD:ucx,UCX_TLS:all']),
         Fault('e', 'a reference deleted (committed references, as on a site system)',
               ['-n', '^tcp_throughput', '-E', "interconnect == 'gige' and mode == 'stream' and io == 'blocking'"],

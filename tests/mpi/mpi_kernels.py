@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import statistics
 import subprocess
@@ -24,7 +25,17 @@ def run(kernel, np, *opts, expect=0, env=None, timeout=180):
     cmd = [ARGS.mpiexec, ARGS.np_flag, str(np)] + shlex.split(ARGS.preflags) + [os.path.join(where, kernel)]
     cmd += [str(o) for o in opts]
     e = dict(os.environ, **(env or {}))
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+    # its own session: on a timeout the launcher's proxies and ranks go too (a rank left spinning would slow every
+    # later test), and what they printed so far is kept for the failure message
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            exc.stdout, exc.stderr = proc.communicate()
+            raise
+    p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     ok = p.returncode == expect if expect is not None else p.returncode != 0
     if not ok:
         sys.exit(f'FAIL: {" ".join(cmd)} exited {p.returncode}, expected {expect}\nstdout:\n{p.stdout}\n'
@@ -182,12 +193,13 @@ def _fault_in_loop(d, kernel, np, fault, call, *opts, bound=60, env=None, rank=1
     t0 = time.monotonic()
     try:
         p = run(kernel, np, *opts, '--json', js, expect=None, env=env, timeout=bound + 60)
-    except subprocess.TimeoutExpired:
-        sys.exit(f'FAIL: {kernel} {env}: still running after {bound + 60} s (a rank waits forever)')
+    except subprocess.TimeoutExpired as exc:
+        sys.exit(f'FAIL: {kernel} {env}: still running after {bound + 60} s (a rank waits forever)\n'
+                 f'stdout:\n{exc.stdout}\nstderr:\n{exc.stderr}')
     took = time.monotonic() - t0
     print(f'{kernel} -np {np} {" ".join(map(str, opts))}, {env}: rank {rank} failed, every rank ended {took:.2f} s '
           f'after the start, exit {p.returncode}')
-    check(took < bound, f'{kernel} {fault}: the job took {took:.1f} s to end (bound {bound} s)')
+    check(took < bound, f'{kernel} {fault}: the job took {took:.1f} s to end (bound {bound} s)\n{p.stderr}')
     check(p.returncode == 1, f'{kernel} {fault}: exit {p.returncode}, expected 1\n{p.stderr}')
     check(f'rank {rank}' in p.stderr and call in p.stderr, f'{kernel} {fault}: rank and call named: {p.stderr}')
     r = load(js)
@@ -337,8 +349,10 @@ def case_mpitest_duet_fault_in_loop(d):
     fixed = ('-r', 4, '-m', '64k', '--iterations', 5)
     for y in ('tcp', 'shm'):
         _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'Recv:9', 'MPI_Send/MPI_Recv', *fixed, '--duet', y)
+        # the stalled rank wakes after 80 s, before the 100-s hard timeout: a launcher that fails to end it shows
+        # as a job of 80 s with its output, not as a hang with none
         p = _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'stall', f'--duet {y} yardstick', *fixed, '--duet', y,
-                           bound=40, env={'NR_DUET_FAULT': 'stall:1:3:120'}, rank=0)
+                           bound=40, env={'NR_DUET_FAULT': 'stall:1:3:80'}, rank=0)
         check('timed out' in p.stderr, p.stderr)
     p = _fault_in_loop(d, 'nr-mpitest-faulty', 2, 'reset', '--duet tcp yardstick', *fixed, '--duet', 'tcp',
                        '-i', bound=20, env={'NR_DUET_FAULT': 'reset:1:3'}, rank=0)

@@ -153,6 +153,22 @@ IMPI_SHM_OUT = """[0] MPI startup(): Load tuning file: "/x/opt/mpi/etc/tuning_ge
 """
 
 
+MPICH_UCX_SUMMARY = """==== Various sizes and limits ====
+sizeof(MPIDI_per_vci_t): 128
+==== UCX netmod Capability ====
+MPIDI_UCX_CONTEXT_ID_BITS: 16
+"""
+
+
+def test_mpich_moved_onto_ucx_is_named(table):
+    """MPICH's debug summary names the UCX netmod where UCX itself was not asked to report (drill fault d)."""
+    found = transports(MPICH_UCX_SUMMARY)
+    assert found == {'mpich:ucx-netmod'}
+    wrong = check_transports(found, table.path('tcp', 'mpich-ofi', {'iface': 'lo'}).transport)
+    assert wrong and 'another path' in wrong[0] and 'ucx-netmod' in wrong[0]
+    assert transports(MPICH_UCX_SUMMARY + UCX_OUT) == {'ucx:tcp/lo'}     # UCX's own report is the finer one
+
+
 def test_transports_from_mpich_ofi_and_intel_mpi(table):
     assert transports(MPICH_OFI_OUT) == {'ofi:tcp'}       # candidates are not the choice
     assert transports(IMPI_OFI_OUT) == {'impi:tcp'}

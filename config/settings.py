@@ -26,7 +26,9 @@ Environment extras read by the netregress library (reframe_tests/netregress):
   spack_mpi    'none': Spack has no package for this MPI; its Spack-built tools are skipped with that reason
   known_faults defects of this MPI build that checks skip, visibly, with the reason: [{checks: [check names],
                interconnects: [names] (only runs on these), oversubscribed: true (only runs with more ranks
-               than CPUs), reason: '...'}]
+               than CPUs), reason: '...'}]; an entry with `failure` (a regular expression) skips nothing: a
+               failed run whose problems match it is marked as that fault, and if the case then passes on
+               ReFrame's retry the run is not failed for it (listed, netregress_postrun/runreport.py)
 Partition extras: launch ({environment: launcher template}, see above), references ('host': the references are this host's baseline, recorded by its first run and kept
 under run/state or $NETREGRESS_STATE (netregress/baselines.py); absent: the committed reference_values/<system>.yaml,
 where a missing reference fails), time_limit / max_pending_time (per job; ReFrame's defaults where absent),
@@ -92,7 +94,13 @@ OMPI_ROOT_VARS = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONF
 # MPI builds: (name, compiler, family, extras, env_vars) shared by every system on this machine.
 MPI_BUILDS = {
     'openmpi4': dict(cc='mpicc.openmpi', family='openmpi4', env_vars=OMPI_ROOT_VARS,
-                     extras={'netpipe_mpi': '/usr/bin/NPopenmpi'}),
+                     extras={'netpipe_mpi': '/usr/bin/NPopenmpi',
+                             # measured 2026-11-26 on vcluster: about 1 launch in 30-80 of Debian's Open MPI 4.1.4
+                             # over btl tcp died of SIGSEGV inside MPI_Init (a call through a NULL pointer from
+                             # mca_btl_tcp.so in opal_progress's event loop, from a kept core); never mid-run
+                             'known_faults': [{'failure': r'Segmentation fault',
+                                               'reason': 'Debian Open MPI 4.1.4 now and then dies of SIGSEGV in '
+                                                         'MPI_Init (btl tcp, about 1 launch in 30-80)'}]}),
     'mpich4': dict(cc='mpicc.mpich', family='mpich-ucx', env_vars=[],
                    extras={'netpipe_mpi': '/usr/bin/NPmpich2',
                            # measured 2026-11-23 on vcluster: half the 4-rank runs across 2 nodes wrote their

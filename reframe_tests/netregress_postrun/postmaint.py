@@ -298,6 +298,8 @@ def failing_cases(report: Mapping) -> list[str]:
              for tc in res['final'].values() if tc.get('result') in ('fail', 'abort')]
     lines += [f'FAILED (then passed on a retry) {runreport.case_name(tc)}: {runreport.failure(tc)}'
               for tc in res['hidden'].values()]
+    lines += [f'passed on a retry after a declared known fault: {runreport.case_name(tc)}: {runreport.failure(tc)}'
+              for tc in res['excused'].values()]
     return lines
 
 

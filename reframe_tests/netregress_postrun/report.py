@@ -123,7 +123,7 @@ def collect(run_dir: Path) -> Report:
                 skips[one_line(tc.get('fail_reason'))].append(case_name(tc))
         hidden += [{'case': case_name(tc), 'reason': failure(tc)} for tc in rep.hidden.values()]
         retried += [{'case': case_name(tc), 'reason': one_line(tc.get('fail_reason'))}
-                    for tc in rep.retried.values()]
+                    for tc in [*rep.excused.values(), *rep.retried.values()]]
     facts = baselines.host_facts()
     return Report(
         run_dir=run_dir, reports=reports, sections=sections, host=facts, host_id=baselines.host_id(facts),

@@ -168,7 +168,7 @@ def write_markdown(report: Report, path: Path) -> None:
         for f in report.hidden:
             p(f'- FAILED, then passed on a retry: {f["case"]}: {f["reason"]}')
         for f in report.retried:
-            p(f'- passed on a retry of the performance measurement: {f["case"]}: {f["reason"]}')
+            p(f'- passed on a retry (a performance failure, or a declared known fault): {f["case"]}: {f["reason"]}')
     p()
     p(f'## Skips ({sum(len(v) for _, v in report.skips)}), by reason')
     p()

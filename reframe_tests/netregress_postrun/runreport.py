@@ -9,8 +9,9 @@ postmaint too). What it settles once:
   must be a run report itself (``run/ci/report.json``, ``reframe --report-file``).
 * **Attempts** (:func:`testcases`, :func:`analyse`): ReFrame writes one ``runs[]`` entry per attempt
   (``--max-retries``); the *last* attempt of a case (same :func:`case_key`) decides. A case that failed outside
-  the performance stage and passed on a retry is *hidden* (the failure counts); one that failed only its
-  performance check is *retried*.
+  the performance stage and passed on a retry is *hidden* (the failure counts), unless its check marked the
+  failure as a declared known fault of its environment (:data:`KNOWN_FAILURE_MARK`): then it is *excused*
+  (listed, the run not failed for it); one that failed only its performance check is *retried*.
 * **Names** (:func:`case_name`, :func:`test_name`, :func:`case_status`, :func:`failure`).
 * **Figures** (:func:`perfvalues`): each ``perfvalues`` entry ``"system:partition:var": [value, ref, lower, upper,
   unit, result]`` as a :class:`PerfValue`; with :func:`declaration`, what the check says the figure is (its
@@ -33,6 +34,9 @@ from typing import Iterator, Mapping
 
 from reframe.utility import nodelist_abbrev, nodelist_expand
 
+#: What a check writes into a failure that matches a declared known fault of its environment (the ``failure``
+#: pattern of an environment's ``known_faults``; netregress.base.KNOWN_FAILURE_MARK).
+KNOWN_FAILURE_MARK = 'declared known fault of'
 #: The run reports of a run directory (tools/validate writes one per system).
 REPORT_GLOB = 'report-*.json'
 #: Kinds a check may declare for a figure (netregress.figures); :data:`UNDECLARED` for a report without them.
@@ -154,6 +158,11 @@ class RunReport:
         return self.analysis['hidden']
 
     @property
+    def excused(self) -> dict[tuple, Mapping]:
+        """Cases that passed on a retry after a failure their check marked as a declared known fault."""
+        return self.analysis['excused']
+
+    @property
     def retried(self) -> dict[tuple, Mapping]:
         """Cases that passed on a retry after failing only their performance check (their first failure)."""
         return self.analysis['retried']
@@ -190,10 +199,12 @@ def case_key(tc: Mapping) -> tuple:
 
 def analyse(report: Mapping) -> dict:
     """final: last attempt per case; hidden: cases that passed on a retry after a non-performance failure;
-    retried: cases that passed on a retry after a performance failure (first failure kept)."""
+    excused: those of them whose every failed attempt was marked a declared known fault; retried: cases that
+    passed on a retry after a performance failure (first failure kept)."""
     final: dict[tuple, Mapping] = {}
     first_failure: dict[tuple, Mapping] = {}
     bad_attempt: dict[tuple, Mapping] = {}
+    unexcused: set[tuple] = set()
     for tc in testcases(report):
         key = case_key(tc)
         final[key] = tc
@@ -201,10 +212,14 @@ def analyse(report: Mapping) -> dict:
             first_failure.setdefault(key, tc)
             if tc.get('fail_phase') != 'performance':
                 bad_attempt.setdefault(key, tc)
+                if KNOWN_FAILURE_MARK not in str(tc.get('fail_reason') or ''):
+                    unexcused.add(key)
     hidden = {k: bad_attempt[k] for k, tc in final.items() if k in bad_attempt and tc.get('result') == 'pass'}
+    excused = {k: tc for k, tc in hidden.items() if k not in unexcused}
+    hidden = {k: tc for k, tc in hidden.items() if k in unexcused}
     retried = {k: first_failure[k] for k, tc in final.items()
-               if k in first_failure and k not in hidden and tc.get('result') == 'pass'}
-    return {'final': final, 'hidden': hidden, 'retried': retried}
+               if k in first_failure and k not in hidden and k not in excused and tc.get('result') == 'pass'}
+    return {'final': final, 'hidden': hidden, 'excused': excused, 'retried': retried}
 
 
 def final_cases(report: Mapping) -> list[Mapping]:

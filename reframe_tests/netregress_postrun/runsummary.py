@@ -121,6 +121,10 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
                      f'it never excuses a failure outside the performance stage:')
         lines += [f'     {runreport.case_name(tc)}: {runreport.failure(tc)}'
                   for tc in res['hidden'].values()]
+    if res['excused']:
+        lines.append(f'   failed with a declared known fault of the MPI build, then passed on a retry '
+                     f'({len(res["excused"])}; config/settings.py known_faults):')
+        lines += [f'     {runreport.case_name(tc)}: {runreport.failure(tc)}' for tc in res['excused'].values()]
     if res['retried']:
         lines.append(f'   passed on a retry of the performance measurement ({len(res["retried"])}; every attempt '
                      f'is in the report):')

@@ -239,7 +239,7 @@ def test_report_tables_as_a_person_reads_them(fake_run):
     # every failure once, on one line, with its reason; the performance retry named
     assert re.search(r'^- mpi_latency %interconnect=shm @vcluster:fast\+openmpi5: sanity error: MPI took another '
                      r'path: <script>', md, re.M)
-    assert 'passed on a retry of the performance measurement: mpi_throughput' in md
+    assert 'passed on a retry (a performance failure, or a declared known fault): mpi_throughput' in md
     assert 'slow links all involve gige2' in md
 
     page = (out / 'index.html').read_text()

@@ -55,6 +55,22 @@ def test_the_last_attempt_decides_and_a_non_performance_failure_is_not_excused(t
     assert len(runreport.final_cases({'runs': [{'testcases': [tc('lat'), tc('lat', env='mpich4')]}]})) == 2
 
 
+def test_a_declared_known_fault_that_passes_on_the_retry_is_excused_and_listed(tmp_path):
+    """A failure the check marked as a declared known fault of its environment (Open MPI 4.1.4's SIGSEGV in
+    MPI_Init) does not fail the run when the retry passes; unmarked, or marked but failing again, it does."""
+    known = f'sanity error: gige1 task 0: Segmentation fault (srun); {runreport.KNOWN_FAILURE_MARK} openmpi4: x'
+    first = [dict(tc('osu'), result='fail', fail_phase='sanity', fail_reason=known),
+             dict(tc('nas'), result='fail', fail_phase='sanity', fail_reason=known),
+             dict(tc('ebb'), result='fail', fail_phase='sanity', fail_reason='sanity error: no result')]
+    retry = [tc('osu'), dict(tc('nas'), result='fail', fail_phase='sanity', fail_reason='sanity error: no result'),
+             tc('ebb')]
+    res = runreport.analyse({'runs': [{'testcases': first}, {'testcases': retry}]})
+    assert [c['display_name'] for c in res['excused'].values()] == ['osu']
+    assert [c['display_name'] for c in res['hidden'].values()] == ['ebb']
+    assert [c['display_name'] for c in res['final'].values() if c['result'] == 'fail'] == ['nas']
+    assert not res['retried']
+
+
 def test_names():
     case = tc('mpi_latency %interconnect=gige', ref_test='mpitest.latency')
     assert runreport.case_name(case) == 'mpi_latency %interconnect=gige @vc:gige+openmpi4'

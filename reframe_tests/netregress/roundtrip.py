@@ -10,7 +10,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import figures
+from . import figures, results
 from .bands import fraction_of
 from .base import stage_file
 from .peers import parse_imb_pingpong, parse_netpipe
@@ -110,11 +110,13 @@ class RoundTripPeerPlugin(rfm.RegressionTestPlugin):
         try:
             self.perf_variables['peer_rtt_us'].evaluate()
         except SanityError as err:
-            tail = ''
+            text = ''
             if os.path.exists(stage_file(self, PEER_OUT)):
                 with open(stage_file(self, PEER_OUT), errors='replace') as fp:
-                    tail = ' | '.join(fp.read().strip().splitlines()[-3:])
-            return [f'{err}{": " + tail if tail else ""}']
+                    text = fp.read().strip()
+            # srun's account of the peer's tasks names a crash; else the last lines say what happened
+            why = '; '.join(f'{f} (srun)' for f in results.failed_tasks(text)) or ' | '.join(text.splitlines()[-3:])
+            return [f'{err}{": " + why if why else ""}']
         return []
 
     def witnesses(self) -> list:

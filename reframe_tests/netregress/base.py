@@ -67,11 +67,6 @@ def stage_file(check, name) -> str:
     return os.path.join(check.stagedir, str(name))
 
 
-#: Marks a failure that matches a declared known fault with a ``failure`` pattern (environment extra
-#: ``known_faults``): netregress_postrun.runreport does not fail a run for such a case if it passed on a retry.
-KNOWN_FAILURE_MARK = 'declared known fault of'
-
-
 def _evaluate(checks, notes) -> bool:
     """Run witness functions in order; raise SanityError with every problem found, followed by ``notes(problems)``."""
     problems: list[str] = []
@@ -379,7 +374,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         notes = [f'core file kept: {", ".join(cores)}'] if cores else []
         env = self.current_environ
         reason = known_failure(env.extras.get('known_faults') or [], problems) if env else None
-        return notes + ([f'{KNOWN_FAILURE_MARK} {env.name}: {reason}'] if reason else [])
+        return notes + ([f'{results.KNOWN_FAILURE_MARK} {env.name}: {reason}'] if reason else [])
 
     @run_before('run')
     def keep_cores(self):

@@ -22,6 +22,10 @@ from reframe.core.exceptions import SanityError
 SCHEMA_PREFIX = 'netregress-result/'
 EXIT_CODES = {0: 'ok', 1: 'runtime failure', 2: 'usage error', 3: 'validation failure (payload mismatch)'}
 EXIT_MARK = 'netregress-exit:'
+#: What a check writes into a failure that matches a declared known fault of its environment (the ``failure``
+#: pattern of an environment's ``known_faults``): netregress_postrun.runreport does not fail a run for such a
+#: case if it passed on a retry.
+KNOWN_FAILURE_MARK = 'declared known fault of'
 _TOKEN = re.compile(r'([^.\[\]]+)|\[(\d+)\]|\[([^=\]]+)=([^\]]+)\]')
 
 

@@ -34,9 +34,8 @@ from typing import Iterator, Mapping
 
 from reframe.utility import nodelist_abbrev, nodelist_expand
 
-#: What a check writes into a failure that matches a declared known fault of its environment (the ``failure``
-#: pattern of an environment's ``known_faults``; netregress.base.KNOWN_FAILURE_MARK).
-KNOWN_FAILURE_MARK = 'declared known fault of'
+from netregress.results import KNOWN_FAILURE_MARK
+
 #: The run reports of a run directory (tools/validate writes one per system).
 REPORT_GLOB = 'report-*.json'
 #: Kinds a check may declare for a figure (netregress.figures); :data:`UNDECLARED` for a report without them.

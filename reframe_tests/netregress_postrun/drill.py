@@ -10,8 +10,8 @@ Faults (docs/validation.md, "The drill"):
   a. one gige link throttled to 70%        tbf on the host side of gige2's veth (traffic towards gige2)
   b. one fast node's CPU capped at half    cgroup v1 cpu quota over fast3's slurmd (job steps inherit it)
   c. a node crashed mid-run                kill -9 of every process in fast2's namespace while checks run
-  d. an MPI forced onto another transport  MPICH 5 over UCX with UCX_TLS=all on fast (shared memory between
-                                           namespaces: the payload never crosses eth0)
+  d. an MPI forced onto another transport  MPICH 5 over UCX with UCX_TLS=all on fast (UCX still carries the
+                                           payload over eth0: named by the netmod MPICH's debug summary reports)
   e. a reference deleted (site system)     committed references (NETREGRESS_REFERENCES) with one entry removed
   f. a corrupted payload                   a test build of nr-mpitest with the PMPI fault layer flipping a bit
   u. a slow switch uplink                  (a cluster with a switch tree, VC_GIGE_LEAVES >= 2) tools/vcluster
@@ -23,8 +23,8 @@ Faults (docs/validation.md, "The drill"):
                                            half the clean run's round trip (MPICH 5: Debian's MPICH 4 is a known
                                            fault over TCP, skipped there)
 
-g and h run on the vcluster and on ``local`` (a clean run of their selection there records the drill's baseline
-of ``local``): each must fail naming the MPI build and the interconnect. The drill keeps its own baseline
+g and h run on the vcluster and on ``local`` (clean runs of their selection record the drill's baselines, as many
+as a band from their spread needs: min_runs): each must fail naming the MPI build and the interconnect. The drill keeps its own baseline
 (run/drill/state): it never adds to or reads this host's real baseline.
 """
 from __future__ import annotations
@@ -342,7 +342,8 @@ def faults(clean_report: Path) -> list[Fault]:
               ['-n', '^link_allpairs|^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^(gnu|openmpi4)$'],
               ['fast2'], during=_crash_later('fast2', 8), restore=_restart_cluster, node_check=['fast']),
         Fault('d', 'MPICH 5 moved onto UCX with every transport allowed (UCX_TLS=all) on fast',
-              ['-n', '^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^mpich5$'], ['MPI took another path', 'ucx-netmod'],
+              ['-n', '^mpi_latency', '-E', "interconnect == 'fast'", '-p', '^mpich5$'],
+              ['MPI took another path', 'ucx-netmod'],
               options=['-S', 'extra_env_vars=MPIR_CVAR_CH4_NETMOD:ucx,UCX_TLS:all']),
         Fault('e', 'a reference deleted (committed references, as on a site system)',
               ['-n', '^tcp_throughput', '-E', "interconnect == 'gige' and mode == 'stream' and io == 'blocking'"],

@@ -163,7 +163,12 @@ class BandRules:
     #: least and most factor either side (:meth:`shared_cpu_band`)
     shared_spread_factor: float = 4.0
     shared_floor: float = 4.0
-    shared_cap: float = 10.0
+    shared_cap: float = 15.0
+    #: the host's swing (:meth:`host_swing`): this quantile of every figure's |log(run / median)| of a partition
+    #: and interconnect, raised to ``shared_pool_factor``, from ``shared_pool_min`` deviations on
+    shared_pool_quantile: float = 0.999
+    shared_pool_factor: float = 1.5
+    shared_pool_min: int = 1000
 
     @classmethod
     def from_table(cls, data: Mapping | None, source: str = 'config/interconnects.yaml') -> 'BandRules':
@@ -205,7 +210,13 @@ class BandRules:
                    shared_spread_factor=number('shared_cpu.spread_factor', shared.get('spread_factor', 4.0), 0, 1000,
                                                lo_open=True),
                    shared_floor=shared_floor,
-                   shared_cap=number('shared_cpu.cap', shared.get('cap', 10.0), shared_floor, 1000))
+                   shared_cap=number('shared_cpu.cap', shared.get('cap', 15.0), shared_floor, 1000),
+                   shared_pool_quantile=number('shared_cpu.pool_quantile', shared.get('pool_quantile', 0.999), 0, 1,
+                                               lo_open=True, hi_open=True),
+                   shared_pool_factor=number('shared_cpu.pool_factor', shared.get('pool_factor', 1.5), 0, 1000,
+                                             lo_open=True),
+                   shared_pool_min=number('shared_cpu.pool_min', shared.get('pool_min', 1000), 1, 10 ** 9,
+                                          whole=True))
 
     def band(self, samples: list[float], kind: str) -> tuple[float, float, float, str]:
         """(value, lower, upper, comment) for the figures of a metric's runs."""
@@ -224,21 +235,36 @@ class BandRules:
         return center, lower, upper, comment
 
 
-    def shared_cpu_band(self, samples: list[float]) -> tuple[float, float, float, str] | None:
+    def host_swing(self, deviations: list[float]) -> float:
+        """The factor by which the host's state moves a CPU-bound figure of one partition and interconnect:
+        ``shared_pool_quantile`` of the pooled |log(run / median)| of all its figures, that log-spread times
+        ``shared_pool_factor``; 1 (no say) below ``shared_pool_min`` deviations. Three runs of one figure miss the
+        rare deep swing that a few thousand figures of the same host catch (five clean runs on a 2-vCPU VM: 1
+        reading in 1,000 more than 10x from its figure's median, the worst 30x: 15 of 16,000 readings), so the band of each stands on the pool."""
+        if len(deviations) < self.shared_pool_min:
+            return 1.0
+        ranked = sorted(deviations)
+        q = ranked[min(len(ranked) - 1, int(self.shared_pool_quantile * len(ranked)))]
+        return math.exp(self.shared_pool_factor * q)
+
+    def shared_cpu_band(self, samples: list[float], host_swing: float = 1.0) -> tuple[float, float, float, str] | None:
         """(value, lower, upper, comment) of a CPU-bound figure on CPUs shared with the host's other work: a factor
         either side of the median, from the spread of the runs in log space (a swing of 2-6x is symmetric as a
-        factor, not as a difference), between ``shared_floor`` and ``shared_cap``. None (recorded, not judged) until
-        ``min_runs`` runs measured the spread: one run is no centre here (a single OSU shared-memory point of the
-        first run read 41.6 us at 16 B where the next read 0.21), and 28 cases of the first run judged against a
-        one-run baseline failed for it; None too when a run's figure is 0 (no factor of it means anything)."""
+        factor, not as a difference) or the ``host_swing`` of its partition and interconnect if wider, between
+        ``shared_floor`` and ``shared_cap``. None (recorded, not judged) until ``min_runs`` runs measured the
+        spread: one run is no centre here (a single OSU shared-memory point of the first run read 41.6 us at 16 B
+        where the next read 0.21), and 28 cases of the first run judged against a one-run baseline failed for it;
+        None too when a run's figure is 0 (no factor of it means anything)."""
         if len(samples) < max(self.min_runs, 2) or min(samples) <= 0:
             return None
         center = statistics.median(samples)
         dev = max(abs(math.log(v / center)) for v in samples)
-        factor = min(max(math.exp(self.shared_spread_factor * dev), self.shared_floor), self.shared_cap)
+        own = math.exp(self.shared_spread_factor * dev)
+        factor = min(max(own, host_swing, self.shared_floor), self.shared_cap)
         comment = (f'{len(samples)} runs on shared CPUs, largest deviation from their median x{math.exp(dev):.2f}: '
-                   f'band /{factor:.2f}..x{factor:.2f} (log-spread x{self.shared_spread_factor:g}, at least '
-                   f'x{self.shared_floor:g}, at most x{self.shared_cap:g})')
+                   f'band /{factor:.2f}..x{factor:.2f} (the wider of its log-spread x{self.shared_spread_factor:g} '
+                   f'and the host swing x{host_swing:.2f}, at least x{self.shared_floor:g}, at most '
+                   f'x{self.shared_cap:g})')
         return center, 1 / factor - 1, factor - 1, comment
 
 
@@ -429,13 +455,27 @@ class Baseline:
         except statefiles.StateError as err:
             raise BaselineError(str(err)) from None
 
+    def host_swings(self, rules: BandRules) -> dict[tuple[str, str], float]:
+        """{(partition, interconnect): :meth:`BandRules.host_swing`} over every figure of the baseline but the
+        ratios (a ratio to a yardstick of the same job has the host's state divided out) measured in
+        ``min_runs`` runs or more."""
+        pooled: dict[tuple[str, str], list[float]] = {}
+        for (part, _env, ic, _test, _metric), entry in self.entries.items():
+            samples = entry['samples']
+            if entry['kind'] == 'ratio' or len(samples) < max(rules.min_runs, 2) or min(samples) <= 0:
+                continue
+            center = statistics.median(samples)
+            pooled.setdefault((part, ic), []).extend(abs(math.log(v / center)) for v in samples)
+        return {key: rules.host_swing(devs) for key, devs in pooled.items()}
+
     def reference_set(self, rules: BandRules, shared_cpu: bool = False) -> references.ReferenceSet:
         """The baseline as references (value = median of the runs, band from their spread); ``shared_cpu``: the
         bands :meth:`BandRules.shared_cpu_band` gives (a figure that was 0 in a run has none)."""
         tree: dict = {}
+        swing = self.host_swings(rules) if shared_cpu else {}
         for (part, env, ic, test, metric), entry in self.entries.items():
             if shared_cpu:
-                band = rules.shared_cpu_band(entry['samples'])
+                band = rules.shared_cpu_band(entry['samples'], swing.get((part, ic), 1.0))
                 if band is None:
                     continue
                 value, lower, upper, comment = band

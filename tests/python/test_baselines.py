@@ -55,6 +55,25 @@ def test_the_shared_cpu_reference_set_judges_what_the_normal_one_cannot(tmp_path
     assert wide.value == 16.0 and (wide.lower, wide.upper) == pytest.approx((1 / factor - 1, factor - 1))
 
 
+def test_the_host_swing_widens_a_figure_whose_own_runs_missed_the_deep_swing(tmp_path):
+    rules = baselines.BandRules.from_table({'shared_cpu': {'pool_min': 300}})
+    base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
+    # 100 figures of one partition and interconnect, one of them read 8x off in one run: the pool's 99.9th
+    # percentile is that 8x, and x1.5 in log space (8 ** 1.5 = 22.6) is above the 15x cap
+    for run in range(3):
+        base.add([m(10.0 * (8 if (run, i) == (1, 0) else 1), metric=f'rtt_us@{i}', unit='us',
+                    test='mpitest.sweep') for i in range(100)], rules, f'r{run}.json')
+    assert base.host_swings(rules) == {('gige', 'gige'): pytest.approx(8 ** 1.5)}
+    wide = base.reference_set(rules, shared_cpu=True).lookup('gige', 'gnu', 'gige', 'mpitest.sweep', 'rtt_us@5')
+    assert (wide.lower, wide.upper) == pytest.approx((1 / 15 - 1, 14.0))        # its own spread alone: 4x
+    assert 'host swing x22.63' in wide.comment
+    # the ratios are not pooled (their yardstick divided the host's state out); a pool too small has no say
+    assert baselines.BandRules.from_table({}).host_swing([0.1] * 999) == 1.0
+    assert rules.host_swing([0.0] * 300) == 1.0
+    with pytest.raises(baselines.BaselineError, match='pool_quantile: 1 is out of range'):
+        baselines.BandRules.from_table({'shared_cpu': {'pool_quantile': 1}})
+
+
 def test_baseline_round_trip_window_and_lookup(tmp_path, monkeypatch):
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     base = baselines.Baseline('vc', baselines.baseline_path('vc'))

@@ -197,16 +197,19 @@ def case_key(tc: Mapping) -> tuple:
 
 
 def analyse(report: Mapping) -> dict:
-    """final: last attempt per case; hidden: cases that passed on a retry after a non-performance failure;
-    excused: those of them whose every failed attempt was marked a declared known fault; retried: cases that
-    passed on a retry after a performance failure (first failure kept)."""
+    """final: last attempt per case; first: first attempt per case (what a run with retries off ends with);
+    hidden: cases that passed on a retry after a non-performance failure; excused: those of them whose every
+    failed attempt was marked a declared known fault; retried: cases that passed on a retry after a performance
+    failure (first failure kept)."""
     final: dict[tuple, Mapping] = {}
+    first: dict[tuple, Mapping] = {}
     first_failure: dict[tuple, Mapping] = {}
     bad_attempt: dict[tuple, Mapping] = {}
     unexcused: set[tuple] = set()
     for tc in testcases(report):
         key = case_key(tc)
         final[key] = tc
+        first.setdefault(key, tc)
         if tc.get('result') == 'fail':
             first_failure.setdefault(key, tc)
             if tc.get('fail_phase') != 'performance':
@@ -218,7 +221,7 @@ def analyse(report: Mapping) -> dict:
     hidden = {k: tc for k, tc in hidden.items() if k in unexcused}
     retried = {k: first_failure[k] for k, tc in final.items()
                if k in first_failure and k not in hidden and k not in excused and tc.get('result') == 'pass'}
-    return {'final': final, 'hidden': hidden, 'excused': excused, 'retried': retried}
+    return {'final': final, 'first': first, 'hidden': hidden, 'excused': excused, 'retried': retried}
 
 
 def final_cases(report: Mapping) -> list[Mapping]:

@@ -84,13 +84,16 @@ def judged(cases: list[Mapping]) -> dict[tuple[str, str], collections.Counter]:
     return table
 
 
-def judged_lines(cases: list[Mapping]) -> list[str]:
-    """The run's figures judged against a band and recorded without one, in all and per system and interconnect."""
+def judged_lines(cases: list[Mapping], first: list[Mapping] | None = None) -> list[str]:
+    """The run's figures judged against a band and recorded without one, in all and per system and interconnect;
+    ``first``: the first attempt of every case, whose figures outside are what the run had seen with retries off."""
     table = judged(cases)
     total = sum(table.values(), collections.Counter())
     band, out = total['band'], total['out']
+    first_out = sum(judged(first).values(), collections.Counter())['out'] if first is not None else None
     lines = [f'   figures asserted against a band: {band} of {band + total["recorded"]}, outside it: {out}'
              f'{f" ({1000 * out / band:.1f} per 1,000)" if band else ""}'
+             f'{f", on the first attempts (retries off) {first_out}" if first_out is not None else ""}'
              f'; of them {total["shared_cpu"]} by the wide band of CPU-bound figures on shared CPUs; recorded '
              f'without a band: {total["recorded"]} (the baseline has not seen them, or not in enough runs to '
              f'measure their spread)']
@@ -110,7 +113,7 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     lines = [f'== {name}: {dict(count)}, {total:.0f} s in test cases; slowest:']
     for tc in sorted(cases, key=lambda t: -case_seconds(t))[:5]:
         lines.append(f'   {case_seconds(tc):6.1f} s  {runreport.case_name(tc)}  {tc.get("result")}')
-    lines += judged_lines(cases)
+    lines += judged_lines(cases, list(res['first'].values()))
     failed = [tc for tc in cases if tc.get('result') == 'fail']
     if failed:
         lines.append(f'   failed ({len(failed)}):')

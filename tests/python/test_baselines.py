@@ -371,3 +371,9 @@ def test_the_summary_counts_judged_and_recorded_figures_per_system_and_interconn
     assert 'figures asserted against a band: 2 of 3, outside it: 1 (500.0 per 1,000); of them 1 by the wide band' \
         in text and 'recorded without a band: 1' in text
     assert 'vc:fast' in text and 'local:shm' in text
+    # the first attempts are what a run with retries off would have ended with: the retried case's first attempt
+    # had both figures outside
+    first = [dict(cases[0], perfvalues={'vc:p:rtt_us': [300.0, 20.0, -0.9, 9.0, 'us', 'fail'],
+                                        'vc:p:ratio': [2.0, 1.0, -0.03, 0.05, 'ratio', 'fail']}), cases[1]]
+    assert 'outside it: 1 (500.0 per 1,000), on the first attempts (retries off) 2;' in \
+        '\n'.join(runsummary.judged_lines(cases, first))

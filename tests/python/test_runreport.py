@@ -51,6 +51,9 @@ def test_the_last_attempt_decides_and_a_non_performance_failure_is_not_excused(t
     assert [c['fail_phase'] for c in rep.hidden.values()] == ['sanity']          # failed, then passed: counts
     assert [c['fail_phase'] for c in rep.retried.values()] == ['performance']
     assert len(rep.attempts) == 5
+    res = runreport.analyse(json.loads(path.read_text()))
+    assert [(c['display_name'], c['result']) for c in res['first'].values()] == \
+        [('lat', 'pass'), ('bw', 'fail'), ('rtt', 'fail')]                       # what retries off had ended with
     # the same name in another environment is another case
     assert len(runreport.final_cases({'runs': [{'testcases': [tc('lat'), tc('lat', env='mpich4')]}]})) == 2
 

@@ -82,10 +82,17 @@ def meaning(path: Path) -> bytes:
     return raw
 
 
+#: Modules of the measuring package that judge figures and keep them, and make none: a new band rule must not
+#: start a new baseline (the band is computed from the kept samples when a run reads them).
+JUDGING_MODULES = frozenset({'bands.py', 'baselines.py', 'figures.py', 'linkverdict.py', 'references.py',
+                             'statefiles.py'})
+
+
 def _measuring_files(root: Path) -> list[Path]:
     files = [p for p in sorted((root / 'src').rglob('*')) if p.is_file()]
     # the measuring package and the checks; the post-run package (netregress_postrun) reads runs, it makes no figure
-    files += sorted((root / 'reframe_tests' / 'netregress').rglob('*.py'))
+    files += sorted(p for p in (root / 'reframe_tests' / 'netregress').rglob('*.py')
+                    if p.name not in JUDGING_MODULES)
     files += sorted((root / 'reframe_tests' / 'checks').rglob('*.py'))
     # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
     # (the embedded vcluster is a site of this checkout: its settings say how each MPI build starts under Slurm)
@@ -113,7 +120,8 @@ def _measured_files_cached(root: str, signature: tuple) -> tuple:
 
 def measured_files(root: Path | None = None) -> dict[str, str]:
     """{file relative to the root: 12-hex digest of its :func:`meaning`} of everything that decides how a figure is
-    measured: the kernel sources (``src/``), the checks and the library that launches, pins and reads them,
+    measured: the kernel sources (``src/``), the checks and the library that launches, pins and reads them (not its
+    :data:`JUDGING_MODULES`),
     ``config/settings.py``, the virtual cluster (``tools/vcluster``, ``config/vcluster.env`` and its site's
     ``config/sites/vcluster/settings.py``) and the interconnect table (its band rules excluded: they judge figures,
     they do not make them). Cached while no file changes."""

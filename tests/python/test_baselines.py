@@ -184,6 +184,8 @@ def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
     (post / 'report.py').write_text('TITLE = "b"\n')
     table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 1}}\n')
     assert measurement.measurement_version(tmp_path) == first         # reading and judging figures
+    (lib / 'baselines.py').write_text('CAP = 15\n')
+    assert measurement.measurement_version(tmp_path) == first         # the band rules of the measuring package
     (lib / 'base.py').write_text('PIN = ""\n')
     second = measurement.measurement_version(tmp_path)
     assert second != first                                           # how the checks launch the kernels

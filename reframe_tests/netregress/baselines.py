@@ -165,7 +165,7 @@ class BandRules:
     shared_floor: float = 4.0
     shared_cap: float = 15.0
     #: the host's swing (:meth:`host_swing`): this quantile of every figure's |log(run / median)| of a partition
-    #: and interconnect, raised to ``shared_pool_factor``, from ``shared_pool_min`` deviations on
+    #: and interconnect, times ``shared_pool_factor`` in log space, from ``shared_pool_min`` deviations on
     shared_pool_quantile: float = 0.999
     shared_pool_factor: float = 1.5
     shared_pool_min: int = 1000
@@ -239,8 +239,8 @@ class BandRules:
         """The factor by which the host's state moves a CPU-bound figure of one partition and interconnect:
         ``shared_pool_quantile`` of the pooled |log(run / median)| of all its figures, that log-spread times
         ``shared_pool_factor``; 1 (no say) below ``shared_pool_min`` deviations. Three runs of one figure miss the
-        rare deep swing that a few thousand figures of the same host catch (five clean runs on a 2-vCPU VM: 1
-        reading in 1,000 more than 10x from its figure's median, the worst 30x: 15 of 16,000 readings), so the band of each stands on the pool."""
+        rare deep swing that a few thousand figures of the same host catch (five clean runs on a 2-vCPU VM: 15 of
+        16,000 readings more than 10x from their figure's median, the worst 30x), so each band stands on the pool."""
         if len(deviations) < self.shared_pool_min:
             return 1.0
         ranked = sorted(deviations)

@@ -247,7 +247,8 @@ class BandRules:
         q = ranked[min(len(ranked) - 1, int(self.shared_pool_quantile * len(ranked)))]
         return math.exp(self.shared_pool_factor * q)
 
-    def shared_cpu_band(self, samples: list[float], host_swing: float = 1.0) -> tuple[float, float, float, str] | None:
+    def shared_cpu_band(self, samples: list[float],
+                        host_swing: float = 1.0) -> tuple[float, float, float, str] | None:
         """(value, lower, upper, comment) of a CPU-bound figure on CPUs shared with the host's other work: a factor
         either side of the median, from the spread of the runs in log space (a swing of 2-6x is symmetric as a
         factor, not as a difference) or the ``host_swing`` of its partition and interconnect if wider, between

@@ -89,3 +89,30 @@ def test_build_kernels_links_the_pypi_mpi_with_its_own_rpath(tmp_path):
                          env={**os.environ, 'LD_LIBRARY_PATH': ''}).stdout
     line = next(ln for ln in ldd.splitlines() if 'libmpi.so' in ln)
     assert str((DEPS / 'mpi' / 'openmpi5' / 'lib').resolve()) in line or str(DEPS / 'mpi' / 'openmpi5') in line, line
+
+
+@pytest.mark.skipif(not shutil.which('cmake'), reason='cmake missing')
+def test_build_kernels_keeps_an_install_whose_sources_are_unchanged_whatever_their_mtime(tmp_path):
+    """A fresh clone (new mtimes, another path) with the same sources reuses the install; a changed source rebuilds."""
+    def checkout(name):
+        root = tmp_path / name
+        (root / 'tools').mkdir(parents=True)
+        shutil.copy(TOOL, root / 'tools')
+        shutil.copy(ROOT / 'CMakeLists.txt', root)
+        shutil.copytree(ROOT / 'src', root / 'src')
+        return root
+
+    def build(root):
+        out = subprocess.run(['nice', '-n', '19', str(root / 'tools' / 'build-kernels'), '--mpicc', 'none',
+                              '--build', str(tmp_path / 'build'), '--prefix', str(tmp_path / 'install')],
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return (tmp_path / 'install' / 'bin' / 'nr-tcptest').stat().st_mtime_ns
+
+    first = build(checkout('a'))
+    assert (tmp_path / 'install' / '.nr-kernels-stamp').read_text().strip()
+    second = checkout('b')
+    assert build(second) == first                                  # same sources: nothing built or installed
+    with open(second / 'src' / 'tcp' / 'client.c', 'a') as f:
+        f.write('\n/* changed */\n')
+    assert build(second) != first

@@ -183,8 +183,7 @@ class osu(ExitStatusPlugin, MpiCheck):
         loops = self.loops
         counts = ['-i', str(loops[0]), '-x', str(loops[1])] if loops else []
         self.executable_opts = ['-m', f'{self.min_size}:{self.max_size}', *counts, '-c', *self.validation_warmup,
-                                *datatype,
-                                *self.extra_opts]
+                                *datatype, *self.extra_opts]
 
     def payload_bytes(self) -> float:
         """Lower bound of the bytes crossing between the ranks in the measured iterations."""

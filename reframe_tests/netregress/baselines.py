@@ -218,18 +218,23 @@ class BandRules:
                    shared_pool_min=number('shared_cpu.pool_min', shared.get('pool_min', 1000), 1, 10 ** 9,
                                           whole=True))
 
-    def band(self, samples: list[float], kind: str) -> tuple[float, float, float, str]:
-        """(value, lower, upper, comment) for the figures of a metric's runs."""
+    def band(self, samples: list[float], kind: str,
+             sibling_dev: float = 0.0) -> tuple[float, float, float, str]:
+        """(value, lower, upper, comment) for the figures of a metric's runs; ``sibling_dev``: the largest relative
+        deviation of the same figure of the other MPI builds on the same path (:meth:`Baseline.sibling_deviations`),
+        used where it is larger than the figure's own."""
         center = statistics.median(samples)
         lo_cap, hi_cap = self.cap
         if len(samples) < max(self.min_runs, 2) or center == 0:
             return center, lo_cap, hi_cap, (f'{len(samples)} run(s): widest band ({1 + lo_cap:.2f}x..'
                                             f'{1 + hi_cap:.2f}x) until {self.min_runs} runs measure the spread')
-        dev = max(abs(v - center) for v in samples) / abs(center)
+        own = max(abs(v - center) for v in samples) / abs(center)
+        dev = max(own, sibling_dev)
         floor = self.floor.get(kind, self.floor.get('default', 0.05))
         half = max(self.spread_factor * dev, floor)
         lower, upper = -min(half, -lo_cap), min(half, hi_cap)
-        comment = (f'{len(samples)} runs, largest deviation from their median {100 * dev:.1f}%: '
+        sibling = f' (its siblings\' on other MPI builds; its own {100 * own:.1f}%)' if sibling_dev > own else ''
+        comment = (f'{len(samples)} runs, largest deviation from their median {100 * dev:.1f}%{sibling}: '
                    f'{self.spread_factor:g} x that, floor {100 * floor:.0f}% ({kind}), cap '
                    f'{1 + lo_cap:.2f}x..{1 + hi_cap:.2f}x')
         return center, lower, upper, comment
@@ -469,11 +474,30 @@ class Baseline:
             pooled.setdefault((part, ic), []).extend(abs(math.log(v / center)) for v in samples)
         return {key: rules.host_swing(devs) for key, devs in pooled.items()}
 
+    def sibling_deviations(self, rules: BandRules) -> dict[tuple[str, str, str, str], float]:
+        """{(partition, interconnect, test, metric): the largest relative deviation of a run from its median} over
+        the ratios of every MPI build (two at least, each with ``min_runs`` runs). A ratio to a yardstick of the same
+        job is one figure of every build on the path, and three runs of one build say little of its spread: over
+        11 runs of this 2-vCPU VM the TCP round-trip ratios of the builds spanned 0.63x-1.49x of their medians,
+        while LAM/MPI's three baseline runs on loopback lay within 2.4% (a band of +-9.6% that the next run left
+        at +17%); the six builds' runs together lay within 12.3%."""
+        pooled: dict[tuple[str, str, str, str], list[float]] = {}
+        for (part, _env, ic, test, metric), entry in self.entries.items():
+            samples = entry['samples']
+            if entry['kind'] != 'ratio' or len(samples) < max(rules.min_runs, 2):
+                continue
+            center = statistics.median(samples)
+            if center:
+                pooled.setdefault((part, ic, test, metric), []).append(
+                    max(abs(v - center) for v in samples) / abs(center))
+        return {key: max(devs) for key, devs in pooled.items() if len(devs) >= 2}
+
     def reference_set(self, rules: BandRules, shared_cpu: bool = False) -> references.ReferenceSet:
         """The baseline as references (value = median of the runs, band from their spread); ``shared_cpu``: the
         bands :meth:`BandRules.shared_cpu_band` gives (a figure that was 0 in a run has none)."""
         tree: dict = {}
         swing = self.host_swings(rules) if shared_cpu else {}
+        siblings = {} if shared_cpu else self.sibling_deviations(rules)
         for (part, env, ic, test, metric), entry in self.entries.items():
             if shared_cpu:
                 band = rules.shared_cpu_band(entry['samples'], swing.get((part, ic), 1.0))
@@ -481,7 +505,8 @@ class Baseline:
                     continue
                 value, lower, upper, comment = band
             else:
-                value, lower, upper, comment = rules.band(entry['samples'], entry['kind'])
+                value, lower, upper, comment = rules.band(entry['samples'], entry['kind'],
+                                                          siblings.get((part, ic, test, metric), 0.0))
             base, size = references.split_metric(metric)
             node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
             ref = {'value': value, 'lower': lower, 'upper': upper, 'unit': entry['unit'],

@@ -74,6 +74,30 @@ def test_the_host_swing_widens_a_figure_whose_own_runs_missed_the_deep_swing(tmp
         baselines.BandRules.from_table({'shared_cpu': {'pool_quantile': 1}})
 
 
+def test_a_ratio_band_stands_on_the_spread_of_the_same_ratio_of_every_mpi_build(tmp_path):
+    rules = baselines.BandRules.from_table({})
+    base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
+
+    def ratio(env, value, test='mpitest.latency'):
+        return refstool.Measurement(system='vc', partition='fast', environ=env, interconnect='fast', test=test,
+                                    metric='ratio_to_yardstick', value=value, unit='ratio')
+    # LAM/MPI's three runs within 1%, MPICH's within 10%: LAM's band stands on MPICH's spread (4 x 10%)
+    for lam, mpich in ((6.6, 1.5), (6.65, 1.35), (6.6, 1.4)):
+        base.add([ratio('lam7', lam), ratio('mpich5', mpich), ratio('lam7', 2.0, test='other')], rules, 'r.json')
+    for _, entry in base.entries.items():
+        entry['kind'] = 'ratio'
+    assert base.sibling_deviations(rules) == {('fast', 'fast', 'mpitest.latency', 'ratio_to_yardstick'):
+                                              pytest.approx(0.1 / 1.4)}
+    lam = base.reference_set(rules).lookup('fast', 'lam7', 'fast', 'mpitest.latency', 'ratio_to_yardstick')
+    assert lam.value == 6.6 and (lam.lower, lam.upper) == pytest.approx((-0.2857, 0.2857), abs=1e-3)
+    assert "siblings' on other MPI builds; its own 0.8%" in lam.comment
+    # a figure of one build only has no siblings: its own spread and the floor (the default one here)
+    other = base.reference_set(rules).lookup('fast', 'lam7', 'fast', 'other', 'ratio_to_yardstick')
+    assert (other.lower, other.upper) == (-0.05, 0.05)
+    # a 2x regression of the ratio stays outside whatever the siblings say: the band never passes the cap
+    assert 2 * lam.value > lam.value * (1 + rules.cap[1])
+
+
 def test_baseline_round_trip_window_and_lookup(tmp_path, monkeypatch):
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     base = baselines.Baseline('vc', baselines.baseline_path('vc'))

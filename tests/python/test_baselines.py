@@ -403,3 +403,42 @@ def test_the_summary_counts_judged_and_recorded_figures_per_system_and_interconn
                                         'vc:p:ratio': [2.0, 1.0, -0.03, 0.05, 'ratio', 'fail']}), cases[1]]
     assert 'outside it: 1 (500.0 per 1,000), on the first attempts (retries off) 2;' in \
         '\n'.join(runsummary.judged_lines(cases, first))
+
+
+class _FakeCheck:
+    """What netregress.bands.apply reads of a check (its class is defined in this file, its 'own file')."""
+    def __init__(self):
+        from types import SimpleNamespace
+        self.current_system = SimpleNamespace(name='vc')
+        self.current_partition = SimpleNamespace(name='gige', extras={'references': 'host'})
+        self.current_environ = SimpleNamespace(name='gnu')
+        self.interconnect, self.ref_test, self.unique_name = 'gige', 'tcp.stream.blocking', 'fake'
+        self.perf_variables = {'throughput_mbps': SimpleNamespace(unit='Mbit/s')}
+        self.fixed_references = {}
+
+    def recorded_only(self):
+        return set()
+
+    def asserted_absolute(self, name):
+        return True
+
+
+def test_a_check_whose_own_file_changed_is_recorded_not_judged_against_an_earlier_version(tmp_path, monkeypatch):
+    """OSU's options changed (osu_latency -u 0 on a network): its gige round trips of 128 KiB-1 MiB read 12-14x
+    below the earlier version's baseline. An earlier version's figures of a check measured otherwise now are not
+    its figures; the other checks are still judged against it, with the warning."""
+    from netregress import bands
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
+    own = 'tests/python/test_baselines.py'
+    files = {'src/k.c': 'aaa', own: 'aaa'}
+    monkeypatch.setattr(measurement, 'measured_files', lambda root=None: dict(files))
+    _record(tmp_path, measurement.version_of(files), dict(files), [900.0, 910.0, 920.0])
+    files['src/k.c'] = 'bbb'                                      # another file changed: judged, with the warning
+    check = _FakeCheck()
+    bands.apply(check)
+    assert check.reference['vc:gige']['throughput_mbps'][0] == 910.0 and 'WARNING' in check.nr_reference_source
+    files[own] = 'bbb'                                            # its own file changed too: recorded only
+    check = _FakeCheck()
+    bands.apply(check)
+    assert check.reference['vc:gige']['throughput_mbps'] == (0, None, None, 'Mbit/s')
+    assert check.nr_recorded_only == 'throughput_mbps' and f'{own} changed since it' in check.nr_reference_source

@@ -96,7 +96,8 @@ def judged_lines(cases: list[Mapping], first: list[Mapping] | None = None) -> li
              f'{f", on the first attempts (retries off) {first_out}" if first_out is not None else ""}'
              f'; of them {total["shared_cpu"]} by the wide band of CPU-bound figures on shared CPUs; recorded '
              f'without a band: {total["recorded"]} (the baseline has not seen them, or not in enough runs to '
-             f'measure their spread)']
+             f'measure their spread, or their check measures otherwise than the earlier version it comes from: '
+             f'nr_reference_source)']
     if len(table) > 1:
         lines.append('     system:interconnect  judged  (shared-CPU band)  outside  recorded only')
         lines += [f'     {f"{system}:{ic}":20} {c["band"]:7d}  {c["shared_cpu"]:17d}  {c["out"]:7d}  {c["recorded"]:13d}'

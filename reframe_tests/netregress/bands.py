@@ -91,7 +91,7 @@ def reference_source(system: str, extras) -> tuple:
     found = _host_baseline(system, str(baselines.state_dir() / 'baselines' / system))
     if found is None:
         return None, None, f'no baseline for host {baselines.host_id()} yet: recording'
-    return found
+    return found[:3]
 
 
 @functools.lru_cache(maxsize=8)
@@ -102,8 +102,11 @@ def _host_baseline_cached(system: str, path: str, mtime: float, version: str):
     if base is None:
         return None
     source = f'host baseline {base.host_id} ({len(base.runs)} runs)'
+    # the measuring files changed since an earlier version's baseline (none for this version's own)
+    changed = frozenset(measurement.changed_files(base.measured_files, measurement.measured_files())
+                        if base.measured_by != version and base.measured_files else ())
     return (base.reference_set(rules), base.reference_set(rules, shared_cpu=True),
-            source + (f'; WARNING: {warning}' if warning else ''))
+            source + (f'; WARNING: {warning}' if warning else ''), changed)
 
 
 def _check_file(check) -> str:
@@ -115,20 +118,10 @@ def _check_file(check) -> str:
 
 
 def _changed_since(system: str) -> frozenset[str]:
-    """The measuring files changed since the baseline a run of ``system`` compares with: none when that is this
-    version's own."""
-    path = str(baselines.state_dir() / 'baselines' / system)
-    mtime = os.stat(path).st_mtime_ns if os.path.exists(path) else -1
-    return _changed_since_cached(system, path, mtime, measurement.measurement_version())
-
-
-@functools.lru_cache(maxsize=8)
-def _changed_since_cached(system: str, path: str, mtime: float, version: str) -> frozenset[str]:
-    rules = baselines.BandRules.from_table(interconnects.load().baselines)
-    base, _ = baselines.Baseline.for_run(system, rules, version=version)
-    if base is None or base.measured_by == version or not base.measured_files:
-        return frozenset()
-    return frozenset(measurement.changed_files(base.measured_files, measurement.measured_files()))
+    """The measuring files changed since the host baseline a run of ``system`` compares with: none when that is
+    this version's own."""
+    found = _host_baseline(system, str(baselines.state_dir() / 'baselines' / system))
+    return found[3] if found else frozenset()
 
 
 def _host_baseline(system: str, path: str):

@@ -15,7 +15,7 @@ from pathlib import Path
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import baselines, interconnects, measurement, paths, references
+from . import bandrules, baselines, interconnects, measurement, paths, references
 
 
 def apply(check) -> None:
@@ -29,11 +29,12 @@ def apply(check) -> None:
         refset, shared_refs, check.nr_reference_source = reference_source(system, check.current_partition.extras)
     except (references.ReferenceError, baselines.BaselineError) as err:
         raise PerformanceError(str(err)) from None
-    remeasured = host_refs and refset is not None and _check_file(check) in _changed_since(system)
+    own_file = _check_file(check)
+    remeasured = host_refs and refset is not None and own_file in _changed_since(system)
     if remeasured:
         # an earlier version's baseline, and this check's own file measures otherwise now (new options, a new
         # size): its figures are not those figures, so they are recorded until this version's baseline has runs
-        check.nr_reference_source += f'; {_check_file(check)} changed since it: its figures recorded, not judged'
+        check.nr_reference_source += f'; {own_file} changed since it: its figures recorded, not judged'
     for name, fn in check.perf_variables.items():
         if name in check.recorded_only() or (remeasured and name not in check.fixed_references):
             refs[name] = (0, None, None, fn.unit)
@@ -84,7 +85,7 @@ def fraction_of(check, name: str, denominator: float) -> float:
 
 def reference_source(system: str, extras) -> tuple:
     """(ReferenceSet or None, shared-CPU ReferenceSet or None, description) for a partition: its host baseline
-    (with the wide bands of :meth:`baselines.BandRules.shared_cpu_band` for CPU-bound figures on shared CPUs) or
+    (with the wide bands of :meth:`bandrules.BandRules.shared_cpu_band` for CPU-bound figures on shared CPUs) or
     the committed references."""
     if extras.get('references') != 'host':
         return references.load(system), None, f'committed {references.reference_file(system)}'
@@ -96,7 +97,7 @@ def reference_source(system: str, extras) -> tuple:
 
 @functools.lru_cache(maxsize=8)
 def _host_baseline_cached(system: str, path: str, mtime: float, version: str):
-    rules = baselines.BandRules.from_table(interconnects.load().baselines)
+    rules = bandrules.BandRules.from_table(interconnects.load().baselines)
     # this measurement version's baseline; until it has min_runs runs, an earlier version's, with the warning
     base, warning = baselines.Baseline.for_run(system, rules, version=version)
     if base is None:

@@ -84,8 +84,8 @@ def meaning(path: Path) -> bytes:
 
 #: Modules of the measuring package that judge figures and keep them, and make none: a new band rule must not
 #: start a new baseline (the band is computed from the kept samples when a run reads them).
-JUDGING_MODULES = frozenset({'bands.py', 'baselines.py', 'figures.py', 'linkverdict.py', 'references.py',
-                             'statefiles.py'})
+JUDGING_MODULES = frozenset({'bandrules.py', 'bands.py', 'baselines.py', 'figures.py', 'linkverdict.py',
+                             'references.py', 'statefiles.py'})
 
 
 def _measuring_files(root: Path) -> list[Path]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import baselines, interconnects, paths, site
+from netregress import bandrules, baselines, interconnects, paths, site
 from . import runreport
 
 #: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
@@ -227,7 +227,7 @@ def baseline_sessions(system: str) -> tuple[list[str], str]:
     """(session uuids, description) of the runs this host's baseline of ``system`` was made from (the last
     ``window`` runs whose report still exists)."""
     try:
-        rules = baselines.BandRules.from_table(interconnects.load().baselines)
+        rules = bandrules.BandRules.from_table(interconnects.load().baselines)
         base, _warning = baselines.Baseline.for_run(system, rules)     # the one a run of this version compares with
     except (baselines.BaselineError, interconnects.InterconnectError) as err:
         return [], f'unreadable baseline: {err}'

@@ -11,7 +11,7 @@ from typing import Iterable
 
 import tabulate
 
-from netregress import baselines, interconnects, measurement, references, site
+from netregress import bandrules, baselines, interconnects, measurement, references, site
 from netregress.figures import asserted
 from . import runreport
 from .refstool import check_figures, check_report, measurements, refuse_undeclared
@@ -41,7 +41,7 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     version; return what was done. Every report is read and checked first; the baseline is read, extended and
     written under the state directory's lock (concurrent records queue), atomically; a baseline of an earlier
     version stays as it is beside the new one. Nothing is written on an error."""
-    rules = baselines.BandRules.from_table(table.baselines)
+    rules = bandrules.BandRules.from_table(table.baselines)
     found_per_report = []
     for path in reports:
         doc = runreport.read(path)
@@ -85,7 +85,7 @@ def reset(system: str) -> str:
 
 def show(system: str, table: interconnects.InterconnectTable, report: Path | None = None) -> str:
     """This host's baseline: facts, runs, band widths; with a report, each of its figures against the bands."""
-    rules = baselines.BandRules.from_table(table.baselines)
+    rules = bandrules.BandRules.from_table(table.baselines)
     base, warning = baselines.Baseline.for_run(system, rules)
     if base is None:
         return (f'no baseline of {system!r} for this host ({baselines.host_id()}: '

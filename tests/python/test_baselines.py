@@ -1,10 +1,10 @@
 """Host baselines (netregress.baselines), their bands, and what a run report means (netregress_postrun.runsummary)."""
 import pytest
 
-from netregress import baselines, measurement, references
+from netregress import bandrules, baselines, measurement, references
 from netregress_postrun import refstool, runsummary
 
-RULES = baselines.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
+RULES = bandrules.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
                             cap=(-0.33, 0.5))
 
 
@@ -16,7 +16,7 @@ def m(value, metric='throughput_mbps', unit='Mbit/s', test='tcp.stream.blocking'
 def test_one_run_gets_the_cap_band():
     value, lower, upper, comment = RULES.band([950.0], 'throughput')
     assert (value, lower, upper) == (950.0, -0.33, 0.5) and '1 run(s)' in comment
-    rules3 = baselines.BandRules(window=5, min_runs=3, spread_factor=4.0, floor={'throughput': 0.01}, cap=(-0.33, 0.5))
+    rules3 = bandrules.BandRules(window=5, min_runs=3, spread_factor=4.0, floor={'throughput': 0.01}, cap=(-0.33, 0.5))
     assert rules3.band([950.0, 960.0], 'throughput')[1:3] == (-0.33, 0.5)
     assert rules3.band([950.0, 960.0, 955.0], 'throughput')[1:3] == pytest.approx((-0.0209, 0.0209), abs=1e-3)
 
@@ -29,7 +29,7 @@ def test_band_is_the_spread_times_the_factor_above_the_floor():
 
 
 def test_shared_cpu_band_is_a_factor_from_the_log_spread_between_floor_and_cap():
-    rules = baselines.BandRules.from_table({'shared_cpu': {'spread_factor': 4, 'floor': 4, 'cap': 10}})
+    rules = bandrules.BandRules.from_table({'shared_cpu': {'spread_factor': 4, 'floor': 4, 'cap': 10}})
     # three runs within 1.1x: the floor, 4x either side
     value, lower, upper, comment = rules.shared_cpu_band([10.0, 11.0, 10.5])
     assert value == 10.5 and (lower, upper) == pytest.approx((1 / 4 - 1, 3.0)) and 'shared CPUs' in comment
@@ -44,7 +44,7 @@ def test_shared_cpu_band_is_a_factor_from_the_log_spread_between_floor_and_cap()
 
 
 def test_the_shared_cpu_reference_set_judges_what_the_normal_one_cannot(tmp_path):
-    rules = baselines.BandRules.from_table({})
+    rules = bandrules.BandRules.from_table({})
     base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
     for v in (20.0, 11.0, 16.0):
         base.add([m(v, metric='rtt_us', unit='us', test='mpitest.latency')], rules, 'r.json')
@@ -56,7 +56,7 @@ def test_the_shared_cpu_reference_set_judges_what_the_normal_one_cannot(tmp_path
 
 
 def test_the_host_swing_widens_a_figure_whose_own_runs_missed_the_deep_swing(tmp_path):
-    rules = baselines.BandRules.from_table({'shared_cpu': {'pool_min': 300}})
+    rules = bandrules.BandRules.from_table({'shared_cpu': {'pool_min': 300}})
     base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
     # 100 figures of one partition and interconnect, one of them read 8x off in one run: the pool's 99.9th
     # percentile is that 8x, and x1.5 in log space (8 ** 1.5 = 22.6) is above the 15x cap
@@ -68,14 +68,14 @@ def test_the_host_swing_widens_a_figure_whose_own_runs_missed_the_deep_swing(tmp
     assert (wide.lower, wide.upper) == pytest.approx((1 / 15 - 1, 14.0))        # its own spread alone: 4x
     assert 'host swing x22.63' in wide.comment
     # the ratios are not pooled (their yardstick divided the host's state out); a pool too small has no say
-    assert baselines.BandRules.from_table({}).host_swing([0.1] * 999) == 1.0
+    assert bandrules.BandRules.from_table({}).host_swing([0.1] * 999) == 1.0
     assert rules.host_swing([0.0] * 300) == 1.0
     with pytest.raises(baselines.BaselineError, match='pool_quantile: 1 is out of range'):
-        baselines.BandRules.from_table({'shared_cpu': {'pool_quantile': 1}})
+        bandrules.BandRules.from_table({'shared_cpu': {'pool_quantile': 1}})
 
 
 def test_a_ratio_band_stands_on_the_spread_of_the_same_ratio_of_every_mpi_build(tmp_path):
-    rules = baselines.BandRules.from_table({})
+    rules = bandrules.BandRules.from_table({})
     base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
 
     def ratio(env, value, test='mpitest.latency'):
@@ -263,7 +263,7 @@ def test_a_new_version_keeps_the_old_baseline_and_compares_with_it(tmp_path):
     new_files = {'src/k.c': 'ccc', 'reframe_tests/netregress/base.py': 'bbb'}
     old = _record(tmp_path, 'v1', old_files, [900.0, 910.0, 920.0, 930.0, 940.0])
     text = old.path.read_text()
-    rules = baselines.BandRules(window=5, min_runs=3, spread_factor=3.0, floor={}, cap=(-0.33, 0.5))
+    rules = bandrules.BandRules(window=5, min_runs=3, spread_factor=3.0, floor={}, cap=(-0.33, 0.5))
     base, warning = baselines.Baseline.for_run('vc', rules, tmp_path, version='v2', files=new_files)
     assert base.path == old.path and 'earlier measurement version (v1, 5 runs' in warning
     assert 'changed since: src/k.c' in warning.replace('\n', ' ')
@@ -329,7 +329,7 @@ def test_a_malformed_baseline_file_is_one_line(tmp_path, text, message):
     ({'shared_cpu': {'spread_factor': 0}}, 'shared_cpu.spread_factor: 0'), ({'shared_cpu': 3}, 'shared_cpu: expected')])
 def test_band_rules_out_of_range_are_refused(block, message):
     with pytest.raises(baselines.BaselineError, match=message):
-        baselines.BandRules.from_table(block)
+        bandrules.BandRules.from_table(block)
 
 
 def test_a_nan_or_negative_figure_never_enters_a_baseline(tmp_path):

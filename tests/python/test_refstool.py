@@ -141,7 +141,7 @@ import os                                   # noqa: E402
 import subprocess                           # noqa: E402
 from pathlib import Path                    # noqa: E402
 
-from netregress import baselines, measurement            # noqa: E402
+from netregress import bandrules, baselines, measurement            # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -314,5 +314,5 @@ def test_record_after_a_measurement_change_keeps_the_old_baseline(tmp_path, monk
     out = refsbaseline.record([rep], 'vc', table)
     assert out.startswith('a new measurement version') and f'beside {old} (kept; changed since: src/k.c)' in out
     assert old.read_text() == text and len(list(old.parent.glob('*.yaml'))) == 2
-    base, warning = baselines.Baseline.for_run('vc', baselines.BandRules.from_table(table.baselines))
+    base, warning = baselines.Baseline.for_run('vc', bandrules.BandRules.from_table(table.baselines))
     assert base.path == old and 'changed since: src/k.c' in warning

@@ -15,19 +15,15 @@ measured (sanity, :func:`unmeasured_nodes`), and each at least ``min_node_fracti
 :func:`slow_nodes`), else the nodes are named. Both are tested in tests/python/test_nodeprobe.py.
 
 Each pass also records the CPU cgroup its stream ran in, that group's quota and how long the quota throttled it
-(:data:`CPU_LIMIT_SH`). A node under a quota its peers lack is named with it. When every node's stream ran under one
-and the same quota and it throttled them (the machine itself is capped: a container's CPU limit, or
-tools/slow-machine), a stream reads what the shared quota left it at that moment: under 0.5 CPU here 6-14 Gbit/s
-per pass, now and then 31, for every node alike, so the nodes cannot be told apart by it. Then the ratio to the
-median node is recorded, not asserted, and the run says why (:func:`shared_cpu_quota`); every node must still be
-measured.
+(:mod:`.cpulimit`). A node under a quota its peers lack is named with it. When every node's stream ran under one
+and the same quota and it throttled them (the machine itself is capped), the ratio to the median node is recorded,
+not asserted, and the run says why; every node must still be measured.
 """
 from __future__ import annotations
 
 import os
 import shlex
 import statistics
-from dataclasses import dataclass
 from typing import Mapping
 
 import reframe.utility.sanity as sn
@@ -38,6 +34,7 @@ from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
 from . import figures, interconnects, results, slurm
+from .cpulimit import CPU_LIMIT_SH, CpuLimit, own_cpu_quotas, read_cpu_limit, shared_cpu_quota
 from .linkplan import SLURM_ON_NAMED_NODE
 from .base import NetregressCheck
 from .build import TcpKernelBuild
@@ -70,51 +67,6 @@ def slow_nodes(figures: Mapping[str, float | None], min_fraction: float,
     return problems
 
 
-@dataclass(frozen=True)
-class CpuLimit:
-    """The CPU cgroup one pass of a node's stream ran in: its path, quota in CPUs (None: none) and the seconds
-    the quota throttled the group during the pass."""
-    cgroup: str
-    quota_cpus: float | None
-    throttled_s: float
-
-
-def read_cpu_limit(path: str) -> CpuLimit | None:
-    """The two lines :data:`CPU_LIMIT_SH` wrote before and after a pass; None if they are missing or garbled."""
-    try:
-        with open(path) as fp:
-            rows = [dict(kv.split('=', 1) for kv in line.split()) for line in fp if line.strip()]
-        before, after = rows[0], rows[-1]
-        quota, period = int(after['quota_us']), int(after['period_us'])
-        return CpuLimit(after['cgroup'], quota / period if quota > 0 and period > 0 else None,
-                        max(0.0, (int(after['throttled_ns']) - int(before['throttled_ns'])) / 1e9))
-    except (OSError, IndexError, KeyError, ValueError):
-        return None
-
-
-def shared_cpu_quota(limits: Mapping[str, list[CpuLimit | None]]) -> str | None:
-    """Why the nodes cannot be compared, if so: every pass of every node ran in one cgroup whose CPU quota
-    throttled at least one of them (the machine's limit, not a node's); None otherwise."""
-    passes = [c for per_node in limits.values() for c in per_node]
-    if len(limits) < 2 or not passes or any(c is None for c in passes):
-        return None
-    groups = {(c.cgroup, c.quota_cpus) for c in passes}
-    (cgroup, quota), throttled = next(iter(groups)), sum(c.throttled_s > 0 for c in passes)
-    if len(groups) != 1 or quota is None or not throttled:
-        return None
-    return (f'every node ran under one CPU quota (cgroup {cgroup}: {quota:g} CPU), which throttled {throttled} of '
-            f'{len(passes)} passes: this machine\'s limit, not a node\'s; the nodes\' ratio is recorded, not asserted')
-
-
-def own_cpu_quotas(limits: Mapping[str, list[CpuLimit | None]]) -> dict[str, str]:
-    """Nodes that ran under a CPU quota not every node ran under: node -> what to add to its verdict."""
-    quotas = {n: {(c.cgroup, c.quota_cpus) for c in per_node if c and c.quota_cpus} for n, per_node in limits.items()}
-    everywhere = set.intersection(*quotas.values()) if quotas else set()
-    return {n: ', '.join(f'under a CPU quota of {q:g} CPU (cgroup {g}) that not every node has'
-                         for g, q in sorted(own - everywhere))
-            for n, own in quotas.items() if own - everywhere}
-
-
 def driver_script(nodes: list[str], prefixes: Mapping[str, str], kernels_dir: str, opts: list[str],
                   passes: int = 1, on_every_node: str | None = None) -> str:
     """Shell script writing nodes/<node>.<pass>.json per node and pass. With ``on_every_node`` (a prefix running
@@ -132,21 +84,6 @@ def driver_script(nodes: list[str], prefixes: Mapping[str, str], kernels_dir: st
             node = nodes[(i + k) % len(nodes)]
             lines.append(_node_line(node, k, prefixes[node], server, client, opts, label=node))
     return '\n'.join(lines) + '\n'
-
-
-#: Shell: one line ``cgroup=PATH quota_us=Q period_us=P throttled_ns=T`` for the CPU cgroup this shell runs in
-#: (cgroup v1 ``cpu`` controller, else v2; quota -1: none). A node's stream halves under a CPU quota, so each pass
-#: records under which one it ran and whether it was throttled there.
-CPU_LIMIT_SH = (
-    "awk -F: '$2 ~ /(^|,)cpu(,|$)/ {v1=$3} $1 == 0 {v2=$3} "
-    "END {p = v1 != \"\" ? v1 : v2; d = v1 != \"\" ? \"/sys/fs/cgroup/cpu\" v1 : \"/sys/fs/cgroup\" v2; "
-    "q = -1; per = 100000; t = 0; "
-    "if ((getline l < (d \"/cpu.cfs_quota_us\")) > 0) q = l; "
-    "if ((getline l < (d \"/cpu.cfs_period_us\")) > 0) per = l; "
-    "if ((getline l < (d \"/cpu.max\")) > 0) {split(l, m, \" \"); q = m[1] == \"max\" ? -1 : m[1]; per = m[2]} "
-    "while ((getline l < (d \"/cpu.stat\")) > 0) {split(l, m, \" \"); "
-    "if (m[1] == \"throttled_time\") t = m[2]; if (m[1] == \"throttled_usec\") t = m[2] * 1000} "
-    "printf \"cgroup=%s quota_us=%s period_us=%s throttled_ns=%s\\n\", p, q, per, t}' /proc/self/cgroup")
 
 
 def _node_line(node: str, k: int, prefix: str, server: str, client: str, opts: list[str], label: str) -> str:

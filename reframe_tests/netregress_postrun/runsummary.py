@@ -147,6 +147,17 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     return '\n'.join(lines), ok
 
 
+def failure_lines(report: Mapping) -> list[str]:
+    """One line per case that failed, or failed and then passed on a retry outside the performance stage: what the
+    end of a run repeats, so that the last lines of a CI log say what failed."""
+    res = runreport.analyse(report)
+    failed = [tc for tc in res['final'].values() if tc.get('result') == 'fail']
+    lines = ([f'{runreport.case_name(tc)}: {runreport.failure(tc)}' for tc in failed]
+             + [f'{runreport.case_name(tc)} (failed, then passed on a retry): {runreport.failure(tc)}'
+                for tc in res['hidden'].values()])
+    return [line if len(line) <= 400 else line[:397] + '...' for line in lines]
+
+
 def uses_host_references(system: str) -> bool:
     """True when every partition of ``system`` in config/settings.py takes its references from a host baseline."""
     extras = site.partition_extras(system)
@@ -182,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument('reports', nargs='+', type=Path)
     rep.add_argument('--log', type=Path, action='append', default=[],
                      help="ReFrame's console log of the run (the skip reasons)")
+    fl = sub.add_parser('failures', help='one line per failed case of the reports (the end of a run)')
+    fl.add_argument('reports', nargs='+', type=Path)
     st = sub.add_parser('baseline-status')
     st.add_argument('--system', required=True)
     args = ap.parse_args(argv)
@@ -191,6 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         except (baselines.BaselineError, interconnects.InterconnectError) as err:
             print(f'host baseline: {err}')
             return 1
+        return 0
+    if args.cmd == 'failures':
+        for path in args.reports:
+            try:
+                print('\n'.join(failure_lines(runreport.read(path))) or 'no failed case')
+            except runreport.RunReportError as err:
+                print(f'{err}')
         return 0
     all_ok = True
     for path in args.reports:

@@ -113,6 +113,7 @@ struct lm_report {
     int32_t stuck;    /* MPI requests that neither completed nor could be cancelled: the job must end */
     int32_t rejected; /* TCP connections closed for a missing or wrong token */
     struct lm_side send, recv;
+    struct nr_cpu_limit cpu_start, cpu_now; /* the rank's CPU cgroup at its start and at this report */
 };
 
 /* Rank 0's record of one directed pair. */
@@ -160,6 +161,7 @@ struct lm_ctx {
     int dec[4][2], dec_seq, din[2];
     int ready_out, *ready_in, turn_out, turn_in;
     struct lm_report rep_out[2];
+    struct nr_cpu_limit cpu_start; /* this rank's CPU cgroup when it started (nr/cpulimit.h) */
     /* the control sends in flight (lm_ctl_send): groups 0-3 rank 0's decisions by buffer (n each, by rank), group 4
      * this rank's own (LM_CTL_OWN); ctl_busy[g] counts the group's active requests */
     MPI_Request *ctl;
@@ -177,6 +179,7 @@ struct lm_ctx {
     int rejected;
     /* rank 0 */
     struct lm_report *reports;
+    struct nr_cpu_limit *cpu_first, *cpu_last; /* per rank: its reading at its start and at its last report */
     char *missing;
     struct lm_pair *pairs;
     size_t npairs, cap;
@@ -1536,6 +1539,26 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
         nr_json_end_object(&j);
     }
     nr_json_end_array(&j);
+    /* cpu_limits[rank]: the CPU cgroup each rank ran in, its quota and how long it throttled the rank between the
+     * rank's start and its last report (null: no report, or no cgroup found) */
+    nr_json_key(&j, "cpu_limits");
+    nr_json_begin_array(&j);
+    for (int r = 0; c->cpu_first && c->cpu_last && r < n; r++) {
+        const struct nr_cpu_limit *a = &c->cpu_first[r], *b = &c->cpu_last[r];
+        if (!a->ok || !b->ok) {
+            nr_json_null(&j);
+            continue;
+        }
+        nr_json_begin_object(&j);
+        nr_json_kv_int(&j, "rank", r);
+        nr_json_kv_string(&j, "host", lm_host(c, r));
+        nr_json_kv_string(&j, "cgroup", b->cgroup);
+        nr_json_kv_int(&j, "quota_us", b->quota_us);
+        nr_json_kv_int(&j, "period_us", b->period_us);
+        nr_json_kv_uint(&j, "throttled_ns", b->throttled_ns >= a->throttled_ns ? b->throttled_ns - a->throttled_ns : 0);
+        nr_json_end_object(&j);
+    }
+    nr_json_end_array(&j);
     /* matrix_mbps[src][dst]: null on the diagonal, for a pair not run and for a failed pair */
     double *mx = malloc(sizeof(double) * (size_t)n * (size_t)n);
     if (mx) {
@@ -1697,6 +1720,8 @@ static int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
             phase_end = r0 + c->rt;
         }
         rep->rejected = c->rejected;
+        rep->cpu_start = c->cpu_start;
+        nr_cpu_limit_read(&rep->cpu_now);
         if (!root) {
             if ((rc = lm_tell_root(c, LM_OWN_REPORT + k % 2, rep, (int)sizeof *rep, LM_TAG_REPORT, err)) < 0)
                 nr_mpi_fail_loop(c->m, err);
@@ -1705,6 +1730,9 @@ static int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
         int miss = lm_collect(c, LM_TAG_REPORT, c->reports, sizeof *c->reports, (int)sizeof *c->reports,
                               phase_end + LM_GRACE_S, err);
         c->reports[0] = *rep;
+        for (int r = 0; r < n; r++)
+            if (!c->missing[r] && c->reports[r].cpu_now.ok)
+                c->cpu_first[r] = c->reports[r].cpu_start, c->cpu_last[r] = c->reports[r].cpu_now;
         lm_record(c, k, MPI_Wtime() - wall0);
         if (miss > 0) {
             char who[200] = "";
@@ -1835,10 +1863,12 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
     if (me == 0) {
         c->reports = calloc((size_t)n, sizeof *c->reports);
         c->ready_in = calloc((size_t)n, sizeof(int));
+        c->cpu_first = calloc((size_t)n, sizeof *c->cpu_first);
+        c->cpu_last = calloc((size_t)n, sizeof *c->cpu_last);
     }
     if (!c->sbuf || !c->rbuf || !c->rtt_out || !c->rtt_in || !c->rtt_samples || !c->hosts || !c->sreq || !c->rreq ||
         !c->creq || !c->st || !c->idx || !c->rseq || !c->missing || !c->ctl || !c->ctl_idx || !c->ctl_st ||
-        (me == 0 && (!c->reports || !c->ready_in)))
+        (me == 0 && (!c->reports || !c->ready_in || !c->cpu_first || !c->cpu_last)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (rc == NR_OK) { /* written before anything runs: no shared zero page in any transfer */
         nr_buffer_fill(c->sbuf, o->msg, (uint32_t)me);
@@ -1959,6 +1989,7 @@ int main(int argc, char **argv)
     }
     if (rc == NR_OK) {
         c.started_s = MPI_Wtime();
+        nr_cpu_limit_read(&c.cpu_start);
         rc = lm_run(&c, started, &err);
     }
     if (rc == NR_OK && mpi.rank == 0) {
@@ -1984,6 +2015,6 @@ int main(int argc, char **argv)
     free(c.pairs), free(c.rounds), free(c.plan), free(c.hosts), free(c.sbuf), free(c.rbuf), free(c.rtt_out);
     free(c.rtt_in), free(c.rtt_samples), free(c.sreq), free(c.rreq), free(c.creq), free(c.st), free(c.idx);
     free(c.rseq), free(c.missing), free(c.reports), free(c.ready_in), free(c.addr), free(c.port), free(c.ctl);
-    free(c.ctl_idx), free(c.ctl_st);
+    free(c.ctl_idx), free(c.ctl_st), free(c.cpu_first), free(c.cpu_last);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

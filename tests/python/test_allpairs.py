@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 pytest.importorskip('reframe')
-from netregress import allpairs, linkplan, linkverdict, slurm  # noqa: E402
+from netregress import allpairs, cpulimit, linkplan, linkverdict, slurm  # noqa: E402
 
 
 def nodes(n, prefix='n'):
@@ -146,6 +146,28 @@ def test_line_rate_is_checked_for_every_link():
     (msg,) = linkverdict.slow_links(links, min_fraction=0.85, rate_mbps=956.4, rate_fraction=0.95)
     assert msg == ('link gige1-gige2 at 670 Mbit/s (gige1->gige2) is 0.700 x the 956.4 Mbit/s a link carries '
                    '(min_rate_fraction 0.95)')
+
+
+def test_linkmap_cpu_limits_tell_when_one_throttled_quota_decided_every_stream():
+    """nr-linkmap's cpu_limits (one entry per rank, a delta over the job) as under tools/slow-machine 1: every rank
+    in one throttled group is the machine's limit; a rank without a reading, another group, or no throttling is
+    not (the links are then judged as always)."""
+    hosts = ['gige1', 'gige2', 'gige3', 'gige4']
+    entry = {'cgroup': '/netregress-slow-9', 'quota_us': 100000, 'period_us': 100000, 'throttled_ns': 4e8}
+    doc = {'hosts': hosts, 'cpu_limits': [dict(entry, rank=r, host=h) for r, h in enumerate(hosts)]}
+    limits = cpulimit.from_linkmap(doc)
+    assert limits['gige1'] == [cpulimit.CpuLimit('/netregress-slow-9', 1.0, 0.4)]
+    note = cpulimit.shared_cpu_quota(limits, unit='ranks', consequence='recorded')
+    assert note.startswith('every node ran under one CPU quota (cgroup /netregress-slow-9: 1 CPU), which throttled '
+                           '4 of 4 ranks') and note.endswith('; recorded')
+    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': doc['cpu_limits'][:3] + [None]})) \
+        is None
+    unthrottled = [dict(e, throttled_ns=0) for e in doc['cpu_limits']]
+    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': unthrottled})) is None
+    own = doc['cpu_limits'][:3] + [dict(entry, cgroup='/drill')]
+    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': own})) is None
+    assert cpulimit.from_linkmap({'hosts': hosts}) == {}                    # a kernel older than the field
+    assert cpulimit.from_linkmap({'hosts': hosts, 'cpu_limits': [{'cgroup': '/'}]}) == {'gige1': [None]}
 
 
 def test_a_slow_uplink_is_named_as_the_uplink_not_as_nodes():

@@ -135,6 +135,18 @@ def test_a_retry_never_hides_a_sanity_failure():
     assert not ok and 'MPI took another path' in text and 'never excuses' in text
 
 
+
+def test_the_end_of_a_failed_run_repeats_each_failed_case_on_one_line():
+    """tools/validate prints these last (runsummary failures): a CI log is read from its end."""
+    report = {'runs': [{'testcases': [tc('a', 'fail', 'sanity', 'MPI took\nanother path'), tc('b', 'pass'),
+                                      tc('c', 'fail', 'performance', 'x' * 600)]},
+                       {'testcases': [tc('a', 'pass'), tc('c', 'fail', 'performance', 'slow')]}]}
+    lines = runsummary.failure_lines(report)
+    assert lines[0].endswith('performance error: slow')
+    assert lines[1].endswith('(failed, then passed on a retry): sanity error: MPI took another path')
+    assert len(lines) == 2
+    assert runsummary.failure_lines({'runs': [{'testcases': [tc('a', 'fail', 'sanity', 'y' * 600)]}]})[0].endswith('...')
+
 def test_a_retried_performance_measurement_may_pass():
     report = {'runs': [{'testcases': [tc('a', 'fail', 'performance', 'x')]}, {'testcases': [tc('a', 'pass')]}]}
     text, ok = runsummary.summarise(report)

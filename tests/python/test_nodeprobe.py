@@ -2,7 +2,8 @@
 import subprocess
 
 from netregress import nodeprobe
-from netregress.nodeprobe import CpuLimit
+from netregress import cpulimit
+from netregress.cpulimit import CpuLimit
 
 
 def test_a_node_at_half_the_median_is_named():
@@ -71,17 +72,17 @@ def test_each_pass_records_its_cpu_cgroup_quota_and_throttling(tmp_path):
     rec = tmp_path / 'n1.0.cpu'
     for _ in range(2):
         with open(rec, 'a') as fp:
-            subprocess.run(['sh', '-c', nodeprobe.CPU_LIMIT_SH], stdout=fp, check=True, timeout=30)
-    limit = nodeprobe.read_cpu_limit(str(rec))
+            subprocess.run(['sh', '-c', cpulimit.CPU_LIMIT_SH], stdout=fp, check=True, timeout=30)
+    limit = cpulimit.read_cpu_limit(str(rec))
     assert limit is not None and limit.cgroup.startswith('/') and limit.throttled_s >= 0
     rec.write_text('cgroup=/slow quota_us=50000 period_us=100000 throttled_ns=1000000000\n'
                    'cgroup=/slow quota_us=50000 period_us=100000 throttled_ns=1500000000\n')
-    assert nodeprobe.read_cpu_limit(str(rec)) == CpuLimit('/slow', 0.5, 0.5)
+    assert cpulimit.read_cpu_limit(str(rec)) == CpuLimit('/slow', 0.5, 0.5)
     rec.write_text('cgroup=/ quota_us=-1 period_us=100000 throttled_ns=0\n' * 2)
-    assert nodeprobe.read_cpu_limit(str(rec)) == CpuLimit('/', None, 0.0)
+    assert cpulimit.read_cpu_limit(str(rec)) == CpuLimit('/', None, 0.0)
     rec.write_text('garbled\n')
-    assert nodeprobe.read_cpu_limit(str(rec)) is None
-    assert nodeprobe.read_cpu_limit(str(tmp_path / 'missing.cpu')) is None
+    assert cpulimit.read_cpu_limit(str(rec)) is None
+    assert cpulimit.read_cpu_limit(str(tmp_path / 'missing.cpu')) is None
 
 
 SHARED = CpuLimit('/netregress-slow-1', 0.5, 0.8)
@@ -93,12 +94,12 @@ def test_a_quota_every_node_shares_is_the_machine_not_a_node():
     at random: no node verdict, said why. Not so when a node's group differs, the quota never throttled, or a
     pass has no record."""
     shared = {n: [SHARED, SHARED, SHARED] for n in ('gige1', 'gige2', 'gige3', 'gige4')}
-    note = nodeprobe.shared_cpu_quota(shared)
+    note = cpulimit.shared_cpu_quota(shared)
     assert note and 'cgroup /netregress-slow-1: 0.5 CPU' in note and 'throttled 12 of 12 passes' in note
-    assert nodeprobe.own_cpu_quotas(shared) == {}
-    assert nodeprobe.shared_cpu_quota({n: [ROOT] * 3 for n in shared}) is None
-    assert nodeprobe.shared_cpu_quota({n: [CpuLimit(SHARED.cgroup, 0.5, 0.0)] * 3 for n in shared}) is None
-    assert nodeprobe.shared_cpu_quota({**shared, 'gige4': [SHARED, None, SHARED]}) is None
+    assert cpulimit.own_cpu_quotas(shared) == {}
+    assert cpulimit.shared_cpu_quota({n: [ROOT] * 3 for n in shared}) is None
+    assert cpulimit.shared_cpu_quota({n: [CpuLimit(SHARED.cgroup, 0.5, 0.0)] * 3 for n in shared}) is None
+    assert cpulimit.shared_cpu_quota({**shared, 'gige4': [SHARED, None, SHARED]}) is None
 
 
 def test_a_node_under_its_own_quota_is_judged_and_named_with_it():
@@ -106,8 +107,8 @@ def test_a_node_under_its_own_quota_is_judged_and_named_with_it():
     nodes in the root group: the nodes are compared, and fast3's verdict names its quota."""
     own = CpuLimit('/netregress-drill', 0.5, 0.6)
     limits = {'fast1': [ROOT] * 3, 'fast2': [ROOT] * 3, 'fast3': [own] * 3, 'fast4': [ROOT] * 3}
-    assert nodeprobe.shared_cpu_quota(limits) is None
-    notes = nodeprobe.own_cpu_quotas(limits)
+    assert cpulimit.shared_cpu_quota(limits) is None
+    notes = cpulimit.own_cpu_quotas(limits)
     assert list(notes) == ['fast3'] and 'CPU quota of 0.5 CPU (cgroup /netregress-drill)' in notes['fast3']
     (slow,) = nodeprobe.slow_nodes({'fast1': 23800.0, 'fast2': 24100.0, 'fast3': 12800.0, 'fast4': 23500.0}, 0.8,
                                    notes)

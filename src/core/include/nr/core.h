@@ -2,6 +2,7 @@
  *
  *   nr/buffer.h  message buffers written before timing (no shared zero page)
  *   nr/calib.h   iteration count calibrated to a time budget
+ *   nr/cpulimit.h  the CPU cgroup of this process: quota and throttled time
  *   nr/error.h   error codes, struct nr_error, the message table, exit statuses
  *   nr/timer.h   monotonic clock, sleeping, getrusage process times
  *   nr/host.h    host names, time stamps for headers
@@ -19,6 +20,7 @@
 
 #include "nr/buffer.h"
 #include "nr/calib.h"
+#include "nr/cpulimit.h"
 #include "nr/error.h"
 #include "nr/host.h"
 #include "nr/json.h"

@@ -16,8 +16,9 @@ steps for 400 nodes; Slurm's MaxStepCount is 40,000). The job's rounds come from
 Where nodes share a host's CPUs (the vcluster), concurrent pairs measure the CPU: the partition extra
 ``link_concurrency`` (directed streams at a time; 1: one after the other, as a single-pair test) cuts each round.
 The data moves through the MPI library forced onto the fabric like every MPI check (``link_transport`` ``mpi``, any
-fabric), or over TCP bound to the interface under test with MPI only coordinating (``tcp``, IP fabrics). Each round is bounded (``--round-timeout``): a dead or hung
-node fails its pairs, named, instead of holding the job to its time limit.
+fabric), or over TCP bound to the interface under test with MPI only coordinating (``tcp``, IP fabrics). Each round
+is bounded (``--round-timeout``): a dead or hung node fails its pairs, named, instead of holding the job to its time
+limit.
 
 Verdicts (``netregress.linkverdict``), baseline-free: every link measured (sanity); the slowest link at least
 ``min_link_fraction`` of the median link and, where the fabric has a line rate, every link at least

@@ -542,6 +542,11 @@ def _linkmap_check(r, np, transport, rtt=False):
     check(len(r['hosts']) == np and all(isinstance(h, str) and h for h in r['hosts']), 'a host per rank')
     check(r['options']['transport'] == transport and r['options']['processes'] == np, 'options')
     check(isinstance(r['mpi']['library'], str) and r['mpi']['library'], 'mpi.library')
+    limits = r['cpu_limits']
+    check(len(limits) == np and all(c is None or (c['rank'] == i and c['host'] == r['hosts'][i]
+                                                  and c['cgroup'].startswith('/') and c['period_us'] > 0
+                                                  and c['throttled_ns'] >= 0)
+                                    for i, c in enumerate(limits)), f'a CPU cgroup reading per rank: {limits}')
     seen = set()
     for rd in r['rounds']:
         k = rd['index'] + 1

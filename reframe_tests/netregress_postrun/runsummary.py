@@ -179,9 +179,10 @@ def baseline_status(system: str) -> str:
         return (f'WARNING: {warning}; a passing run adds its figures to the new version\'s baseline, the earlier '
                 f'one is kept')
     shared = sorted(p for p, x in site.partition_extras(system).items() if not x.get('assert_cpu_bound', True))
-    scope = (f'; on {", ".join(shared)} it asserts link-bound streams and their ratios to iperf3, CPU-bound figures '
-             f'(round trips and their ratios to NetPIPE or IMB too) are recorded only (they swing with where the '
-             f'host runs the CPUs: docs/validation.md)' if shared else '')
+    lo, hi = rules.shared_floor, rules.shared_cap
+    scope = (f'; on {", ".join(shared)} link-bound streams and ratios get the normal bands, CPU-bound figures the '
+             f'wide band their spread on this host supports ({lo:g}x to {hi:g}x either side: they swing with where '
+             f'the host runs the CPUs, docs/validation.md)' if shared else '')
     return (f'comparing with this host\'s baseline of {system} ({host}, {len(base.runs)} runs recorded, '
             f'{base.path}){scope}; a passing run adds its figures to it')
 

@@ -309,7 +309,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
         with open(os.path.join(self.stagedir, LINKS_TABLE), 'w') as fp:
             fp.write(format_table(links, stats))
         self.cpu_quota_note = cpulimit.shared_cpu_quota(
-            cpulimit.from_linkmap(self._doc), unit='ranks',
+            cpulimit.from_linkmap(self._doc), one_machine=bool(self.current_partition.extras.get('host_cpus')),
+            unit='ranks',
             consequence=('each link\'s rate against the line rate is recorded, not asserted (the quota trims every '
                          'link alike; each is still judged against the median link)' if self.rate_mbps else
                          'the slowest link\'s ratio to the median link is recorded, not asserted (the streams '

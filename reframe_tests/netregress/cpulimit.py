@@ -76,13 +76,15 @@ def from_linkmap(doc: Mapping) -> dict[str, list[CpuLimit | None]]:
     return out
 
 
-def shared_cpu_quota(limits: Mapping[str, list[CpuLimit | None]], unit: str = 'passes',
+def shared_cpu_quota(limits: Mapping[str, list[CpuLimit | None]], *, one_machine: bool, unit: str = 'passes',
                      consequence: str = 'the nodes\' ratio is recorded, not asserted') -> str | None:
     """Why the nodes cannot be compared, if so: every reading of every node is of one cgroup whose CPU quota
     throttled at least one of them (the machine's limit, not a node's); None otherwise, or when a reading is
-    missing (then nothing is known about the others either)."""
+    missing (then nothing is known about the others either). Only where the nodes share ``one_machine``'s CPUs
+    (the partition extra ``host_cpus``): on a cluster the same path on two nodes (Slurm's
+    ``/.../job_N/step_0``) names two groups, each node's own."""
     readings = [c for per_node in limits.values() for c in per_node]
-    if len(limits) < 2 or not readings or any(c is None for c in readings):
+    if not one_machine or len(limits) < 2 or not readings or any(c is None for c in readings):
         return None
     groups = {(c.cgroup, c.quota_cpus) for c in readings}
     (cgroup, quota), throttled = next(iter(groups)), sum(c.throttled_s > 0 for c in readings)

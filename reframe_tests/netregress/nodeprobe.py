@@ -243,7 +243,8 @@ class NodeLoopbackCheck(NetregressCheck):
         if problems:
             raise SanityError('; '.join(problems))
         limits = self.cpu_limits()      # read once: the performance stage uses what sanity found
-        self.cpu_quota_note = shared_cpu_quota(limits) or ''
+        one_machine = bool(self.current_partition.extras.get('host_cpus'))
+        self.cpu_quota_note = shared_cpu_quota(limits, one_machine=one_machine) or ''
         self._own_quotas = own_cpu_quotas(limits)
         if self.cpu_quota_note:
             getlogger().warning(f'{self.display_name}: {self.cpu_quota_note}')

@@ -157,15 +157,16 @@ def test_linkmap_cpu_limits_tell_when_one_throttled_quota_decided_every_stream()
     doc = {'hosts': hosts, 'cpu_limits': [dict(entry, rank=r, host=h) for r, h in enumerate(hosts)]}
     limits = cpulimit.from_linkmap(doc)
     assert limits['gige1'] == [cpulimit.CpuLimit('/netregress-slow-9', 1.0, 0.4)]
-    note = cpulimit.shared_cpu_quota(limits, unit='ranks', consequence='recorded')
+    note = cpulimit.shared_cpu_quota(limits, one_machine=True, unit='ranks', consequence='recorded')
     assert note.startswith('every node ran under one CPU quota (cgroup /netregress-slow-9: 1 CPU), which throttled '
                            '4 of 4 ranks') and note.endswith('; recorded')
-    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': doc['cpu_limits'][:3] + [None]})) \
-        is None
+    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': doc['cpu_limits'][:3] + [None]}),
+                                     one_machine=True) is None
     unthrottled = [dict(e, throttled_ns=0) for e in doc['cpu_limits']]
-    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': unthrottled})) is None
+    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': unthrottled}),
+                                     one_machine=True) is None
     own = doc['cpu_limits'][:3] + [dict(entry, cgroup='/drill')]
-    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': own})) is None
+    assert cpulimit.shared_cpu_quota(cpulimit.from_linkmap({**doc, 'cpu_limits': own}), one_machine=True) is None
     assert cpulimit.from_linkmap({'hosts': hosts}) == {}                    # a kernel older than the field
     assert cpulimit.from_linkmap({'hosts': hosts, 'cpu_limits': [{'cgroup': '/'}]}) == {'gige1': [None]}
 

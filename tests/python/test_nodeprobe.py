@@ -94,12 +94,15 @@ def test_a_quota_every_node_shares_is_the_machine_not_a_node():
     at random: no node verdict, said why. Not so when a node's group differs, the quota never throttled, or a
     pass has no record."""
     shared = {n: [SHARED, SHARED, SHARED] for n in ('gige1', 'gige2', 'gige3', 'gige4')}
-    note = cpulimit.shared_cpu_quota(shared)
+    note = cpulimit.shared_cpu_quota(shared, one_machine=True)
     assert note and 'cgroup /netregress-slow-1: 0.5 CPU' in note and 'throttled 12 of 12 passes' in note
+    # nodes of a cluster: the same path on each node is each node's own group
+    assert cpulimit.shared_cpu_quota(shared, one_machine=False) is None
     assert cpulimit.own_cpu_quotas(shared) == {}
-    assert cpulimit.shared_cpu_quota({n: [ROOT] * 3 for n in shared}) is None
-    assert cpulimit.shared_cpu_quota({n: [CpuLimit(SHARED.cgroup, 0.5, 0.0)] * 3 for n in shared}) is None
-    assert cpulimit.shared_cpu_quota({**shared, 'gige4': [SHARED, None, SHARED]}) is None
+    assert cpulimit.shared_cpu_quota({n: [ROOT] * 3 for n in shared}, one_machine=True) is None
+    unthrottled = {n: [CpuLimit(SHARED.cgroup, 0.5, 0.0)] * 3 for n in shared}
+    assert cpulimit.shared_cpu_quota(unthrottled, one_machine=True) is None
+    assert cpulimit.shared_cpu_quota({**shared, 'gige4': [SHARED, None, SHARED]}, one_machine=True) is None
 
 
 def test_a_node_under_its_own_quota_is_judged_and_named_with_it():
@@ -107,7 +110,7 @@ def test_a_node_under_its_own_quota_is_judged_and_named_with_it():
     nodes in the root group: the nodes are compared, and fast3's verdict names its quota."""
     own = CpuLimit('/netregress-drill', 0.5, 0.6)
     limits = {'fast1': [ROOT] * 3, 'fast2': [ROOT] * 3, 'fast3': [own] * 3, 'fast4': [ROOT] * 3}
-    assert cpulimit.shared_cpu_quota(limits) is None
+    assert cpulimit.shared_cpu_quota(limits, one_machine=True) is None
     notes = cpulimit.own_cpu_quotas(limits)
     assert list(notes) == ['fast3'] and 'CPU quota of 0.5 CPU (cgroup /netregress-drill)' in notes['fast3']
     (slow,) = nodeprobe.slow_nodes({'fast1': 23800.0, 'fast2': 24100.0, 'fast3': 12800.0, 'fast4': 23500.0}, 0.8,

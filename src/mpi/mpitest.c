@@ -15,7 +15,7 @@
  * message arrives, so the master's time covers delivery. Before the measured repetitions the master calibrates
  * the iteration count: probe runs with a growing count until one lasts a tenth of the test time, then the count
  * is scaled to the test time (-t) (nr/calib.h: the count that reached a tenth is probed again and the agreed
- * (median) probe decides, and a first run shorter than half the target is run again with the count its own rate
+ * (median) probe decides, and a run shorter than half the target is run again with the count its own rate
  * gives; a test whose runs mostly lasted less than a tenth of the target fails with exit 3). Throughput counts
  * payload in both directions for ping-pong (as Hpcbench does). The secondary ships its times (and its system log,
  * -c) to the master after each run, outside the timed part. Every MPI call is checked and its outcome agreed on by
@@ -257,12 +257,12 @@ static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, st
     return nr_calibrate(nr__probe_run, &p, cal, iters, err);
 }
 
-/* One measured run of *n messages into rep, with the system-monitor row around it (an MPI run's). The first run of a
- * calibrated count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it lasted less than
- * half the target, rank 0 broadcasts the rescaled count and both ranks discard the run and run it again. With via,
- * a run of --duet's yardstick, calibrated and recorded on its own. */
+/* One measured run of *n messages into rep, with the system-monitor row around it (an MPI run's). A run of a
+ * calibrated count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it lasted
+ * less than half the target, rank 0 broadcasts the rescaled count and both ranks discard the run and run it again.
+ * With via, a run of --duet's yardstick, calibrated and recorded on its own. */
 static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how, struct nr_duet *via,
-                            unsigned char *sbuf, unsigned char *rbuf, uint64_t size, uint64_t *n, bool first,
+                            unsigned char *sbuf, unsigned char *rbuf, uint64_t size, uint64_t *n,
                             struct nr__run *r, struct nr_rep *rep, struct nr_error *err)
 {
     struct nr_calib *cal = via ? &via->calib : &r->calib;
@@ -273,8 +273,6 @@ static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how,
             return rc;
         if ((rc = nr__run_once(o, how, via, sbuf, rbuf, size, *n, rep, err)) < 0)
             return rc;
-        if (!first)
-            break;
         uint64_t next = 0; /* 0: keep the run */
         if (g_mpi->rank == 0 && !nr_calib_recheck(cal, *n, rep->local.elapsed_s, &rechecks, &next))
             next = 0;
@@ -597,24 +595,19 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         goto out;
     for (size_t i = 0; i < nruns; i++) {
         uint64_t size = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << i : r->size, n = iters;
-        bool calibrated_now = false;
         if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(o, how, NULL, sbuf, rbuf, size, 1, &warm, err)) < 0)
             goto out;
-        if (r->kind == NR_RUN_SWEEP && n == 0) {
-            if ((rc = nr__calibrate(o, how, NULL, sbuf, rbuf, size, &r->calib, &n, err)) < 0)
-                goto out;
-            calibrated_now = true;
-        }
-        /* Re-checked: the first run of a calibrated count, and each sweep point (calibrated on its own). */
-        bool first = r->calib.target_s > 0 && (i == 0 || calibrated_now);
+        if (r->kind == NR_RUN_SWEEP && n == 0 &&
+            (rc = nr__calibrate(o, how, NULL, sbuf, rbuf, size, &r->calib, &n, err)) < 0)
+            goto out;
         /* --duet: the pair's yardstick run before or after the MPI run, as rank 0's coin fell */
         bool yard_first = duet && duet->yard_first[i];
-        if (yard_first && (rc = nr__measured_run(o, how, duet, sbuf, rbuf, size, &yiters, first, r, &duet->reps[i],
+        if (yard_first && (rc = nr__measured_run(o, how, duet, sbuf, rbuf, size, &yiters, r, &duet->reps[i],
                                                  err)) < 0)
             goto out;
-        if ((rc = nr__measured_run(o, how, NULL, sbuf, rbuf, size, &n, first, r, &r->reps[i], err)) < 0)
+        if ((rc = nr__measured_run(o, how, NULL, sbuf, rbuf, size, &n, r, &r->reps[i], err)) < 0)
             goto out;
-        if (duet && !yard_first && (rc = nr__measured_run(o, how, duet, sbuf, rbuf, size, &yiters, first, r,
+        if (duet && !yard_first && (rc = nr__measured_run(o, how, duet, sbuf, rbuf, size, &yiters, r,
                                                           &duet->reps[i], err)) < 0)
             goto out;
         if (r->kind != NR_RUN_SWEEP)

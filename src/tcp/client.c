@@ -11,8 +11,8 @@
  * has arrived. One untimed message (per size in a sweep) is the warm-up, whether the count is calibrated or fixed
  * (--iterations). Before the measured repetitions the iteration count is calibrated (nr/calib.h): probe runs with a
  * growing count until one lasts a tenth of the test time, that count probed again so one stalled probe cannot
- * decide, then the count is scaled to the test time (-t); a first repetition shorter than half the test time is
- * run again with the count its own rate gives, and a test whose repetitions mostly lasted less than a tenth of the
+ * decide, then the count is scaled to the test time (-t); a repetition shorter than half the test time is run
+ * again with the count its own rate gives (that count then holds for the rest), and a test whose repetitions mostly lasted less than a tenth of the
  * test time fails (exit 3) instead of reporting ok. A repetition run again leaves one more server
  * system-monitor row (-c). Process times (getrusage) of both sides are taken around each repetition; system-monitor
  * samples (-c) are taken only outside timed loops. Both sides count the payload bytes they moved; a disagreement is a
@@ -277,10 +277,10 @@ static int nr__calibrate(struct nr__client *c, uint64_t size, uint64_t *iteratio
     return rc;
 }
 
-/* One measured repetition of *n messages into rep. The first one of a calibrated count is re-checked: when it
- * lasted less than half the target it is discarded (its bytes taken off the totals) and run again with the count its
- * own rate gives (nr_calib_recheck; *n is updated). */
-static int nr__measured_run(struct nr__client *c, uint64_t *n, uint64_t size, bool first, struct nr_rep *rep,
+/* One measured repetition of *n messages into rep. A repetition of a calibrated count that lasted less than half
+ * the target is discarded (its bytes taken off the totals) and run again with the count its own rate gives
+ * (nr_calib_recheck; *n is updated). */
+static int nr__measured_run(struct nr__client *c, uint64_t *n, uint64_t size, struct nr_rep *rep,
                             struct nr_error *err)
 {
     struct nr_tcptest_result *r = c->r;
@@ -292,7 +292,7 @@ static int nr__measured_run(struct nr__client *c, uint64_t *n, uint64_t size, bo
         if ((rc = nr__run_once(c, *n, size, true, rep, err)) < 0)
             return rc;
         uint64_t next;
-        if (!first || !nr_calib_recheck(&r->calib, *n, rep->local.elapsed_s, &rechecks, &next))
+        if (!nr_calib_recheck(&r->calib, *n, rep->local.elapsed_s, &rechecks, &next))
             break;
         if (c->o->verbose)
             fprintf(stderr, "nr-tcptest: %llu bytes: %llu iterations took %.3g s of the %.3g-s target: run again "
@@ -341,18 +341,14 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
     for (size_t i = 0; i < nruns; i++) {
         uint64_t size = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << i : r->size_bytes;
         uint64_t n = iterations;
-        bool calibrated_now = false;
         if (r->kind == NR_RUN_SWEEP && (rc = nr__run_once(c, 1, size, false, &warm, err)) < 0)
             return rc;
-        if (r->kind == NR_RUN_SWEEP && n == 0) {
-            if ((rc = nr__calibrate(c, size, &n, err)) < 0)
-                return rc;
-            calibrated_now = true;
-        }
+        if (r->kind == NR_RUN_SWEEP && n == 0 && (rc = nr__calibrate(c, size, &n, err)) < 0)
+            return rc;
         r->calib.cap = nr__cap(size);
-        /* Re-checked: the first repetition of a calibrated count, and each sweep point (calibrated on its own). */
-        bool first = r->calib.target_s > 0 && (i == 0 || calibrated_now);
-        if ((rc = nr__measured_run(c, &n, size, first, &r->reps[i], err)) < 0)
+        /* Every repetition of a calibrated count is re-checked, not only the first: a machine that was busy while
+         * the probes and the first repetition ran and then fell idle made the later ones last 6 % of the target. */
+        if ((rc = nr__measured_run(c, &n, size, &r->reps[i], err)) < 0)
             return rc;
         if (r->kind != NR_RUN_SWEEP)
             iterations = n;       /* a re-checked count holds for the repetitions that follow */

@@ -6,9 +6,10 @@
  *                        NR_FAULT_RANK (default 0; -1 = every rank) returns MPI_ERR_OTHER. The call itself is
  *                        made first, so a collective still completes on every rank and nothing hangs: the
  *                        kernel must notice the code, agree on it across ranks and report it.
- *   NR_FAULT_STALL=NAME:N:MS  the N-th call of MPI_NAME (Send or Recv) on the ranks NR_FAULT_RANK names sleeps MS
- *                        milliseconds first, as a descheduled process would: with N = 2 on rank 0, nr-mpitest's first
- *                        calibration probe (the warm-up is the first message).
+ *   NR_FAULT_STALL=NAME:N:MS[:COUNT]  the N-th call of MPI_NAME (Send or Recv) on the ranks NR_FAULT_RANK names,
+ *                        and the COUNT-1 (default 0) calls after it, sleep MS milliseconds first, as a descheduled
+ *                        process would: with N = 2 on rank 0, nr-mpitest's first calibration probe (the warm-up is
+ *                        the first message); with a COUNT, a slow phase that then lets up.
  *   NR_FAULT_CORRUPT=1   rank 0 flips one bit in the middle of every data message (tag 1) it sends: --verify
  *                        must catch it.
  *   NR_FAULT_ZERO=1      every message of at least a page (point-to-point sends, MPI_Sendrecv, the root's MPI_Bcast)
@@ -70,14 +71,15 @@ static void nr__stall(const char *name)
     static long counts[2];
     const char *spec = getenv("NR_FAULT_STALL");
     char want[32];
-    long n = 0, ms = 0;
-    if (!spec || sscanf(spec, "%31[^:]:%ld:%ld", want, &n, &ms) != 3 || strcmp(want, name) != 0)
+    long n = 0, ms = 0, count = 1;
+    if (!spec || sscanf(spec, "%31[^:]:%ld:%ld:%ld", want, &n, &ms, &count) < 3 || strcmp(want, name) != 0)
         return;
     const char *who = getenv("NR_FAULT_RANK");
     int rank = who ? atoi(who) : 0;
     if (rank >= 0 && rank != nr__rank())
         return;
-    if (++counts[strcmp(name, "Send") == 0] == n) {
+    long k = ++counts[strcmp(name, "Send") == 0];
+    if (k >= n && k < n + count) {
         struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }

@@ -378,6 +378,22 @@ def case_mpitest_calibration_stall(d):
     check(cal['short_runs'] == 0 or 'warning' in cal, f'a short run is reported: {cal}')
 
 
+def case_mpitest_calibration_slow_phase(d):
+    """The probes and the first run on a busy machine, then the load lets up: with the count calibrated for the busy
+    machine the later runs lasted a few percent of the target and the test failed (exit 3). Every run is re-checked
+    now: the first that falls short is run again with the count its own rate gives, and that count holds on."""
+    js = os.path.join(d, 'slow.json')
+    # 2 ms before each of rank 0's first 33 sends: the warm-up, the probes and the first run (about 24 round trips)
+    run('nr-mpitest-faulty', 2, '-a', '-A', '1k', '-r', 4, '-t', 0.2, '--json', js,
+        env={'NR_FAULT_STALL': 'Send:1:2:33'})
+    r = load(js)
+    cal, lat = r['calibration'], r['latency']
+    print(f'slow phase: round trips {[round(t, 1) for t in lat["rtt_us"]]} us, {cal["recalibrations"]} re-runs, '
+          f'{lat["iterations"]} per run at the end, shortest run {cal["achieved_min_s"]:.4f} s')
+    check(cal['runs'] == 4 and cal['recalibrations'] >= 1, f'a short run was run again: {cal}')
+    check(cal['far_short_runs'] == 0 and 2 * cal['short_runs'] < cal['runs'], f'no run far short of the target: {cal}')
+
+
 def case_mpi_library_version(d):
     """Every MPI kernel names the MPI library it runs with (MPI_Get_library_version's first line) and the MPI
     standard version (MPI_Get_version)."""

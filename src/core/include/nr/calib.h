@@ -10,10 +10,10 @@
  * The count is then scaled linearly to target_s and capped. The probes are not results and are not the warm-up
  * either: kernels run their warm-up before calibrating.
  *
- * Re-checking. The first measured run with a calibrated count is a longer, better measurement of the rate than
- * any probe: when it lasts less than NR_CALIB_SHORT of the target (and the count is not the cap), the kernel
- * discards it, rescales the count with its rate (nr_calib_recheck) and runs it again, at most NR_CALIB_RECHECKS
- * times.
+ * Re-checking. A measured run with a calibrated count is a longer, better measurement of the rate than any probe,
+ * and load can let up after the probes: when any measured run lasts less than NR_CALIB_SHORT of the target (and
+ * the count is not the cap), the kernel discards it, rescales the count with its rate (nr_calib_recheck) and runs
+ * it again, at most NR_CALIB_RECHECKS times per run; the rescaled count holds for the runs that follow.
  *
  * Reporting. Every measured run is recorded (nr_calib_record); a run shorter than NR_CALIB_SHORT of its target
  * is counted as short, one shorter than NR_CALIB_FAR of it as far short. nr_calib_json() writes the "calibration"
@@ -64,7 +64,7 @@ void nr_calib_init(struct nr_calib *c, double target_s, uint64_t cap);
  * NR_E_INTERNAL when 64 probes did not reach a tenth of the target. Counts its probes in c->probes. */
 int nr_calibrate(nr_probe_fn probe, void *ctx, struct nr_calib *c, uint64_t *iterations, struct nr_error *err);
 
-/* After the first measured run of `iterations` that lasted elapsed_s: 1 when it fell short (shorter than
+/* After a measured run of `iterations` that lasted elapsed_s: 1 when it fell short (shorter than
  * NR_CALIB_SHORT of the target, count below the cap, calibrated test, fewer than NR_CALIB_RECHECKS re-runs so far
  * for this count) and must be run again with *next iterations (the count rescaled with the run's rate; counted in
  * c->recalibrations); 0 to keep the run. *rechecks counts the re-runs of this count (start it at 0). */

@@ -15,6 +15,10 @@ steps for 400 nodes; Slurm's MaxStepCount is 40,000). The job's rounds come from
 
 Where nodes share a host's CPUs (the vcluster), concurrent pairs measure the CPU: the partition extra
 ``link_concurrency`` (directed streams at a time; 1: one after the other, as a single-pair test) cuts each round.
+The partition extra ``link_passes`` (default 1) runs the plan that many times and judges each direction by its best
+pass: where a host's scheduler can starve one stream for a moment (shared CPUs) a good link then still passes,
+while a slow link is slow in every pass; it multiplies the rounds (1,000 nodes, full plan: 999 rounds, about 10
+min per pass).
 The data moves through the MPI library forced onto the fabric like every MPI check (``link_transport`` ``mpi``, any
 fabric), or over TCP bound to the interface under test with MPI only coordinating (``tcp``, IP fabrics). Each round
 is bounded (``--round-timeout``): a dead or hung node fails its pairs, named, instead of holding the job to its time
@@ -34,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from typing import Mapping
 
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
@@ -90,18 +95,27 @@ def sample_rotation(key: str, advance: bool = True) -> tuple[int, int]:
     return seed, runs
 
 
-def make_plan(name: str, nodes: list[str], key: str, concurrency: int | None = None, per_run: int | None = None,
+def make_plan(name: str, nodes: list[str], key: str, extras: Mapping | None = None, per_run: int | None = None,
               advance: bool = True, runner: slurm.Runner = slurm.run_command):
     """(the link plan ``name`` over ``nodes``, the leaf switches it was made from or None): what the check runs and
-    what ``ci/post-maintenance --plan`` prints. ``key`` (system:partition:fabric) names the sample rotation;
-    ``advance`` counts this run in it. :class:`slurm.SlurmQueryError` when Slurm has no switch tree."""
+    what ``ci/post-maintenance --plan`` prints. ``extras`` (the partition's) may cut rounds (``link_concurrency``)
+    and repeat them (``link_passes``). ``key`` (system:partition:fabric) names the sample rotation; ``advance``
+    counts this run in it. :class:`slurm.SlurmQueryError` when Slurm has no switch tree."""
+    extras = extras or {}
+    concurrency, passes = extras.get('link_concurrency'), extras.get('link_passes', 1)
+    leaves = None
     if name == 'sample':
         seed, run = sample_rotation(key, advance)
-        return sample_plan(nodes, per_run or sample_matchings_for(len(nodes)), run, seed, concurrency), None
-    if name == 'topology':
+        plan = sample_plan(nodes, per_run or sample_matchings_for(len(nodes)), run, seed, concurrency)
+    elif name == 'topology':
         leaves = slurm.leaf_switches(nodes, runner=runner)
-        return topology_plan(leaves, concurrency), leaves
-    return full_plan(nodes, concurrency), None
+        plan = topology_plan(leaves, concurrency)
+    else:
+        plan = full_plan(nodes, concurrency)
+    try:
+        return plan.passes(passes), leaves
+    except ValueError as err:
+        raise ValueError(f'partition extra link_passes: {err}') from None
 
 
 class AllPairsLinkCheck(MpiKernelCheck):
@@ -235,8 +249,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
     def make_plan(self) -> LinkPlan:
         key = f'{self.current_system.name}:{self.current_partition.name}:{self.interconnect}'
         try:
-            plan, self.switch_leaves = make_plan(self.plan, self.nodes, key,
-                                                 self.current_partition.extras.get('link_concurrency'),
+            plan, self.switch_leaves = make_plan(self.plan, self.nodes, key, self.current_partition.extras,
                                                  self.sample_matchings)
         except slurm.SlurmQueryError as err:
             raise SanityError(f'plan {self.plan}: {err}') from None

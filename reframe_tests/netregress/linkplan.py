@@ -57,16 +57,30 @@ class LinkPlan:
 
     @property
     def pairs(self) -> int:
+        """Directed streams the plan runs (a pair in two passes counts twice)."""
         return sum(len(r) for r in self.rounds)
 
     def links(self) -> set[frozenset[str]]:
         """The node pairs (links) the plan measures, in at least one direction."""
         return {frozenset(p) for r in self.rounds for p in r}
 
+    def passes(self, count: int) -> LinkPlan:
+        """The rounds run ``count`` times, every other pass in reverse round order, so that a direction's two
+        measurements lie far apart in time; the link verdict takes each direction's best (``collect_links``): a
+        stream starved for a moment by the host's scheduler no longer fails a good link, a slow link is slow in
+        every pass. ``count`` 1: the plan itself."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f'link passes must be a whole number of at least 1, not {count!r}')
+        if count == 1:
+            return self
+        rounds = [r for k in range(count) for r in (self.rounds if k % 2 == 0 else self.rounds[::-1])]
+        note = f'{self.note + "; " if self.note else ""}{count} passes, each direction\'s best counts'
+        return LinkPlan(self.name, self.nodes, tuple(rounds), note)
+
     def text(self) -> str:
         """The plan file nr-linkmap reads (``--plan-file``): one round per line of ``SRC>DST`` by host name."""
         head = f'# netregress link plan {self.name}: {len(self.nodes)} nodes, {len(self.rounds)} rounds, ' \
-               f'{self.pairs} directed pairs{"; " + self.note if self.note else ""}\n'
+               f'{self.pairs} directed streams{"; " + self.note if self.note else ""}\n'
         return head + ''.join(' '.join(f'{a}>{b}' for a, b in r) + '\n' for r in self.rounds)
 
 
@@ -160,6 +174,6 @@ STEPS_PER_JOB = 3
 def describe(plan: LinkPlan, round_time_s: float, rtt: bool = False, model: CostModel = CostModel()) -> str:
     """One line for ``ci/post-maintenance --plan``: what the plan measures and what it costs."""
     est = model.estimate_s(len(plan.nodes), len(plan.rounds), round_time_s, len(plan.links()) if rtt else 0)
-    return (f'{plan.name}: {len(plan.nodes)} nodes, {len(plan.rounds)} rounds, {plan.pairs} directed pairs '
+    return (f'{plan.name}: {len(plan.nodes)} nodes, {len(plan.rounds)} rounds, {plan.pairs} directed streams '
             f'({len(plan.links())} links), {STEPS_PER_JOB} job steps, about {est / 60:.1f} min'
             f'{"; " + plan.note if plan.note else ""}')

@@ -53,7 +53,8 @@ class LinkResult:
 
 def collect_links(doc: Mapping) -> list[LinkResult]:
     """The links of an nr-linkmap result (``rounds[].pairs[]``), in the order they were first measured; a direction's
-    figure is its ``steady_mbps`` (after the warm-up: a token bucket's burst left out), else its ``mbps``."""
+    figure is its ``steady_mbps`` (after the warm-up: a token bucket's burst left out), else its ``mbps``; measured
+    in several rounds (a plan's passes, ``LinkPlan.passes``), its best round, while a failed round fails the link."""
     links: dict[frozenset, LinkResult] = {}
     for rnd in doc.get('rounds') or []:
         for p in rnd.get('pairs') or []:
@@ -72,7 +73,7 @@ def collect_links(doc: Mapping) -> list[LinkResult]:
                 link.errors.append(f'{src}->{dst} (round {index}): {p.get("error") or "moved nothing"}')
             else:
                 direction = f'{src}->{dst}'
-                link.directions[direction] = min(float(mbps), link.directions.get(direction, float('inf')))
+                link.directions[direction] = max(float(mbps), link.directions.get(direction, 0.0))
             rtt = p.get('rtt_us')
             if isinstance(rtt, (int, float)) and rtt > 0:
                 link.rtt_us = min(float(rtt), link.rtt_us if link.rtt_us is not None else float('inf'))

@@ -202,9 +202,9 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
                 lines.append(f'{where}: {len(nodes)} node in scope, no link to test')
                 continue
             try:
-                lp, _ = allpairs.make_plan(args.links, nodes, f'{system}:{part["name"]}:{fabric}',
-                                           extras.get('link_concurrency'), advance=False, runner=runner)
-            except slurm.SlurmQueryError as err:
+                lp, _ = allpairs.make_plan(args.links, nodes, f'{system}:{part["name"]}:{fabric}', extras,
+                                           advance=False, runner=runner)
+            except (slurm.SlurmQueryError, ValueError) as err:
                 lines.append(f'{where}: no {args.links} plan: {err}')
                 continue
             lines.append(f'{where}: {linkplan.describe(lp, allpairs.ROUND_TIME_S)}')

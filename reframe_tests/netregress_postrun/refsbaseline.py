@@ -36,20 +36,37 @@ def _reference_bands(refset: references.ReferenceSet) -> list[tuple[float, float
     return [(ref.lower, ref.upper) for _, ref in refset.entries()]
 
 
+def throttled_cases(doc) -> list[str]:
+    """The test cases of a run report that said a CPU quota shared by every node throttled them (the checks'
+    ``cpu_quota_note``: a container's CPU limit, tools/slow-machine): ``name: note`` each."""
+    return [f'{runreport.case_name(tc)}: {tc["cpu_quota_note"]}' for tc in runreport.testcases(doc)
+            if tc.get('cpu_quota_note')]
+
+
 def record(reports: list[Path], system: str, table: interconnects.InterconnectTable) -> str:
     """Add the passing figures of ``reports`` to this host's baseline of ``system`` at the current measurement
     version; return what was done. Every report is read and checked first; the baseline is read, extended and
     written under the state directory's lock (concurrent records queue), atomically; a baseline of an earlier
-    version stays as it is beside the new one. Nothing is written on an error."""
+    version stays as it is beside the new one. Nothing is written on an error. A run whose checks said a shared CPU
+    quota throttled them is left out: every CPU-bound figure of it measured the quota, and in the baseline it would
+    widen the bands or shift the medians of the runs on the whole machine (a run under tools/slow-machine 1 put
+    MPICH's gige round-trip ratio at 2.42 where the machine reads 1.22)."""
     rules = bandrules.BandRules.from_table(table.baselines)
-    found_per_report = []
+    found_per_report, skipped = [], []
     for path in reports:
         doc = runreport.read(path)
         check_report(path, doc)
         found = [m for m in measurements(doc) if m.system == system]
         refuse_undeclared(found)
         check_figures(path, found)
+        throttled = throttled_cases(doc)
+        if throttled:
+            skipped.append(f'{path}: not recorded, it ran under a shared CPU quota ({throttled[0]}'
+                           f'{f"; {len(throttled) - 1} more cases" if len(throttled) > 1 else ""})')
+            continue
         found_per_report.append((path, found))
+    if not found_per_report:
+        return '\n'.join(skipped)
     files = measurement.measured_files()
     version = measurement.version_of(files)
     note = ''
@@ -68,8 +85,8 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
         added = sum(base.add(found, rules, str(path)) for path, found in found_per_report)
         if added:
             base.save()
-    return (f'{note}host baseline {base.path}: {added} figures added; {len(base.entries)} variables, '
-            f'{len(base.runs)} runs')
+    return ''.join(f'{s}\n' for s in skipped) + (f'{note}host baseline {base.path}: {added} figures added; '
+                                                 f'{len(base.entries)} variables, {len(base.runs)} runs')
 
 
 def reset(system: str) -> str:

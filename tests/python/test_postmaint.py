@@ -128,14 +128,16 @@ def test_plan_prints_the_link_tests_rounds_steps_and_time_and_runs_nothing(env, 
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith('link test ')]
     # the reservation holds gige[1-4] only: fast has no node in scope
     assert 'link test vcluster:fast fast: 0 node in scope, no link to test' in lines
-    # the vcluster's gige streams one at a time (partition extra link_concurrency 1): 12 rounds of one stream
-    (gige,) = [ln for ln in lines if ln.startswith('link test vcluster:gige gige: full: 4 nodes, 12 rounds, '
-                                                   '12 directed pairs (6 links), 3 job steps, about ')]
+    # the vcluster's gige streams one at a time (partition extra link_concurrency 1), in two passes (link_passes
+    # 2): 24 rounds of one stream
+    (gige,) = [ln for ln in lines if ln.startswith('link test vcluster:gige gige: full: 4 nodes, 24 rounds, '
+                                                   '24 directed streams (6 links), 3 job steps, about ')]
+    assert gige.endswith("; 2 passes, each direction's best counts"), gige
     assert not (tmp_path / 'args').exists()                    # ReFrame never ran
     res = run(env, '--nodes', 'gige[1-3]', '--system', 'vcluster', '--partition', 'gige', '--plan',
               '--links', 'sample')
     # 3 nodes: 3 matchings of one link; one per run covers every link within 3 runs (at most 30)
-    assert 'link test vcluster:gige gige: sample: 3 nodes, 2 rounds' in res.stdout, res.stdout + res.stderr
+    assert 'link test vcluster:gige gige: sample: 3 nodes, 4 rounds' in res.stdout, res.stdout + res.stderr
     assert 'every link within 3 runs in a row' in res.stdout
     res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--partition', 'gige', '--plan',
               '--links', 'topology')

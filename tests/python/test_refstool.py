@@ -175,6 +175,24 @@ def test_eight_concurrent_records_keep_all_nine_runs(tmp_path):
     assert sorted(p.name for p in (state / 'baselines' / 'vc').iterdir()) == [files[0].name]   # no temporary left
 
 
+def test_a_run_under_a_shared_cpu_quota_is_not_recorded(tmp_path):
+    """Its checks said one quota throttled every node (tools/slow-machine, a container's limit): its figures
+    measured the quota and stay out of the baseline, said in one line, exit 0; a run beside it still counts."""
+    state = tmp_path / 'state'
+    note = 'every node ran under one CPU quota (cgroup /netregress-slow-9: 1 CPU), which throttled 4 of 4 ranks'
+    throttled = tmp_path / 'throttled.json'
+    link = dict(case(600.0), display_name='link_allpairs %interconnect=gige', cpu_quota_note=note)
+    throttled.write_text(json.dumps(report(case(500.0), link)))
+    out = refs('record', '--system', 'vc', throttled, state=state, check=True).stdout
+    assert out.strip() == (f'{throttled}: not recorded, it ran under a shared CPU quota '
+                           f'(link_allpairs %interconnect=gige @vc:gige+gnu: {note})'), out
+    assert not list(state.glob('baselines/*/*.yaml'))
+    clean = tmp_path / 'clean.json'
+    clean.write_text(json.dumps(report(case(940.0), dict(case(950.0), cpu_quota_note=''))))
+    out = refs('record', '--system', 'vc', throttled, clean, state=state, check=True).stdout.splitlines()
+    assert out[0].startswith(f'{throttled}: not recorded') and out[1].endswith('2 figures added; 1 variables, 1 runs')
+
+
 def _bad_reports(tmp_path):
     good = json.dumps(report(case(940.0)))
     yield 'truncated', good[:len(good) // 2], 'truncated JSON'

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping
 
+from . import interconnects
 from .baselines import BaselineError
 
 
@@ -136,3 +137,8 @@ class BandRules:
                    f'and the host swing x{host_swing:.2f}, at least x{self.shared_floor:g}, at most '
                    f'x{self.shared_cap:g})')
         return center, 1 / factor - 1, factor - 1, comment
+
+
+def load() -> BandRules:
+    """The band rules of the interconnect table in force (``config/interconnects.yaml``, a site's over it)."""
+    return BandRules.from_table(interconnects.load().baselines)

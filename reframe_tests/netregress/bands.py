@@ -15,7 +15,7 @@ from pathlib import Path
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import bandrules, baselines, interconnects, measurement, paths, references
+from . import bandrules, baselines, measurement, paths, references
 
 
 def apply(check) -> None:
@@ -97,7 +97,7 @@ def reference_source(system: str, extras) -> tuple:
 
 @functools.lru_cache(maxsize=8)
 def _host_baseline_cached(system: str, path: str, mtime: float, version: str):
-    rules = bandrules.BandRules.from_table(interconnects.load().baselines)
+    rules = bandrules.load()
     # this measurement version's baseline; until it has min_runs runs, an earlier version's, with the warning
     base, warning = baselines.Baseline.for_run(system, rules, version=version)
     if base is None:

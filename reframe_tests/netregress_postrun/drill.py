@@ -42,7 +42,7 @@ from typing import Callable
 
 import yaml
 
-from netregress import bandrules, interconnects, paths, site, slurm
+from netregress import bandrules, paths, site, slurm
 from . import runreport
 
 ROOT = paths.repo_root()
@@ -423,7 +423,7 @@ def _run(drill: Drill, out: Path, only: str, t0: float, clean: bool = True) -> i
         if set(only) & set('gh'):
             # g and h are judged by bands from the spread of the clean runs (on shared CPUs a CPU-bound figure
             # has one only from min_runs runs on): their selection runs that often, the first run doing double duty
-            runs = bandrules.BandRules.from_table(interconnects.load().baselines).min_runs
+            runs = bandrules.load().min_runs
             steps += [CLEAN_LOCAL] + [_clean_gh(system, f'clean{i}') for i in range(2, runs + 1)
                                       for system in MPI_FAULT_PATH]
         for step in steps:

@@ -227,7 +227,7 @@ def baseline_sessions(system: str) -> tuple[list[str], str]:
     """(session uuids, description) of the runs this host's baseline of ``system`` was made from (the last
     ``window`` runs whose report still exists)."""
     try:
-        rules = bandrules.BandRules.from_table(interconnects.load().baselines)
+        rules = bandrules.load()
         base, _warning = baselines.Baseline.for_run(system, rules)     # the one a run of this version compares with
     except (baselines.BaselineError, interconnects.InterconnectError) as err:
         return [], f'unreadable baseline: {err}'

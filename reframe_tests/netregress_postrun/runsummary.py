@@ -168,7 +168,7 @@ def baseline_status(system: str) -> str:
     """One line for the start of a run on a system with host references."""
     if not uses_host_references(system):
         return f'{system} uses committed references ({site.reference_dir() / f"{system}.yaml"}): a missing one fails'
-    rules = bandrules.BandRules.from_table(interconnects.load().baselines)
+    rules = bandrules.load()
     base, warning = baselines.Baseline.for_run(system, rules)
     host = baselines.host_id()
     if base is None:

@@ -1,7 +1,6 @@
 /* The CPU cgroup of this process (nr/cpulimit.h). */
 #include "nr/cpulimit.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

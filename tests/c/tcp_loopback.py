@@ -756,7 +756,7 @@ def case_disconnects():
                             d.close()
             finally:
                 c.close()
-        r = ok(tcptest(s.port, "-r", "2", *FAST, "--json", path("out.json")))
+        ok(tcptest(s.port, "-r", "2", *FAST, "--json", path("out.json")))
         check_fixed(load_json("out.json"), 2, 1)
         ok(tcptest(s.port, "-in", "-r", "1", *FAST))
     assert s.was_alive, s.stderr

@@ -42,7 +42,6 @@ def test_partition_then_environment_extras():
 
 
 # --- tools/build-kernels: the one CMake invocation (bootstrap, the fixture's cmake path, run-tests) -------------
-import os  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 from pathlib import Path  # noqa: E402

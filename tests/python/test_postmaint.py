@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from netregress import baselines
-from netregress_postrun import history, postmaint
+from netregress_postrun import postmaint
 from reports_fixture import LAT, T0, case, history_reports, report
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is

@@ -1,6 +1,4 @@
 """Provenance arithmetic: counter parsing and deltas, the crossed/not-crossed decision, transport reports."""
-import pytest
-
 from netregress import provenance
 from netregress.provenance import Counters, check_counters, check_transports, transports
 

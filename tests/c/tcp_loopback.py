@@ -799,16 +799,21 @@ def case_client_survives_server_death():
     assert j["status"] == "error" and j["error"]
 
 
+def stall_env(spec):
+    """The environment that preloads the stall shim with NR_STALL=spec (stall_shim.c); skips the case without it."""
+    if not STALL_SHIM or not os.path.exists(STALL_SHIM):
+        print("no stall shim built: skipped")
+        sys.exit(77)
+    return dict(os.environ, LD_PRELOAD=STALL_SHIM, NR_STALL=spec,
+                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+
+
 def case_calibration_stall():
     """One 60-ms stall in the first calibration probe (one 8-KiB message) of a 0.5-s target used to leave every
     repetition at 9 iterations: the run ended in milliseconds and said ok. Now the probes are checked against each
     other and the first repetition against the target: every repetition lasts at least half the target, and the
     JSON says what was asked and achieved."""
-    if not STALL_SHIM or not os.path.exists(STALL_SHIM):
-        print("no stall shim built: skipped")
-        sys.exit(77)
-    env = dict(os.environ, LD_PRELOAD=STALL_SHIM, NR_STALL="8192:1:60",
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = stall_env("8192:1:60")
     with Server() as s:
         cmd = [os.path.join(BIN, "nr-tcptest"), "-h", "127.0.0.1", "-p", str(s.port), "-r", "3", "-t", "0.5",
                "-m", "8k", "-d", "8k", "-v", "--json", path("stall.json")]
@@ -842,13 +847,9 @@ def case_calibration_slow_phase():
     probe at 310 us per round trip and then run at 19 us): the later repetitions with the count calibrated for the
     busy machine lasted 6 % of the target, and the test failed with exit 3. Now every repetition is re-checked:
     the first one that falls short is run again with the count its own rate gives, which holds from then on."""
-    if not STALL_SHIM or not os.path.exists(STALL_SHIM):
-        print("no stall shim built: skipped")
-        sys.exit(77)
     # 2 ms on each of the first 33 1-KiB sends: the warm-up, the probes (1 + 3 + 3 messages) and the first
     # repetition (23-25 messages) are slow, the later ones fast (without the re-check: exit 3, 3 of 4 runs far short).
-    env = dict(os.environ, LD_PRELOAD=STALL_SHIM, NR_STALL="1024:0:2:33",
-               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+    env = stall_env("1024:0:2:33")
     with Server() as s:
         cmd = [os.path.join(BIN, "nr-tcptest"), "-h", "127.0.0.1", "-p", str(s.port), "-n", "-A", "1k", "-r", "4",
                "-t", "0.2", "-v", "--json", path("slow.json")]

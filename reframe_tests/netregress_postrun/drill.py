@@ -152,7 +152,7 @@ class Drill:
             fault.restore()
         res = runreport.analyse(report)
         failed = [tc for tc in res['final'].values() if tc.get('result') == 'fail']
-        reasons = [f'{runreport.case_name(tc)}: {runreport.failure(tc)}' for tc in failed]
+        reasons = [runreport.failure_line(tc) for tc in failed]
         for part in fault.node_check:
             reasons += [f'node check: {p}' for p in slurm.node_problems([part], wait_s=45)]
         if fault.key.startswith('clean'):

@@ -294,11 +294,11 @@ def verdict(report: Mapping, rc: int, uncovered: Sequence[str], unloaded: Sequen
 
 def failing_cases(report: Mapping) -> list[str]:
     res = runreport.analyse(report)
-    lines = [f'FAILED {runreport.case_name(tc)}: {runreport.failure(tc)}'
+    lines = [f'FAILED {runreport.failure_line(tc)}'
              for tc in res['final'].values() if tc.get('result') in ('fail', 'abort')]
-    lines += [f'FAILED (then passed on a retry) {runreport.case_name(tc)}: {runreport.failure(tc)}'
+    lines += [f'FAILED (then passed on a retry) {runreport.failure_line(tc)}'
               for tc in res['hidden'].values()]
-    lines += [f'passed on a retry after a declared known fault: {runreport.case_name(tc)}: {runreport.failure(tc)}'
+    lines += [f'passed on a retry after a declared known fault: {runreport.failure_line(tc)}'
               for tc in res['excused'].values()]
     return lines
 

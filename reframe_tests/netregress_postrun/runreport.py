@@ -275,6 +275,11 @@ def failure(tc: Mapping) -> str:
     return f'{text} [nodes: {nodelist_abbrev(nodes)}]' if nodes else text
 
 
+def failure_line(tc: Mapping) -> str:
+    """'<case name>: <failure>', the one line every post-run tool writes for a failed case."""
+    return f'{case_name(tc)}: {failure(tc)}'
+
+
 # -- figures --------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

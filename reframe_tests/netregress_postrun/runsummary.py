@@ -118,17 +118,15 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     failed = [tc for tc in cases if tc.get('result') == 'fail']
     if failed:
         lines.append(f'   failed ({len(failed)}):')
-        lines += [f'     {runreport.case_name(tc)}: {runreport.failure(tc)}'
-                  for tc in failed]
+        lines += ['     ' + runreport.failure_line(tc) for tc in failed]
     if res['hidden']:
         lines.append(f'   FAILED, then passed on a retry ({len(res["hidden"])}): a retry repeats a measurement, '
                      f'it never excuses a failure outside the performance stage:')
-        lines += [f'     {runreport.case_name(tc)}: {runreport.failure(tc)}'
-                  for tc in res['hidden'].values()]
+        lines += ['     ' + runreport.failure_line(tc) for tc in res['hidden'].values()]
     if res['excused']:
         lines.append(f'   failed with a declared known fault of the MPI build, then passed on a retry '
                      f'({len(res["excused"])}; config/settings.py known_faults):')
-        lines += [f'     {runreport.case_name(tc)}: {runreport.failure(tc)}' for tc in res['excused'].values()]
+        lines += ['     ' + runreport.failure_line(tc) for tc in res['excused'].values()]
     if res['retried']:
         lines.append(f'   passed on a retry of the performance measurement ({len(res["retried"])}; every attempt '
                      f'is in the report):')
@@ -152,7 +150,7 @@ def failure_lines(report: Mapping) -> list[str]:
     end of a run repeats, so that the last lines of a CI log say what failed."""
     res = runreport.analyse(report)
     failed = [tc for tc in res['final'].values() if tc.get('result') == 'fail']
-    lines = ([f'{runreport.case_name(tc)}: {runreport.failure(tc)}' for tc in failed]
+    lines = ([runreport.failure_line(tc) for tc in failed]
              + [f'{runreport.case_name(tc)} (failed, then passed on a retry): {runreport.failure(tc)}'
                 for tc in res['hidden'].values()])
     return [line if len(line) <= 400 else line[:397] + '...' for line in lines]

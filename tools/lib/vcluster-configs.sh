@@ -3,7 +3,7 @@
 
 # --- configuration files ---------------------------------------------------------------------------------------
 write_configs() {
-  mkdir -p "$S"/{etc,log,pids,ctld-state,spool,tmp,sysfs,munge}
+  mkdir -p "$S"/{etc,log,pids,run,ctld-state,spool,tmp,sysfs,munge}
   chmod 711 "$S/munge"            # clients need to reach the socket; the key itself stays 0400
   [ -s "$S/munge/munge.key" ] || { head -c 1024 /dev/urandom | write_secret "$S/munge/munge.key"; chmod 400 "$S/munge/munge.key"; }
   [ -s "$S/etc/db.pass" ] || head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | write_secret "$S/etc/db.pass"
@@ -34,8 +34,8 @@ AuthInfo=socket=$sock
 CredType=cred/munge
 StateSaveLocation=$S/ctld-state
 SlurmdSpoolDir=$S/spool/%n
-SlurmctldPidFile=$S/pids/slurmctld.pid
-SlurmdPidFile=$S/pids/slurmd-%n.pid
+SlurmctldPidFile=$S/run/slurmctld.pid
+SlurmdPidFile=$S/run/slurmd-%n.pid
 SlurmctldLogFile=$S/log/slurmctld.log
 SlurmdLogFile=$S/log/slurmd-%n.log
 TmpFS=$S/tmp/%n
@@ -124,7 +124,7 @@ DbdHost=localhost
 DbdAddr=127.0.0.1
 DbdPort=$VC_SLURMDBD_PORT
 SlurmUser=root
-PidFile=$S/pids/slurmdbd.pid
+PidFile=$S/run/slurmdbd.pid
 LogFile=$S/log/slurmdbd.log
 StorageType=accounting_storage/mysql
 StorageHost=127.0.0.1

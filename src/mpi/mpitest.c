@@ -258,9 +258,9 @@ static int nr__calibrate(const struct nr__opts *o, enum nr__pattern_kind how, st
 }
 
 /* One measured run of *n messages into rep, with the system-monitor row around it (an MPI run's). A run of a
- * calibrated count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it lasted
- * less than half the target, rank 0 broadcasts the rescaled count and both ranks discard the run and run it again.
- * With via, a run of --duet's yardstick, calibrated and recorded on its own. */
+ * calibrated count is re-checked against the target on rank 0's clock (nr_calib_recheck): when it lasted less than
+ * half the target, rank 0 broadcasts the rescaled count and both ranks discard the run and run it again. With via,
+ * a run of --duet's yardstick, calibrated and recorded on its own. */
 static int nr__measured_run(const struct nr__opts *o, enum nr__pattern_kind how, struct nr_duet *via,
                             unsigned char *sbuf, unsigned char *rbuf, uint64_t size, uint64_t *n,
                             struct nr__run *r, struct nr_rep *rep, struct nr_error *err)

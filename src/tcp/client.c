@@ -12,11 +12,11 @@
  * (--iterations). Before the measured repetitions the iteration count is calibrated (nr/calib.h): probe runs with a
  * growing count until one lasts a tenth of the test time, that count probed again so one stalled probe cannot
  * decide, then the count is scaled to the test time (-t); a repetition shorter than half the test time is run
- * again with the count its own rate gives (that count then holds for the rest), and a test whose repetitions mostly lasted less than a tenth of the
- * test time fails (exit 3) instead of reporting ok. A repetition run again leaves one more server
- * system-monitor row (-c). Process times (getrusage) of both sides are taken around each repetition; system-monitor
- * samples (-c) are taken only outside timed loops. Both sides count the payload bytes they moved; a disagreement is a
- * validation failure (exit 3).
+ * again with the count its own rate gives (that count then holds for the rest), and a test whose repetitions
+ * mostly lasted less than a tenth of the test time fails (exit 3) instead of reporting ok. A repetition run again
+ * leaves one more server system-monitor row (-c). Process times (getrusage) of both sides are taken around each
+ * repetition; system-monitor samples (-c) are taken only outside timed loops. Both sides count the payload bytes
+ * they moved; a disagreement is a validation failure (exit 3).
  */
 #include <math.h>
 #include <signal.h>

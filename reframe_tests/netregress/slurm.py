@@ -19,11 +19,12 @@ canned ``sinfo`` / ``scontrol`` output and no cluster is needed. Host lists are 
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from reframe.utility import nodelist_abbrev, nodelist_expand
 
@@ -61,9 +62,11 @@ _FLAG_PROBLEMS = {'*': 'not responding', '#': 'powering up', '^': 'rebooting', '
 _FLAGS = '*~#%!$@^-'
 
 
-def run_command(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess:
-    """Default runner: ``argv`` with captured text output, killed after ``timeout_s``."""
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+def run_command(argv: Sequence[str], timeout_s: float,
+                env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Default runner: ``argv`` with captured text output, killed after ``timeout_s``; ``env`` added to ours."""
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False,
+                          env={**os.environ, **env} if env else None)
 
 
 class SlurmQueryError(Exception):

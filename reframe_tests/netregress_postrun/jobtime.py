@@ -64,8 +64,7 @@ def _epoch(text: str) -> int:
 
 def run_sacct(argv: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess:
     """The default runner: sacct printing times as epoch seconds (SLURM_TIME_FORMAT), whatever the user's setting."""
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False,
-                          env={**os.environ, 'SLURM_TIME_FORMAT': '%s'})
+    return slurm.run_command(argv, timeout_s, env={'SLURM_TIME_FORMAT': '%s'})
 
 
 def query_jobs(jobs: Mapping[str, str], runner: slurm.Runner = run_sacct, timeout_s: float = 30.0) -> list[Job]:

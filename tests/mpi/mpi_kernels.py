@@ -466,6 +466,21 @@ def _coll(d, np):
               '2-c = 2-b x (p-1) / log2 p')
 
 
+def case_mpicoll_calibration_overshoot(d):
+    """A probe that lasted far more than the minimum loop time sets no count: one 200-ms stall in the first probe
+    (one operation; the warm-up is rank 0's first send) left runs of one operation, in a later probe (16 operations)
+    runs of 16, each a thousandth of the 0.02-s minimum. The overshooting probe is probed again at the count it
+    aims at, and the runs last about the minimum."""
+    for first in (2, 10):
+        js = os.path.join(d, f'overshoot{first}.json')
+        run('nr-mpicoll-faulty', 2, '-T', 'p2p', '-s', '8', '-t', 0.02, '-r', 3, '--json', js,
+            env={'NR_FAULT_STALL': f'Send:{first}:200'})
+        pt = load(js)['tests'][0]['points'][0]
+        runs_s = sorted(t * pt['iterations'] / 1e6 for t in pt['runs_time_per_op_us'])
+        print(f'stall in send {first}: {pt["iterations"]} operations per run, runs {[round(t, 4) for t in runs_s]} s')
+        check(runs_s[1] >= 0.01, f'stall in send {first}: the median run lasts at least half the minimum: {runs_s}')
+
+
 def case_mpicoll_2(d):
     _coll(d, 2)
 

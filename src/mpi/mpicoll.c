@@ -8,11 +8,12 @@
  * the kernel's shared zero page. For each test and size one untimed operation is the warm-up; then the operation
  * is repeated k times between two barriers and the clock is read right after each barrier; k grows (the probes
  * are not results) until the loop lasts at least the minimum time (-t, 1 s), and a probe that overshot it more
- * than twice is probed once more at the count aimed at 1.25 x (growing again if it then falls short). Then -r runs of k operations are
- * timed and the best (smallest) time per operation is the result, as the paper does ("five runs were made and
- * the best performance results are reported"); every run's time and their median go to the JSON too, so jitter
- * is visible. Tables 2-b and 2-c are the same cycled-root runs normalised two ways: measured once. Rates come
- * from the per-test formula table in coll_rates.c. Every MPI call is checked and agreed on by all ranks.
+ * than twice is probed once more at the count aimed at 1.25 x (growing again if it then falls short). Then -r
+ * runs of k operations are timed and the best (smallest) time per operation is the result, as the paper does
+ * ("five runs were made and the best performance results are reported"); every run's time and their median go to
+ * the JSON too, so jitter is visible. Tables 2-b and 2-c are the same cycled-root runs normalised two ways:
+ * measured once. Rates come from the per-test formula table in coll_rates.c. Every MPI call is checked and agreed
+ * on by all ranks.
  */
 #include <math.h>
 #include <stdio.h>

@@ -93,10 +93,14 @@ start_slurmd() {  # start_slurmd NODE: in the node's network namespace, with its
   pid_alive "slurmd-$n.pid" && return 0
   mkdir -p "$S/sysfs/$n" "$S/spool/$n" "$S/tmp/$n"
   # The mount namespace is private: the sysfs and the bind mounts vanish with the node's last process. nsenter,
-  # unshare and sh each exec the next, so the PID launch records is slurmd's.
+  # unshare and sh each exec the next, so the PID launch records is slurmd's. The node's /dev/shm is its own tmpfs,
+  # as a real node's is: on the host's, a segment a killed MPI job left behind outlived the cluster, and MPICH 5
+  # names its segment after the job and step ids (mpich_shm_<FNV-1a of "472.1">_<node>), which a cluster with a
+  # fresh state hands out again: a later job 472 failed MPI_Init ("Out of memory") on the leftover.
   launch "slurmd-$n.pid" "$S/log/slurmd-$n.out" nsenter --net="/run/netns/$ns" unshare --mount --uts \
     --propagation private sh -c '
     mount -t sysfs sysfs "$1" && mount --bind "$1/class/net" /sys/class/net &&
+    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm &&
     mount --bind "$2" /etc/hosts && hostname "$3" && exec /usr/sbin/slurmd -D -f "$4" -N "$3"' \
     slurmd "$S/sysfs/$n" "$S/etc/hosts" "$n" "$CONF"
 }

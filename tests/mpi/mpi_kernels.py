@@ -468,9 +468,9 @@ def _coll(d, np):
 
 def case_mpicoll_calibration_overshoot(d):
     """A probe that lasted far more than the minimum loop time sets no count: one 200-ms stall in the first probe
-    (one operation; the warm-up is rank 0's first send) left runs of one operation, in a later probe (16 operations)
-    runs of 16, each a thousandth of the 0.02-s minimum. The overshooting probe is probed again at the count it
-    aims at, and the runs last about the minimum."""
+    (one operation; the warm-up is rank 0's first send) left runs of one operation (1-15 us), in a later probe
+    (16 operations) runs of 16, each far below the 0.02-s minimum. The overshooting probe is probed again at the
+    count it aims at, and the runs last about the minimum."""
     for first in (2, 10):
         js = os.path.join(d, f'overshoot{first}.json')
         run('nr-mpicoll-faulty', 2, '-T', 'p2p', '-s', '8', '-t', 0.02, '-r', 3, '--json', js,

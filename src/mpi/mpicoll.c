@@ -6,9 +6,10 @@
  *
  * Methodology. Every buffer is written (ordinary non-zero doubles) before anything runs, so no operation reads
  * the kernel's shared zero page. For each test and size one untimed operation is the warm-up; then the operation
- * is repeated k times between two barriers and the clock is read right after each barrier; k grows (the probes
- * are not results) until the loop lasts at least the minimum time (-t, 1 s), and a probe that overshot it more
- * than twice is probed once more at the count aimed at 1.25 x (growing again if it then falls short). Then -r
+ * is repeated k times between two barriers and the clock is read right after each barrier; k is calibrated by the
+ * rule every kernel shares (nr/calib.h: growing probes, the one that reaches a tenth of the target confirmed by a
+ * second or third, the median deciding), aimed at 1.25 x the minimum time (-t, 1 s) so the loops last at least
+ * the minimum, and a timed run shorter than half that target is run again with the count its rate gives. Then -r
  * runs of k operations are timed and the best (smallest) time per operation is the result, as the paper does
  * ("five runs were made and the best performance results are reported"); every run's time and their median go to
  * the JSON too, so jitter is visible. Tables 2-b and 2-c are the same cycled-root runs normalised two ways:
@@ -21,11 +22,13 @@
 #include <string.h>
 
 #include "coll_rates.h"
+#include "nr/calib.h"
 #include "nr_mpi.h"
 
 #define NR__PROG "nr-mpicoll"
 #define NR__MAX_RUNS 1000
 #define NR__MAX_ITERS (1u << 30)
+#define NR__TARGET 1.25 /* the runs are calibrated to this x the minimum loop time */
 
 struct nr__opts {
     double min_time_s;         /* -t */
@@ -42,7 +45,8 @@ struct nr__point {
     double median_op_s;   /* median of the runs */
     double *run_op_s;     /* every run's time per operation (runs entries, rank 0's clock) */
     int runs;
-    uint64_t iterations;  /* operations per timed run */
+    uint64_t iterations;  /* operations per timed run (the last run's, when a re-check grew the count) */
+    struct nr_calib calib; /* the count's calibration and what the runs achieved (rank 0's clock) */
 };
 
 struct nr__ctx {
@@ -137,12 +141,24 @@ static int nr__timed(const struct nr__ctx *x, const struct nr_coll_test *t, int 
     return NR_OK;
 }
 
+/* One calibration probe: k operations between barriers on rank 0's clock (nr__timed broadcasts it), so every rank
+ * takes the same calibration decisions. */
+struct nr__probe {
+    const struct nr__ctx *x;
+    const struct nr_coll_test *t;
+    int n;
+};
+
+static int nr__probe_run(void *ctx, uint64_t k, double *elapsed_s, struct nr_error *err)
+{
+    const struct nr__probe *p = ctx;
+    return nr__timed(p->x, p->t, p->n, k, elapsed_s, err);
+}
+
 static int nr__measure(const struct nr__ctx *x, const struct nr__opts *o, const struct nr_coll_test *t,
                        uint64_t bytes, struct nr__point *pt, struct nr_error *err)
 {
     int n = (int)(bytes / 8);
-    uint64_t k = 1;
-    double e = 0;
     int rc = nr_mpi_agree(nr_mpi_check(nr__op(x, t, n, 0), t->routines, err), err); /* warm-up, untimed */
     if (rc < 0)
         return rc;
@@ -151,38 +167,34 @@ static int nr__measure(const struct nr__ctx *x, const struct nr__opts *o, const 
         free(runs);
         return rc;
     }
-    int shrunk = 0;
-    for (;;) {
-        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0) {
-            free(runs);
-            return rc;
+    /* The paper's loops last at least the minimum time; the shared rule aims at its target, so the target is
+     * NR__TARGET x the minimum, and a run shorter than half the target is run again with the count its own rate
+     * gives (nr_calib_recheck), on rank 0's clock like the probes. */
+    struct nr__probe probe = {x, t, n};
+    uint64_t k = 1;
+    nr_calib_init(&pt->calib, NR__TARGET * o->min_time_s, NR__MAX_ITERS);
+    rc = nr_calibrate(nr__probe_run, &probe, &pt->calib, &k, err);
+    for (int r = 0; rc == NR_OK && r < o->runs; r++) {
+        double e = 0;
+        int rechecks = 0;
+        uint64_t next = k;
+        do {
+            k = next;
+            rc = nr__timed(x, t, n, k, &e, err);
+        } while (rc == NR_OK && nr_calib_recheck(&pt->calib, k, e, &rechecks, &next));
+        if (rc == NR_OK) {
+            nr_calib_record(&pt->calib, k, e);
+            runs[r] = e / (double)k;
         }
-        if (k >= NR__MAX_ITERS)
-            break;
-        if (e >= o->min_time_s) {
-            /* A probe that overshot the minimum more than twice was stalled, or came after one that ran faster
-             * than the steady rate (a shaper's burst allowance): probe once more at the count it aims at (never
-             * more), else every run lasts as long (gige 100 KB: 256 operations, 0.21 s a run for a 0.02-s
-             * minimum), or a stalled 1-operation probe leaves runs of one operation. */
-            if (e <= 2 * o->min_time_s || shrunk)
-                break;
-            uint64_t aimed = (uint64_t)ceil((double)k * o->min_time_s / e * 1.25);
-            k = aimed < k ? aimed : k, shrunk = 1;
-            continue;
-        }
-        double grow = e > 0 ? o->min_time_s / e * 1.1 : 16;
-        k = (uint64_t)ceil((double)k * (grow < 2 ? 2 : grow > 16 ? 16 : grow));
     }
-    for (int r = 0; r < o->runs; r++) {
-        if ((rc = nr__timed(x, t, n, k, &e, err)) < 0) {
-            free(runs);
-            return rc;
-        }
-        runs[r] = e / (double)k;
+    if (rc < 0) {
+        free(runs);
+        return rc;
     }
     struct nr_stats st;
     nr_stats_compute(runs, (size_t)o->runs, &st);
-    *pt = (struct nr__point){bytes, st.min, st.median, runs, o->runs, k};
+    pt->size_bytes = bytes, pt->op_time_s = st.min, pt->median_op_s = st.median;
+    pt->run_op_s = runs, pt->runs = o->runs, pt->iterations = k;
     return NR_OK;
 }
 
@@ -315,6 +327,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
                 nr_json_double(&j, p->run_op_s[r] * 1e6);
             nr_json_end_array(&j);
             nr_json_kv_uint(&j, "iterations", p->iterations);
+            nr_calib_json(&j, &p->calib);
             nr_json_end_object(&j);
         }
         nr_json_end_array(&j);
@@ -425,6 +438,16 @@ int main(int argc, char **argv)
         if (rc == NR_OK && mpi.rank == 0)
             nr__print_table(t, g_pts[i], npts[i], mpi.size);
     }
+    /* Most runs of a point far shorter than the minimum: the calibration went wrong. Results are written, the run
+     * fails (exit 3). Every rank holds the same record (rank 0's clock), so every rank reaches the same verdict. */
+    for (int i = 0; rc == NR_OK && i < NR_COLL_NTESTS; i++)
+        for (size_t k = 0; rc == NR_OK && k < npts[i]; k++)
+            if (nr_calib_verdict(&g_pts[i][k].calib, &err) < 0) {
+                char why[sizeof err.detail];
+                snprintf(why, sizeof why, "%s", err.detail);
+                rc = nr_error_set(&err, NR_E_VALIDATE, "test %s, %llu-byte messages: %s", nr_coll_tests[i].name,
+                                  (unsigned long long)g_pts[i][k].size_bytes, why);
+            }
     if (rc <= 0 && mpi.rank == 0 && o.json &&
         nr__write_json(&o, &mpi, selected, g_pts, npts, started, rc, &err) != 0 && rc == NR_OK)
         rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);

@@ -491,6 +491,32 @@ def test_generated_environment_loads_in_real_spack():
     assert str(ROOT / 'spack_repo' / 'netregress') in out.stdout
 
 
+def test_lock_targets_are_the_built_specs_targets(tmp_path):
+    """adopt-lock reads the CPU targets of a carried lock's built specs (externals are the host's, not built)."""
+    tool = load_tool('spack-env')
+    lock = tmp_path / 'spack.lock'
+    lock.write_text(json.dumps({'concrete_specs': {
+        'a': {'name': 'osu-micro-benchmarks', 'arch': {'target': {'name': 'zen3', 'features': ['avx2']}}},
+        'b': {'name': 'npb', 'arch': {'target': 'x86_64_v3'}},
+        'c': {'name': 'openmpi', 'external': {'path': '/usr'}, 'arch': {'target': 'icelake'}}}}))
+    assert tool.lock_targets(lock) == {'zen3', 'x86_64_v3'}
+    lock.write_text('not json')
+    assert tool.lock_targets(lock) == set()
+
+
+@needs_spack
+def test_a_lock_built_for_another_cpu_is_not_adopted():
+    """Spack's archspec decides: this host runs its own generic level, not a microarchitecture of another vendor."""
+    tool = load_tool('spack-env')
+    host, _ = tool.foreign_targets(set())
+    if not host.startswith(('x86_64', 'zen', 'icelake', 'skylake', 'cascadelake', 'sapphirerapids', 'haswell',
+                            'broadwell')) or host == 'x86_64':
+        pytest.skip(f'a test for x86-64 microarchitectures; this host is {host}')
+    other_vendor = 'icelake' if host.startswith('zen') else 'zen3'
+    host, foreign = tool.foreign_targets({host, 'x86_64', other_vendor, 'no-such-target'})
+    assert foreign == sorted({other_vendor, 'no-such-target'}), (host, foreign)
+
+
 def test_bootstrap_honours_netregress_deps(tmp_path):
     """Everything bootstrap checks or makes is under NETREGRESS_DEPS, the Spack phase included."""
     deps = tmp_path / 'state'

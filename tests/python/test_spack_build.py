@@ -20,7 +20,7 @@ yaml = pytest.importorskip('yaml')
 from reframe.core.buildsystems import CustomBuild, Spack  # noqa: E402
 from reframe.core.exceptions import BuildSystemError  # noqa: E402
 
-from netregress import spack_build  # noqa: E402
+from netregress import carriedlock, spack_build  # noqa: E402
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
 ROOT = Path(__file__).resolve().parents[2]
@@ -493,27 +493,39 @@ def test_generated_environment_loads_in_real_spack():
 
 def test_lock_targets_are_the_built_specs_targets(tmp_path):
     """adopt-lock reads the CPU targets of a carried lock's built specs (externals are the host's, not built)."""
-    tool = load_tool('spack-env')
     lock = tmp_path / 'spack.lock'
     lock.write_text(json.dumps({'concrete_specs': {
         'a': {'name': 'osu-micro-benchmarks', 'arch': {'target': {'name': 'zen3', 'features': ['avx2']}}},
         'b': {'name': 'npb', 'arch': {'target': 'x86_64_v3'}},
         'c': {'name': 'openmpi', 'external': {'path': '/usr'}, 'arch': {'target': 'icelake'}}}}))
-    assert tool.lock_targets(lock) == {'zen3', 'x86_64_v3'}
+    assert carriedlock.lock_targets(lock) == {'zen3', 'x86_64_v3'}
     lock.write_text('not json')
-    assert tool.lock_targets(lock) == set()
+    assert carriedlock.lock_targets(lock) == set()
+
+
+def test_a_carried_lock_names_why_it_is_not_adopted(tmp_path):
+    """Description, $NETREGRESS_DEPS and checkout are compared before the CPU (no Spack call for those)."""
+    stamp = {'source_sha256': 'abc', 'deps': '/d', 'checkout': '/c'}
+    assert carriedlock.refusal(tmp_path, stamp, 'abc', Path('/d'), Path('/c'), 'spack') == 'none carried'
+    (tmp_path / 'spack.lock').write_text('{}')
+    assert carriedlock.refusal(tmp_path, stamp, 'xyz', Path('/d'), Path('/c'), 'spack') == \
+        'made from another description'
+    assert 'NETREGRESS_DEPS=/d, here /e' in carriedlock.refusal(tmp_path, stamp, 'abc', Path('/e'), Path('/c'), 'spack')
+    assert 'checkout /c' in carriedlock.refusal(tmp_path, stamp, 'abc', Path('/d'), Path('/x'), 'spack')
+    # a lock without built specs: nothing for this CPU to run, adopted without asking Spack
+    assert carriedlock.refusal(tmp_path, stamp, 'abc', Path('/d'), Path('/c'), '/nonexistent/spack') == ''
 
 
 @needs_spack
 def test_a_lock_built_for_another_cpu_is_not_adopted():
     """Spack's archspec decides: this host runs its own generic level, not a microarchitecture of another vendor."""
-    tool = load_tool('spack-env')
-    host, _ = tool.foreign_targets(set())
+    host, _ = carriedlock.foreign_targets(spack_build.spack_exe(), set())
     if not host.startswith(('x86_64', 'zen', 'icelake', 'skylake', 'cascadelake', 'sapphirerapids', 'haswell',
                             'broadwell')) or host == 'x86_64':
         pytest.skip(f'a test for x86-64 microarchitectures; this host is {host}')
     other_vendor = 'icelake' if host.startswith('zen') else 'zen3'
-    host, foreign = tool.foreign_targets({host, 'x86_64', other_vendor, 'no-such-target'})
+    host, foreign = carriedlock.foreign_targets(spack_build.spack_exe(),
+                                                {host, 'x86_64', other_vendor, 'no-such-target'})
     assert foreign == sorted({other_vendor, 'no-such-target'}), (host, foreign)
 
 

@@ -91,8 +91,13 @@ class BandRules:
         center = statistics.median(samples)
         lo_cap, hi_cap = self.cap
         if len(samples) < max(self.min_runs, 2) or center == 0:
-            return center, lo_cap, hi_cap, (f'{len(samples)} run(s): widest band ({1 + lo_cap:.2f}x..'
-                                            f'{1 + hi_cap:.2f}x) until {self.min_runs} runs measure the spread')
+            # No spread measured yet, so no sharp band: one run is no centre (Open MPI 5's gige round-trip ratio
+            # read 0.93 in a host's first run, then 1.30-2.02 in five more; the cap around 0.93 failed the second
+            # and third). Until then only a collapse fails: the factor of the shared-CPU floor either side.
+            factor = self.shared_floor
+            return center, 1 / factor - 1, factor - 1, (
+                f'{len(samples)} run(s): the spread is not measured yet, so only a collapse fails (/{factor:g}..'
+                f'x{factor:g}) until {self.min_runs} runs measure it')
         own = max(abs(v - center) for v in samples) / abs(center)
         dev = max(own, sibling_dev)
         floor = self.floor.get(kind, self.floor.get('default', 0.05))

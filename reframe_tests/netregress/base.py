@@ -166,10 +166,11 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     nr_shared_cpu_band = variable(str, value='', loggable=True)
 
     #: Baseline-free bands fixed by the check: ``{variable: (value, lower, upper)}`` (fraction of a link's rate,
-    #: ratio to a peer measured in the same job); they win over baselines and committed references.
+    #: ratio to a peer measured in the same job); upper None: no upper bound. They win over baselines and
+    #: committed references.
     #:
-    #: :type: :class:`Dict[str, Tuple[float, float, float]]`
-    fixed_references = variable(typ.Dict[str, typ.Tuple[float, float, float]], value={})
+    #: :type: :class:`Dict[str, Tuple[float, float, float | None]]`
+    fixed_references = variable(typ.Dict[str, typ.Tuple[float, float, object]], value={})
 
     #: Performance variable of a link-bound stream (asserted as a fraction of the most payload one link of the
     #: fabric carries, ``payload_mbps``, where the interconnect table gives a rate); None: not link-bound.

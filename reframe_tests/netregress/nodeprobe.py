@@ -8,11 +8,17 @@ maintenance a node with a wrong CPU governor, a lost memory channel or a runaway
 
 :class:`NodeLoopbackCheck` allocates every node of the partition by name (like the all-pairs link check) and runs
 ``nr-tcpserver`` + ``nr-tcptest -h 127.0.0.1`` on each node in turn (the server bound to loopback, on a port it picks,
-serving only a client with the job's secret, as :mod:`.tcppair` starts it), in ``passes`` passes that rotate the order;
-a node's figure is its best pass (each pass: the median over its repetitions), because on a shared machine a pass
-can lose its CPU to something else, while a slow node is slow in every pass. Baseline-free verdicts: every node
-measured (sanity, :func:`unmeasured_nodes`), and each at least ``min_node_fraction`` of the median node (performance,
-:func:`slow_nodes`), else the nodes are named. Both are tested in tests/python/test_nodeprobe.py.
+serving only a client with the job's secret, as :mod:`.tcppair` starts it), in ``passes`` passes that rotate the order.
+Each pass of a node (the median over its repetitions) is judged against its contemporaries, the median of the
+other nodes measured at the same time (the same pass where every node measures at once; the passes just before and
+after it where the nodes take turns on a host's CPUs), and a node's ratio is its best pass's (:func:`peer_ratios`):
+a host that slows down for a few seconds slows a node's contemporaries too, while a slow node is slow in every pass.
+On the 2-vCPU vcluster the host's loopback stream has a slow mode, 0.6 x its usual rate for up to ten seconds at a
+time; against the median node's best pass, healthy nodes read 0.74-0.97 in nine jobs (two of them failed at 0.8),
+against their contemporaries 0.88-1.05, while the drill's node capped at half a CPU read 0.28 and 0.29.
+Baseline-free verdicts: every node measured (sanity, :func:`unmeasured_nodes`), and each node's ratio at least
+``min_node_fraction`` (performance, :func:`slow_nodes`), else the nodes are named. Both are tested in
+tests/python/test_nodeprobe.py.
 
 Each pass also records the CPU cgroup its stream ran in, that group's quota and how long the quota throttled it
 (:mod:`.cpulimit`). A node under a quota its peers lack is named with it. When every node's stream ran under one
@@ -21,6 +27,7 @@ not asserted, and the run says why; every node must still be measured.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import shlex
 import statistics
@@ -50,20 +57,65 @@ def unmeasured_nodes(figures: Mapping[str, float | None]) -> list[str]:
             if v is None]
 
 
-def slow_nodes(figures: Mapping[str, float | None], min_fraction: float,
+def turn_order(nodes: list[str], passes: int) -> list[tuple[str, int]]:
+    """(node, pass) in the order the nodes take turns: pass k starts at node k (mod N)."""
+    return [(nodes[(i + k) % len(nodes)], k) for k in range(passes) for i in range(len(nodes))]
+
+
+def peer_ratios(passes: Mapping[str, list[float | None]],
+                order: list[tuple[str, int]] | None = None) -> dict[str, tuple[float, float]]:
+    """{node: (ratio, contemporaries' median)} of its best pass: each pass's figure over the median of the other
+    nodes' figures measured at the same time. ``order`` None: every node measured each pass at once, so its
+    contemporaries are the other nodes of that pass. ``order`` (:func:`turn_order`): the nodes took turns, so they are
+    the nearest measured pass of another node before it and after it. A node without contemporaries is left out."""
+    out: dict[str, tuple[float, float]] = {}
+    seq = order if order is not None else [(n, k) for k in range(max(map(len, passes.values()), default=0))
+                                            for n in passes]
+
+    by_pass: dict[int, list[float]] = {}
+
+    def value(node: str, k: int) -> float | None:
+        figs = passes.get(node, [])
+        return figs[k] if k < len(figs) else None
+
+    for j, (node, k) in enumerate(seq):
+        mine = value(node, k)
+        if mine is None:
+            continue
+        if order is None:
+            if k not in by_pass:        # sorted once per pass: 1,000 nodes cost 3 sorts, not 3,000
+                by_pass[k] = sorted(v for n in passes if (v := value(n, k)) is not None)
+            ranked = by_pass[k]
+            i = bisect.bisect_left(ranked, mine)
+            peers = ranked[:i] + ranked[i + 1:]
+        else:
+            peers = []
+            for step in (-1, 1):
+                i = j + step
+                while 0 <= i < len(seq) and (seq[i][0] == node or value(*seq[i]) is None):
+                    i += step
+                if 0 <= i < len(seq):
+                    peers.append(value(*seq[i]))
+        if not peers:
+            continue
+        median = statistics.median(peers)
+        if median > 0 and (node not in out or mine / median > out[node][0]):
+            out[node] = (mine / median, median)
+    return out
+
+
+def slow_nodes(ratios: Mapping[str, tuple[float, float]], figures: Mapping[str, float | None], min_fraction: float,
                notes: Mapping[str, str] | None = None) -> list[str]:
-    """Nodes below ``min_fraction`` x the median node (a performance verdict: a retry may measure again); a
-    node's entry in ``notes`` (:func:`own_cpu_quotas`) is added to its verdict."""
+    """Nodes whose best pass was below ``min_fraction`` x its contemporaries (:func:`peer_ratios`; a performance
+    verdict: a retry may measure again); a node's entry in ``notes`` (:func:`own_cpu_quotas`) is added to its
+    verdict."""
     problems: list[str] = []
-    measured = {n: v for n, v in figures.items() if v is not None}
-    if len(measured) < 2:
-        return problems
-    median = statistics.median(measured.values())
-    for node, value in sorted(measured.items(), key=lambda kv: kv[1]):
-        if value < min_fraction * median:
+    for node, (ratio, peers) in sorted(ratios.items(), key=lambda kv: kv[1][0]):
+        if ratio < min_fraction:
             note = f'; it ran {notes[node]}' if notes and node in notes else ''
-            problems.append(f'node {node}: loopback stream {value:.0f} Mbit/s is {value / median:.2f} x the median '
-                            f'node ({median:.0f} Mbit/s, at least {min_fraction:g} x expected): the node is slow{note}')
+            problems.append(f'node {node}: loopback stream {figures.get(node) or 0:.0f} Mbit/s at best, its best pass '
+                            f'{ratio:.2f} x the nodes measured beside it ({peers:.0f} Mbit/s, at least '
+                            f'{min_fraction:g} x expected): the node is slow{note}')
     return problems
 
 
@@ -75,14 +127,12 @@ def driver_script(nodes: list[str], prefixes: Mapping[str, str], kernels_dir: st
     it (nodes sharing one host's CPUs) each node in turn, pass k starting at node k (mod N)."""
     server, client = (shlex.quote(os.path.join(kernels_dir, k)) for k in ('nr-tcpserver', 'nr-tcptest'))
     lines = ['#!/bin/bash', 'set -u', f'mkdir -p {NODE_DIR}', *job_secret_cmds()]
-    for k in range(passes):
-        if on_every_node is not None:
-            lines.append(_node_line('${SLURMD_NODENAME:-$(hostname)}', k, on_every_node, server, client, opts,
-                                    label='all'))
-            continue
-        for i in range(len(nodes)):
-            node = nodes[(i + k) % len(nodes)]
-            lines.append(_node_line(node, k, prefixes[node], server, client, opts, label=node))
+    if on_every_node is not None:
+        lines += [_node_line('${SLURMD_NODENAME:-$(hostname)}', k, on_every_node, server, client, opts, label='all')
+                  for k in range(passes)]
+    else:
+        lines += [_node_line(node, k, prefixes[node], server, client, opts, label=node)
+                  for node, k in turn_order(nodes, passes)]
     return '\n'.join(lines) + '\n'
 
 
@@ -126,7 +176,7 @@ class NodeLoopbackCheck(NetregressCheck):
     #: :default: ``3``
     passes = variable(int, value=3)
 
-    #: A node below this fraction of the median node fails the check, named.
+    #: A node whose best pass is below this fraction of the nodes measured beside it fails the check, named.
     #:
     #: :type: :class:`float`
     #: :default: ``0.8``
@@ -161,7 +211,7 @@ class NodeLoopbackCheck(NetregressCheck):
         self.num_tasks = len(self.nodes)
         self.num_tasks_per_node = 1
         self.fixed_references = {**self.fixed_references,
-                                 'min_to_median': (1.0, self.min_node_fraction - 1.0, 0.0)}
+                                 'min_to_median': (1.0, self.min_node_fraction - 1.0, None)}  # its best pass may beat its peers
         # after the partition's time_limit (base class): one step per pass, or per node and pass where the nodes
         # share a host's CPUs and take turns
         steps = self.passes * (1 if self.all_at_once() else len(self.nodes))
@@ -179,7 +229,7 @@ class NodeLoopbackCheck(NetregressCheck):
             self.add_figure(name, sn.make_performance_function(self._summary(name), 'Mbit/s'),
                             figures.cpu_bound(label))
         self.add_figure('min_to_median', sn.make_performance_function(self._summary('min_to_median'), 'ratio'),
-                        figures.ratio('slowest node / median node'))
+                        figures.ratio('slowest node / the nodes measured beside it'))
 
     @run_before('run')
     def write_driver(self):
@@ -194,18 +244,27 @@ class NodeLoopbackCheck(NetregressCheck):
         self.executable = 'bash'
         self.executable_opts = [DRIVER]
 
-    def figures(self) -> dict[str, float | None]:
-        out: dict[str, float | None] = {}
+    def pass_figures(self) -> dict[str, list[float | None]]:
+        """{node: each pass's loopback stream (the median of its repetitions), None where it gave none}."""
+        out: dict[str, list[float | None]] = {}
         for node in self.nodes:
-            passes = []
+            out[node] = []
             for k in range(self.passes):
                 path = os.path.join(self.stagedir, NODE_DIR, f'{node}.{k}.json')
                 try:
-                    passes.append(float(results.get(results.load_result(path), 'summary.throughput_mbps.median')))
+                    out[node].append(float(results.get(results.load_result(path), 'summary.throughput_mbps.median')))
                 except (results.KernelResultError, KeyError, TypeError, ValueError):
-                    pass
-            out[node] = max(passes) if passes else None
+                    out[node].append(None)
         return out
+
+    def figures(self) -> dict[str, float | None]:
+        """{node: its best pass}."""
+        return {n: max((v for v in p if v is not None), default=None) for n, p in self.pass_figures().items()}
+
+    def peer_ratios(self) -> dict[str, tuple[float, float]]:
+        """:func:`peer_ratios` in the order this job measured the nodes."""
+        order = None if self.all_at_once() else turn_order(self.nodes, self.passes)
+        return peer_ratios(self.pass_figures(), order)
 
     def unauthenticated_passes(self) -> list[str]:
         """Passes whose result does not prove the session was authenticated (:func:`.tcppair.auth_problem`)."""
@@ -230,9 +289,10 @@ class NodeLoopbackCheck(NetregressCheck):
         measured = [v for v in self.figures().values() if v is not None]
         if not measured:
             raise SanityError('no node was measured')
-        median = statistics.median(measured)
-        return {'min_node_mbps': min(measured), 'median_node_mbps': median,
-                'min_to_median': min(measured) / median}[what]
+        if what == 'min_to_median':
+            ratios = [r for r, _ in self.peer_ratios().values()]
+            return min(ratios) if ratios else 1.0       # one node measured: it has no peers to fall behind
+        return {'min_node_mbps': min(measured), 'median_node_mbps': statistics.median(measured)}[what]
 
     def payload_bytes(self) -> float:
         return 0.0
@@ -261,6 +321,6 @@ class NodeLoopbackCheck(NetregressCheck):
         not where every node shares the quota that throttled them (:func:`shared_cpu_quota`)."""
         if self.cpu_quota_note:
             return
-        problems = slow_nodes(self.figures(), self.min_node_fraction, self._own_quotas)
+        problems = slow_nodes(self.peer_ratios(), self.figures(), self.min_node_fraction, self._own_quotas)
         if problems:
             raise PerformanceError('; '.join(problems))

@@ -13,11 +13,13 @@ def m(value, metric='throughput_mbps', unit='Mbit/s', test='tcp.stream.blocking'
                                 metric=metric, value=value, unit=unit)
 
 
-def test_one_run_gets_the_cap_band():
+def test_before_min_runs_only_a_collapse_fails():
+    # one run is no centre: the second run of a healthy host may read 1.7x its first, a 30x fall must still fail
     value, lower, upper, comment = RULES.band([950.0], 'throughput')
-    assert (value, lower, upper) == (950.0, -0.33, 0.5) and '1 run(s)' in comment
+    assert (value, lower, upper) == (950.0, -0.75, 3.0) and '1 run(s)' in comment and 'collapse' in comment
+    assert value * (1 + lower) < 950.0 / 1.7 and value * (1 + lower) > 950.0 / 30
     rules3 = bandrules.BandRules(window=5, min_runs=3, spread_factor=4.0, floor={'throughput': 0.01}, cap=(-0.33, 0.5))
-    assert rules3.band([950.0, 960.0], 'throughput')[1:3] == (-0.33, 0.5)
+    assert rules3.band([950.0, 960.0], 'throughput')[1:3] == (-0.75, 3.0)
     assert rules3.band([950.0, 960.0, 955.0], 'throughput')[1:3] == pytest.approx((-0.0209, 0.0209), abs=1e-3)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Mapping
+from typing import Collection, Mapping
 
 
 def lock_targets(lock: Path) -> set[str]:
@@ -43,11 +43,13 @@ def foreign_targets(spack_exe: str, targets: set[str]) -> tuple[str, list[str]]:
         return f'not comparable by spack python: {proc.stderr.strip()[-200:]}', sorted(targets)
 
 
-def refusal(carried: Path, stamp: Mapping, source_sha256: str, deps: Path, checkout: Path, spack_exe: str) -> str:
-    """Why the lock in ``carried`` (with its ``stamp``) may not be adopted here, or '' when it may."""
+def refusal(carried: Path, stamp: Mapping, source_digests: Collection[str], deps: Path, checkout: Path,
+            spack_exe: str) -> str:
+    """Why the lock in ``carried`` (with its ``stamp``) may not be adopted here, or '' when it may;
+    ``source_digests``: the description digests a current lock may carry (site.spack_description_digests)."""
     if not (carried / 'spack.lock').exists():
         return 'none carried'
-    if stamp.get('source_sha256') != source_sha256:
+    if stamp.get('source_sha256') not in source_digests:
         return 'made from another description'
     if stamp.get('deps') != str(deps):
         return f'made for NETREGRESS_DEPS={stamp.get("deps")}, here {deps}'

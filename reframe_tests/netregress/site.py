@@ -192,6 +192,23 @@ def spack_env_source(system_name: str) -> Path:
     return spack_system_dir(spack_environment(system_name))
 
 
+def spack_description_digests(path: Path) -> tuple[str, str]:
+    """(digest of what a Spack description means, digest of its bytes). A lock records the first: a reworded
+    comment or a reindented list must not make every machine concretize again (a comment changed in the embedded
+    description cost each machine and runner with kept state a 7-minute solve, and the build cache's lock was
+    refused). The second is what locks made before recorded; they stay valid while the bytes are unchanged.
+    :class:`SiteError` naming the file when it is not YAML."""
+    import hashlib
+    import json
+    import yaml
+    raw = path.read_bytes()
+    try:
+        meaning = json.dumps(yaml.safe_load(raw), sort_keys=True, default=str)
+    except yaml.YAMLError as err:
+        raise SiteError(f'{path}: not YAML ({" ".join(str(err).split())})') from None
+    return hashlib.sha256(meaning.encode()).hexdigest(), hashlib.sha256(raw).hexdigest()
+
+
 def overlay(base: Mapping, site: Mapping, where: str = '') -> dict:
     """``site`` merged over ``base``: mappings key by key (recursively), other values replaced, ``null`` removes
     a key, and a mapping with ``$replace: true`` replaces ours whole."""

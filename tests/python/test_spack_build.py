@@ -506,14 +506,31 @@ def test_lock_targets_are_the_built_specs_targets(tmp_path):
 def test_a_carried_lock_names_why_it_is_not_adopted(tmp_path):
     """Description, $NETREGRESS_DEPS and checkout are compared before the CPU (no Spack call for those)."""
     stamp = {'source_sha256': 'abc', 'deps': '/d', 'checkout': '/c'}
-    assert carriedlock.refusal(tmp_path, stamp, 'abc', Path('/d'), Path('/c'), 'spack') == 'none carried'
+    assert carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/d'), Path('/c'), 'spack') == 'none carried'
     (tmp_path / 'spack.lock').write_text('{}')
-    assert carriedlock.refusal(tmp_path, stamp, 'xyz', Path('/d'), Path('/c'), 'spack') == \
+    assert carriedlock.refusal(tmp_path, stamp, ('xyz', 'old'), Path('/d'), Path('/c'), 'spack') == \
         'made from another description'
-    assert 'NETREGRESS_DEPS=/d, here /e' in carriedlock.refusal(tmp_path, stamp, 'abc', Path('/e'), Path('/c'), 'spack')
-    assert 'checkout /c' in carriedlock.refusal(tmp_path, stamp, 'abc', Path('/d'), Path('/x'), 'spack')
+    assert 'NETREGRESS_DEPS=/d, here /e' in carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/e'), Path('/c'), 'spack')
+    assert 'checkout /c' in carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/d'), Path('/x'), 'spack')
     # a lock without built specs: nothing for this CPU to run, adopted without asking Spack
-    assert carriedlock.refusal(tmp_path, stamp, 'abc', Path('/d'), Path('/c'), '/nonexistent/spack') == ''
+    assert carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/d'), Path('/c'), '/nonexistent/spack') == ''
+
+
+def test_a_description_is_current_by_its_meaning_not_its_comments(tmp_path):
+    """A reworded comment or another indentation keeps every lock made from the description; a changed value does
+    not. Locks made before recorded the bytes' digest, which stays accepted while the bytes are the same."""
+    from netregress import site
+    desc = tmp_path / 'spack.yaml'
+    desc.write_text('spack:\n  # one DAG per MPI\n  concretizer:\n    unify: when_possible\n  specs: [a, b]\n')
+    meaning, raw = site.spack_description_digests(desc)
+    assert raw == hashlib.sha256(desc.read_bytes()).hexdigest()
+    desc.write_text('spack:\n  # a reworded comment\n  concretizer: {unify: when_possible}\n  specs:\n  - a\n  - b\n')
+    assert site.spack_description_digests(desc)[0] == meaning
+    desc.write_text('spack:\n  concretizer: {unify: false}\n  specs: [a, b]\n')
+    assert site.spack_description_digests(desc)[0] != meaning
+    desc.write_text('spack: [unclosed\n')
+    with pytest.raises(site.SiteError, match='spack.yaml: not YAML'):
+        site.spack_description_digests(desc)
 
 
 @needs_spack

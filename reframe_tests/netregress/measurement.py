@@ -86,13 +86,16 @@ def meaning(path: Path) -> bytes:
 #: start a new baseline (the band is computed from the kept samples when a run reads them).
 JUDGING_MODULES = frozenset({'bandrules.py', 'bands.py', 'baselines.py', 'figures.py', 'linkverdict.py',
                              'references.py', 'statefiles.py'})
+#: Modules of set-up alone (whether a runner may adopt a Spack lock carried in a build cache): they make no figure
+#: either; what is built is the Spack description's, and the builds are the kernels' and the checks' business.
+SETUP_MODULES = frozenset({'carriedlock.py'})
 
 
 def _measuring_files(root: Path) -> list[Path]:
     files = [p for p in sorted((root / 'src').rglob('*')) if p.is_file()]
     # the measuring package and the checks; the post-run package (netregress_postrun) reads runs, it makes no figure
     files += sorted(p for p in (root / 'reframe_tests' / 'netregress').rglob('*.py')
-                    if p.name not in JUDGING_MODULES)
+                    if p.name not in JUDGING_MODULES | SETUP_MODULES)
     files += sorted((root / 'reframe_tests' / 'checks').rglob('*.py'))
     # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
     # (the embedded vcluster is a site of this checkout: its settings say how each MPI build starts under Slurm)

@@ -571,3 +571,42 @@ def test_externals_give_the_mpich5_wheel_the_library_name_spack_looks_for(tmp_pa
                                                                                 'libmpi.so')
     mpich = [e for e in yaml.safe_load(out.stdout)['packages']['mpich']['externals'] if e['spec'].startswith('mpich@5')]
     assert mpich[0]['prefix'] == str(prefix)
+
+
+def test_a_runner_takes_the_repository_index_of_exactly_its_own_recipes(tmp_path, monkeypatch):
+    """Spack indexes its package repositories before its first install (85-100 s of a fresh runner's install from
+    the build cache): the cache carries that index under the digest of the recipes, and a runner takes it only
+    where its own recipes are the same, never over an index Spack already keeps."""
+    recipes = tmp_path / 'builtin'
+    (recipes / 'packages' / 'zlib').mkdir(parents=True)
+    (recipes / 'packages' / 'zlib' / 'package.py').write_text('class Zlib: pass\n')
+    cache = tmp_path / 'cache'
+    cache.mkdir()
+
+    def runner(name):
+        deps = tmp_path / name
+        (deps / 'spack' / 'bin').mkdir(parents=True)
+        (deps / 'spack' / 'bin' / 'spack').write_text('#!/bin/sh\n')
+        (deps / 'spack' / 'bin' / 'spack').chmod(0o755)
+        (deps / 'spack' / 'user').mkdir()
+        (deps / 'spack' / 'user' / 'repos.yaml').write_text(yaml.safe_dump({'repos': {'builtin': str(recipes)}}))
+        monkeypatch.setenv('NETREGRESS_DEPS', str(deps))
+        return load_tool('spack-env'), deps / 'spack' / 'user-cache' / 'misc'
+
+    first, misc = runner('first')
+    (misc / 'providers').mkdir(parents=True)
+    (misc / 'providers' / 'builtin-specfile_v5-index.json').write_text('{"provider_index": {}}')
+    (misc / 'tags').mkdir()
+    (misc / 'tags' / 'builtin-specfile_v5-index.json').write_text('{"tags": {}}')
+    assert first.push_repo_index(cache) == 2
+    second, misc2 = runner('second')
+    assert second.take_repo_index(cache) == 2
+    assert (misc2 / 'providers' / 'builtin-specfile_v5-index.json').read_text() == '{"provider_index": {}}'
+    assert second.take_repo_index(cache) == 0                     # Spack's own index is never replaced
+    (recipes / 'packages' / 'zlib' / '__pycache__').mkdir()
+    (recipes / 'packages' / 'zlib' / '__pycache__' / 'package.cpython-311.pyc').write_bytes(b'\0')
+    third, misc3 = runner('third')
+    assert third.take_repo_index(cache) == 2                      # a bytecode cache is not a recipe
+    (recipes / 'packages' / 'zlib' / 'package.py').write_text('class Zlib: version = 2\n')
+    fourth, misc4 = runner('fourth')
+    assert fourth.take_repo_index(cache) == 0 and not misc4.exists()   # other recipes: Spack indexes them itself

@@ -14,8 +14,8 @@ other nodes measured at the same time (the same pass where every node measures a
 after it where the nodes take turns on a host's CPUs), and a node's ratio is its best pass's (:func:`peer_ratios`):
 a host that slows down for a few seconds slows a node's contemporaries too, while a slow node is slow in every pass.
 On the 2-vCPU vcluster the host's loopback stream has a slow mode, 0.6 x its usual rate for up to ten seconds at a
-time; against the median node's best pass, healthy nodes read 0.74-0.97 in nine jobs (two of them failed at 0.8),
-against their contemporaries 0.88-1.05, while the drill's node capped at half a CPU read 0.28 and 0.29.
+time: in 21 clean jobs the slowest node read 0.68-0.99 x the median node's best pass (five below 0.8) and 0.86-1.24
+x its contemporaries, while the drill's node capped at half a CPU read 0.28-0.30 either way (docs/validation.md).
 Baseline-free verdicts: every node measured (sanity, :func:`unmeasured_nodes`), and each node's ratio at least
 ``min_node_fraction`` (performance, :func:`slow_nodes`), else the nodes are named. Both are tested in
 tests/python/test_nodeprobe.py.
@@ -71,7 +71,6 @@ def peer_ratios(passes: Mapping[str, list[float | None]],
     out: dict[str, tuple[float, float]] = {}
     seq = order if order is not None else [(n, k) for k in range(max(map(len, passes.values()), default=0))
                                             for n in passes]
-
     by_pass: dict[int, list[float]] = {}
 
     def value(node: str, k: int) -> float | None:
@@ -210,8 +209,9 @@ class NodeLoopbackCheck(NetregressCheck):
             self.skip(f'{part.fullname}: no node of it in the run\'s scope')
         self.num_tasks = len(self.nodes)
         self.num_tasks_per_node = 1
+        # no upper bound: the slowest node's best pass may well beat the nodes measured beside it
         self.fixed_references = {**self.fixed_references,
-                                 'min_to_median': (1.0, self.min_node_fraction - 1.0, None)}  # its best pass may beat its peers
+                                 'min_to_median': (1.0, self.min_node_fraction - 1.0, None)}
         # after the partition's time_limit (base class): one step per pass, or per node and pass where the nodes
         # share a host's CPUs and take turns
         steps = self.passes * (1 if self.all_at_once() else len(self.nodes))

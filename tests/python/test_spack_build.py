@@ -510,7 +510,8 @@ def test_a_carried_lock_names_why_it_is_not_adopted(tmp_path):
     (tmp_path / 'spack.lock').write_text('{}')
     assert carriedlock.refusal(tmp_path, stamp, ('xyz', 'old'), Path('/d'), Path('/c'), 'spack') == \
         'made from another description'
-    assert 'NETREGRESS_DEPS=/d, here /e' in carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/e'), Path('/c'), 'spack')
+    assert 'NETREGRESS_DEPS=/d, here /e' in carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/e'),
+                                                                Path('/c'), 'spack')
     assert 'checkout /c' in carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/d'), Path('/x'), 'spack')
     # a lock without built specs: nothing for this CPU to run, adopted without asking Spack
     assert carriedlock.refusal(tmp_path, stamp, ('abc', 'old'), Path('/d'), Path('/c'), '/nonexistent/spack') == ''

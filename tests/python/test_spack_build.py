@@ -599,6 +599,7 @@ def test_a_runner_takes_the_repository_index_of_exactly_its_own_recipes(tmp_path
     (misc / 'providers' / 'builtin-specfile_v5-index.json').write_text('{"provider_index": {}}')
     (misc / 'tags').mkdir()
     (misc / 'tags' / 'builtin-specfile_v5-index.json').write_text('{"tags": {}}')
+    (misc / 'tags' / 'a_site_repo-specfile_v5-index.json').write_text('{"tags": {}}')    # not in the digest
     assert first.push_repo_index(cache) == 2
     second, misc2 = runner('second')
     assert second.take_repo_index(cache) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Collection, Mapping
@@ -81,3 +82,52 @@ def repositories_digest(roots: list[Path]) -> str:
                 out.update(str(path.relative_to(root)).encode() + b'\0')
                 out.update(hashlib.sha256(path.read_bytes()).digest())
     return out.hexdigest()
+
+
+#: DIR/<this>/<digest of the package repositories>/<providers|tags|patches>/<namespace>-...-index.json: Spack's index
+#: of the repositories, which it builds by importing all 8,700 recipes before its first install or solve (85-100 s
+#: of a fresh runner's install from the cache, 2026-11-27); content-addressed, so a runner takes only its own.
+CACHE_REPO_INDEX = 'netregress-repo-index'
+REPO_INDEXES = ('providers', 'tags', 'patches')
+
+
+def _index_files(base: Path, namespaces) -> list[Path]:
+    """The index files under ``base`` of these namespaces only (a site's own repository is not in the digest)."""
+    return sorted(p for kind in REPO_INDEXES for p in (base / kind).glob('*-index.json')
+                  if any(p.name.startswith(f'{ns}-') for ns in namespaces))
+
+
+def _copy_atomically(src: Path, dest: Path) -> None:
+    """Through a temporary file beside ``dest``: a reader (Spack, another runner) sees the whole file or none."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f'.{dest.name}.{os.getpid()}')
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def _carried_dir(cache: Path, roots: Mapping[str, Path]) -> Path:
+    return cache / CACHE_REPO_INDEX / repositories_digest([roots[ns] for ns in sorted(roots)])
+
+
+def take_repo_index(cache: Path, misc: Path, roots: Mapping[str, Path]) -> int:
+    """Copy the cache's index of exactly these repositories (namespace -> directory) into Spack's misc cache where
+    Spack has none yet; the count taken. Spack's own mtime check still holds: a recipe changed after the copy is
+    indexed again. OSError where a recipe cannot be read."""
+    if all(any((misc / kind).glob(f'{ns}-*-index.json')) for kind in REPO_INDEXES for ns in roots):
+        return 0        # Spack keeps its own (every later set-up): no 1.2 s digest of the recipes for nothing
+    taken = 0
+    for src in _index_files(_carried_dir(cache, roots), roots):
+        dest = misc / src.parent.name / src.name
+        if not dest.exists():
+            _copy_atomically(src, dest)
+            taken += 1
+    return taken
+
+
+def push_repo_index(cache: Path, misc: Path, roots: Mapping[str, Path]) -> int:
+    """Copy Spack's index of these repositories from its misc cache into the cache under their digest; the count."""
+    out = _carried_dir(cache, roots)
+    files = _index_files(misc, roots)
+    for src in files:
+        _copy_atomically(src, out / src.parent.name / src.name)
+    return len(files)

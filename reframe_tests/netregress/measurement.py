@@ -86,9 +86,9 @@ def meaning(path: Path) -> bytes:
 #: start a new baseline (the band is computed from the kept samples when a run reads them).
 JUDGING_MODULES = frozenset({'bandrules.py', 'bands.py', 'baselines.py', 'figures.py', 'linkverdict.py',
                              'references.py', 'statefiles.py'})
-#: Modules of set-up alone (whether a runner may adopt a Spack lock carried in a build cache): they make no figure
-#: either; what is built is the Spack description's, and the builds are the kernels' and the checks' business.
-SETUP_MODULES = frozenset({'carriedlock.py'})
+#: Modules of set-up alone (what a runner takes from a build cache, the source snapshots' recipes): they make no
+#: figure either; what is built is the Spack description's, and the builds are the kernels' and the checks' business.
+SETUP_MODULES = frozenset({'carriedlock.py', 'snapshots.py'})
 
 
 def _measuring_files(root: Path) -> list[Path]:

@@ -25,6 +25,7 @@ import hashlib
 import json
 import keyword
 import re
+import shutil
 from pathlib import Path
 
 from . import statefiles
@@ -203,6 +204,18 @@ def recipe(package: str, data: str) -> str:
         raise SnapshotError(f'package {package!r}: no Python identifier for it')
     return RECIPE.format(package_repr=repr(package), data_file=DATA_FILE, data_file_repr=repr(DATA_FILE),
                          module=module, cls=cls, digest_repr=repr(hashlib.sha256(data.encode()).hexdigest()))
+
+
+def write_repo(repo: Path, entries: list[dict], own_packages: Path) -> list[str]:
+    """The machine-local repository (namespace ``netregress_snapshots``) written afresh at ``repo``: one fixed recipe
+    per package reading its versions and digests from a data file (nothing of the manifest becomes code, every path
+    inside the repository), but for packages with a recipe in ``own_packages``; returns those left to it."""
+    shutil.rmtree(repo, ignore_errors=True)
+    (Path(repo) / 'packages').mkdir(parents=True)
+    (Path(repo) / 'repo.yaml').write_text('repo:\n  namespace: netregress_snapshots\n  api: v2.2\n')
+    own = sorted(p for p in {check_package(e['package']) for e in entries} if (own_packages / module_name(p)).is_dir())
+    write_recipes(repo, entries, skip=lambda package: package in own)
+    return own
 
 
 def write_recipes(repo: Path, entries: list[dict], skip=lambda package: False) -> list[str]:

@@ -223,7 +223,7 @@ class Baseline:
         except (OSError, UnicodeDecodeError) as err:
             raise BaselineError(f'{path}: unreadable baseline ({err})') from None
         try:
-            data = yaml.safe_load(text)
+            data = references.load_yaml(text)
         except yaml.YAMLError as err:
             raise BaselineError(f'{path}: not valid YAML ({" ".join(str(err).split())})') from None
         if data is None:

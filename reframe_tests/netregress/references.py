@@ -33,6 +33,15 @@ import yaml
 
 from . import site
 
+#: libyaml's parser where PyYAML was built with it (PyPI's wheels are): a host baseline of 3,000 figures parses in
+#: 0.25 s instead of 1.3 s, and every run reads each of its measurement versions' files; the same safe constructor
+_YAML_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load`` of ``text``, through libyaml when available (the same objects, the same errors' types)."""
+    return yaml.load(text, Loader=_YAML_LOADER)
+
 SCHEMA = 'netregress-references/1'
 
 
@@ -198,7 +207,7 @@ def load_file(path: Path, system: str, *, require: bool = False) -> ReferenceSet
     except (OSError, UnicodeDecodeError) as err:
         raise ReferenceError(f'{path}: unreadable ({err})') from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as err:
         raise ReferenceError(f'{path}: not valid YAML ({" ".join(str(err).split())})') from None
     if data is None:

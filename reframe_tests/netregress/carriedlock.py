@@ -16,10 +16,19 @@ from pathlib import Path
 from typing import Collection, Mapping
 
 
+def concrete_specs(doc: Mapping) -> list:
+    """The specs of a lock's ``concrete_specs``, and of every environment it includes (Spack's ``include_concrete``:
+    tools/spack-env's environment of one part per MPI build), however deep."""
+    specs = list((doc.get('concrete_specs') or {}).values())
+    for included in (doc.get('include_concrete') or {}).values():
+        specs += concrete_specs(included) if isinstance(included, Mapping) else []
+    return specs
+
+
 def lock_targets(lock: Path) -> set[str]:
     """The CPU targets the lock's built (non-external) specs are compiled for."""
     try:
-        specs = json.loads(lock.read_text()).get('concrete_specs', {}).values()
+        specs = concrete_specs(json.loads(lock.read_text()))
     except (OSError, ValueError, AttributeError):
         return set()
     out = set()

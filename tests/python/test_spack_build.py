@@ -308,6 +308,34 @@ def test_prepare_generates_the_environment_outside_the_checkout(tmp_path, use_si
     assert 'STALE' in out.stdout and 'tools/spack-env concretize local' in out.stdout
 
 
+def test_prepare_splits_the_roots_into_one_environment_per_mpi_build(tmp_path):
+    """The environment the checks use includes the concrete specs of one part per MPI build (concretized side by
+    side); each part is the description with that one MPI build. A description without one ``$^NAME`` row of two
+    entries or more, or with a conditional one, stays whole."""
+    env = {**os.environ, 'NETREGRESS_DEPS': str(tmp_path)}
+    out = subprocess.run([str(ROOT / 'tools' / 'spack-env'), 'prepare', 'local'], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    source = yaml.safe_load((ROOT / 'config' / 'spack' / 'local' / 'spack.yaml').read_text())['spack']
+    mpis = next(d['mpis'] for d in source['definitions'] if 'mpis' in d)
+    envs = tmp_path / 'spack' / 'envs'
+    whole = yaml.safe_load((envs / 'local' / 'spack.yaml').read_text())['spack']
+    assert 'specs' not in whole
+    assert whole['include_concrete'] == [str(envs / 'local.parts' / str(i)) for i in range(len(mpis))]
+    for i, mpi in enumerate(mpis):
+        part = yaml.safe_load((envs / 'local.parts' / str(i) / 'spack.yaml').read_text())['spack']
+        assert part['specs'] == source['specs'] and part['develop'] == whole['develop']
+        assert part['definitions'] == [{'mpis': [mpi]} if 'mpis' in d else d for d in source['definitions']]
+    tool = load_tool('spack-env')
+    split = tool.split_by_dependency
+    matrix = {'specs': [{'matrix': [['$pkgs'], ['$^mpis']]}]}
+    assert split({**matrix, 'definitions': [{'pkgs': ['a']}, {'mpis': ['m1', 'm2']}]}) == ('mpis', ['m1', 'm2'])
+    assert split({**matrix, 'definitions': [{'mpis': ['m1']}]}) is None
+    assert split({**matrix, 'definitions': [{'mpis': ['m1', 'm2'], 'when': 'True'}]}) is None
+    assert split({'specs': ['a ^m1', 'a ^m2'], 'definitions': [{'mpis': ['m1', 'm2']}]}) is None
+    assert split({'specs': [{'matrix': [['$^x'], ['$^mpis']]}], 'definitions': [{'mpis': ['m1', 'm2']}]}) is None
+
+
 def test_spack_env_usage_errors(tmp_path):
     tool = str(ROOT / 'tools' / 'spack-env')
     env = {**os.environ, 'PATH': '/usr/bin:/bin', 'NETREGRESS_DEPS': str(tmp_path)}
@@ -499,6 +527,12 @@ def test_lock_targets_are_the_built_specs_targets(tmp_path):
         'b': {'name': 'npb', 'arch': {'target': 'x86_64_v3'}},
         'c': {'name': 'openmpi', 'external': {'path': '/usr'}, 'arch': {'target': 'icelake'}}}}))
     assert carriedlock.lock_targets(lock) == {'zen3', 'x86_64_v3'}
+    # an environment of parts (tools/spack-env): the specs of the included environments, nested ones too
+    part = {'roots': [], 'concrete_specs': {'d': {'name': 'imb', 'arch': {'target': 'icelake'}}}}
+    lock.write_text(json.dumps({'concrete_specs': {}, 'include_concrete': {
+        '/p/0': part, '/p/1': {'concrete_specs': {}, 'include_concrete': {'/p/2': {'concrete_specs': {
+            'e': {'name': 'npb', 'arch': {'target': 'zen3'}}}}}}}}))
+    assert carriedlock.lock_targets(lock) == {'icelake', 'zen3'}
     lock.write_text('not json')
     assert carriedlock.lock_targets(lock) == set()
 

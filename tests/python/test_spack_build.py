@@ -336,6 +336,22 @@ def test_prepare_splits_the_roots_into_one_environment_per_mpi_build(tmp_path):
     assert split({'specs': [{'matrix': [['$^x'], ['$^mpis']]}], 'definitions': [{'mpis': ['m1', 'm2']}]}) is None
 
 
+def test_a_spack_without_include_concrete_is_named(tmp_path):
+    """Concretizing one part per MPI build needs Spack's include_concrete (0.22): an older Spack on PATH is named
+    before anything is concretized."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'spack').write_text('#!/bin/sh\necho 0.21.2\n')
+    (bin_dir / 'spack').chmod(0o755)
+    env = {**os.environ, 'PATH': f'{bin_dir}:/usr/bin:/bin', 'NETREGRESS_DEPS': str(tmp_path / 'deps')}
+    out = subprocess.run([str(ROOT / 'tools' / 'spack-env'), 'concretize', 'local'], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 2 and 'is Spack 0.21.2' in out.stderr and 'Spack 0.22 or later' in out.stderr
+    tool = load_tool('spack-env')
+    assert all(tool.has_include_concrete(v) for v in ('0.22.0', '0.23.1', '1.1.0 (2e907202bc)', '10.0.1'))
+    assert not any(tool.has_include_concrete(v) for v in ('0.21.2', '0.9.1', '', 'spack: not found'))
+
+
 def test_spack_env_usage_errors(tmp_path):
     tool = str(ROOT / 'tools' / 'spack-env')
     env = {**os.environ, 'PATH': '/usr/bin:/bin', 'NETREGRESS_DEPS': str(tmp_path)}

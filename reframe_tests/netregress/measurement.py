@@ -86,16 +86,22 @@ def meaning(path: Path) -> bytes:
 #: start a new baseline (the band is computed from the kept samples when a run reads them).
 JUDGING_MODULES = frozenset({'bandrules.py', 'bands.py', 'baselines.py', 'figures.py', 'linkverdict.py',
                              'references.py', 'statefiles.py'})
-#: Modules of set-up alone (what a runner takes from a build cache, the source snapshots' recipes): they make no
-#: figure either; what is built is the Spack description's, and the builds are the kernels' and the checks' business.
-SETUP_MODULES = frozenset({'carriedlock.py', 'snapshots.py'})
+#: Modules of set-up alone (what a runner takes from a build cache, the source snapshots' recipes, how an
+#: environment is split for concretizing): they make no figure either; what is built is the Spack description's,
+#: and the builds are the kernels' and the checks' business.
+SETUP_MODULES = frozenset({'carriedlock.py', 'snapshots.py', 'spackparts.py'})
+#: This module: it says which files are hashed, and makes no figure. A file it adds to or takes from the hashed
+#: set changes the map's keys, and a change of :func:`meaning` changes the digests, so the version follows either
+#: way; what stays out is an edit to the lists above for a module that is already out (it must not restart every
+#: baseline).
+VERSION_MODULES = frozenset({'measurement.py'})
 
 
 def _measuring_files(root: Path) -> list[Path]:
     files = [p for p in sorted((root / 'src').rglob('*')) if p.is_file()]
     # the measuring package and the checks; the post-run package (netregress_postrun) reads runs, it makes no figure
     files += sorted(p for p in (root / 'reframe_tests' / 'netregress').rglob('*.py')
-                    if p.name not in JUDGING_MODULES | SETUP_MODULES)
+                    if p.name not in JUDGING_MODULES | SETUP_MODULES | VERSION_MODULES)
     files += sorted((root / 'reframe_tests' / 'checks').rglob('*.py'))
     # the settings, and the virtual cluster's fabric (shaping, congestion control) that the vcluster figures measure
     # (the embedded vcluster is a site of this checkout: its settings say how each MPI build starts under Slurm)

@@ -224,6 +224,9 @@ def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
     assert measurement.measurement_version(tmp_path) == first         # reading and judging figures
     (lib / 'baselines.py').write_text('CAP = 15\n')
     assert measurement.measurement_version(tmp_path) == first         # the band rules of the measuring package
+    (lib / 'spackparts.py').write_text('WIDTH = 2\n')
+    (lib / 'measurement.py').write_text('SETUP_MODULES = {"spackparts.py"}\n')
+    assert measurement.measurement_version(tmp_path) == first         # set-up, and the list of what is hashed
     (lib / 'base.py').write_text('PIN = ""\n')
     second = measurement.measurement_version(tmp_path)
     assert second != first                                           # how the checks launch the kernels

@@ -20,7 +20,7 @@ yaml = pytest.importorskip('yaml')
 from reframe.core.buildsystems import CustomBuild, Spack  # noqa: E402
 from reframe.core.exceptions import BuildSystemError  # noqa: E402
 
-from netregress import carriedlock, spack_build  # noqa: E402
+from netregress import carriedlock, spack_build, spackparts  # noqa: E402
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
 ROOT = Path(__file__).resolve().parents[2]
@@ -326,14 +326,30 @@ def test_prepare_splits_the_roots_into_one_environment_per_mpi_build(tmp_path):
         part = yaml.safe_load((envs / 'local.parts' / str(i) / 'spack.yaml').read_text())['spack']
         assert part['specs'] == source['specs'] and part['develop'] == whole['develop']
         assert part['definitions'] == [{'mpis': [mpi]} if 'mpis' in d else d for d in source['definitions']]
-    tool = load_tool('spack-env')
-    split = tool.split_by_dependency
+    split = spackparts.split_by_dependency
     matrix = {'specs': [{'matrix': [['$pkgs'], ['$^mpis']]}]}
     assert split({**matrix, 'definitions': [{'pkgs': ['a']}, {'mpis': ['m1', 'm2']}]}) == ('mpis', ['m1', 'm2'])
     assert split({**matrix, 'definitions': [{'mpis': ['m1']}]}) is None
     assert split({**matrix, 'definitions': [{'mpis': ['m1', 'm2'], 'when': 'True'}]}) is None
     assert split({'specs': ['a ^m1', 'a ^m2'], 'definitions': [{'mpis': ['m1', 'm2']}]}) is None
     assert split({'specs': [{'matrix': [['$^x'], ['$^mpis']]}], 'definitions': [{'mpis': ['m1', 'm2']}]}) is None
+
+
+def test_parts_are_concretized_each_into_its_log_and_a_failed_one_is_named(tmp_path):
+    """Every part is solved (side by side) with the flags given; a part whose solve fails is returned with its
+    log's tail said, the others still run. Spack is a stand-in failing for part 1."""
+    fake = tmp_path / 'spack'
+    fake.write_text('#!/bin/sh\necho "solving $2 $4"\ncase $2 in */1) echo "no solution" >&2; exit 1;; esac\n')
+    fake.chmod(0o755)
+    parts = [tmp_path / str(i) for i in range(3)]
+    for part in parts:
+        part.mkdir()
+    said = []
+    failed = spackparts.concretize(str(fake), parts, ['-f'], say=said.append)
+    assert failed == [parts[1]]
+    assert all((p / 'concretize.log').read_text().startswith(f'solving {p} -f') for p in parts)
+    assert any('part 1 concretized' in line and 'exit 1' in line for line in said)
+    assert any('no solution' in line for line in said)
 
 
 def test_a_spack_without_include_concrete_is_named(tmp_path):
@@ -347,9 +363,8 @@ def test_a_spack_without_include_concrete_is_named(tmp_path):
     out = subprocess.run([str(ROOT / 'tools' / 'spack-env'), 'concretize', 'local'], capture_output=True, text=True,
                          env=env, timeout=60)
     assert out.returncode == 2 and 'is Spack 0.21.2' in out.stderr and 'Spack 0.22 or later' in out.stderr
-    tool = load_tool('spack-env')
-    assert all(tool.has_include_concrete(v) for v in ('0.22.0', '0.23.1', '1.1.0 (2e907202bc)', '10.0.1'))
-    assert not any(tool.has_include_concrete(v) for v in ('0.21.2', '0.9.1', '', 'spack: not found'))
+    assert all(spackparts.has_include_concrete(v) for v in ('0.22.0', '0.23.1', '1.1.0 (2e907202bc)', '10.0.1'))
+    assert not any(spackparts.has_include_concrete(v) for v in ('0.21.2', '0.9.1', '', 'spack: not found'))
 
 
 def test_spack_env_usage_errors(tmp_path):

@@ -6,11 +6,12 @@ asks ReFrame for what it holds, through its command line (``--performance-compar
 ``--list-stored-testcases`` with ``--table-format csv``); it computes no statistic itself:
 
 * :func:`against_last_pass`: each figure of a run against its last value from an earlier session that passed
-  (``num_failures == 0``): ``UUID/<epoch>:<start of the run>?num_failures==0/last:/+presult``;
+  (``num_failures == 0``) in the 30 days before it: ``UUID/<start>-30d:<start>?num_failures==0/last:/+presult``;
 * :func:`against_baseline`: each figure against the median of the sessions that made this host's baseline
   (``tools/refs show``; the baseline's reference value is the median of its runs):
   ``UUID/?uuid in (...)/median:/+presult``;
-* :func:`series`: every stored value of every figure, one per session (the report's history figures);
+* :func:`series`: every stored value of every figure, one per session (the report's history figures: the sessions
+  of the 30 days up to the run, :func:`days_before`);
 * :func:`store_reports`: put run reports written before the storage was on into the database (ReFrame's own
   ``StorageBackend.store``), so that history starts with them.
 
@@ -29,6 +30,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +39,6 @@ from typing import Mapping, Sequence
 from netregress import bandrules, baselines, interconnects, paths, site
 from . import runreport
 
-#: The start of time for ReFrame's time-period queries (its timestamp format, UTC).
-EPOCH = '19700101T000000+0000'
 #: Seconds a ReFrame query may take (it decodes every stored session it selects).
 QUERY_TIMEOUT_S = 600
 LHS, RHS_LAST, RHS_BASE = 'now', 'last pass', 'baseline'
@@ -74,6 +74,7 @@ class Session:
     time_start: str          # ReFrame's format, %Y%m%dT%H%M%S%z
     time_start_unix: float
     num_failures: int
+    time_end_unix: float = 0.0      # 0: the report does not say
 
 
 def session_of(report: Path) -> Session:
@@ -91,8 +92,12 @@ def session_of(report: Path) -> Session:
         start = float(info.get('time_start_unix'))
     except (TypeError, ValueError):
         raise HistoryError(f'{report}: session_info has no time_start_unix') from None
+    try:
+        end = float(info.get('time_end_unix') or 0)
+    except (TypeError, ValueError):
+        end = 0.0
     return Session(Path(report), str(info['uuid']), ','.join(systems) or '?', str(info.get('time_start', '')),
-                   start, int(info.get('num_failures') or 0))
+                   start, int(info.get('num_failures') or 0), end)
 
 
 # -- asking ReFrame -----------------------------------------------------------------------------------------------
@@ -127,18 +132,48 @@ def reframe(args: Sequence[str], env: Mapping[str, str] | None = None) -> list[d
 
 #: Every stored session (a session filter that holds for all; ReFrame's 'all' is a time period up to now).
 ALL_SESSIONS = '?True'
+#: Days of history the report asks for: ReFrame decodes every stored session a query selects (0.7 s per session of
+#: 3,000 figures here), so an unbounded history grows a daily run's report without limit.
+HISTORY_DAYS = 30
 
 
-def stored_sessions() -> list[dict]:
+def days_before(end_unix: float, days: int) -> str:
+    """ReFrame's time period of the ``days`` days up to ``end_unix`` (ReFrame selects by its indexed times, and
+    decodes only the sessions it selects)."""
+    end = time.strftime('%Y%m%dT%H%M%S+0000', time.gmtime(math.ceil(end_unix) + 1))
+    return f'{end}-{int(days)}d:{end}'
+
+
+def positive_days(text: str) -> int:
+    """argparse type: a whole number of days, 1 or more."""
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if days < 1:
+        raise argparse.ArgumentTypeError(f'{text!r}: a whole number of days, 1 or more')
+    return days
+
+
+def stored_sessions(sessions: str = ALL_SESSIONS) -> list[dict]:
     """``--list-stored-sessions``: UUID, Start time, End time, Num runs, Num cases (+ session extras)."""
-    return reframe(['--list-stored-sessions', ALL_SESSIONS])
+    return reframe(['--list-stored-sessions', sessions])
+
+
+#: Sessions ReFrame said it holds (a stored session stays stored: asked once per process, 1.4 s a question).
+_STORED: set[tuple[Path, str]] = set()
 
 
 def _require_stored(session: Session) -> None:
-    if not any(row.get('UUID') == session.uuid for row in reframe(['--list-stored-sessions', session.uuid])):
-        raise HistoryError(f'session {session.uuid} of {session.path} is not in the results database '
-                           f'{database()} (run before the storage was on? python -m netregress_postrun.history import '
-                           f'{session.path})')
+    key = (database(), session.uuid)
+    if key in _STORED:
+        return
+    if any(row.get('UUID') == session.uuid for row in reframe(['--list-stored-sessions', session.uuid])):
+        _STORED.add(key)
+        return
+    raise HistoryError(f'session {session.uuid} of {session.path} is not in the results database '
+                       f'{database()} (run before the storage was on? python -m netregress_postrun.history import '
+                       f'{session.path})')
 
 
 @dataclass
@@ -213,14 +248,16 @@ def _unmatched(cases: Mapping[tuple[str, str], Mapping], changes: Sequence[Chang
     return out
 
 
-def last_pass_spec(session: Session) -> str:
-    return f'{session.uuid}/{EPOCH}:{session.time_start}?num_failures==0/last:/+presult'
+def last_pass_spec(session: Session, days: int = HISTORY_DAYS) -> str:
+    """The sessions that passed in the ``days`` days before ``session`` (ReFrame decodes each one it selects)."""
+    return f'{session.uuid}/{session.time_start}-{int(days)}d:{session.time_start}?num_failures==0/last:/+presult'
 
 
-def against_last_pass(session: Session) -> list[Change]:
-    """Each figure of ``session`` against its last value from an earlier session that passed."""
+def against_last_pass(session: Session, days: int = HISTORY_DAYS) -> list[Change]:
+    """Each figure of ``session`` against its last value from an earlier session that passed within ``days``
+    days before it."""
     _require_stored(session)
-    return compare(last_pass_spec(session), RHS_LAST, session)
+    return compare(last_pass_spec(session, days), RHS_LAST, session)
 
 
 def baseline_sessions(system: str) -> tuple[list[str], str]:
@@ -332,6 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument('--against', choices=['last-pass', 'baseline', 'both'], default='both')
     c.add_argument('--threshold', type=runreport.percent, default=0.0,
                    help='only changes of at least this many percent')
+    c.add_argument('--days', type=positive_days, default=HISTORY_DAYS,
+                   help=f'the last passing run is looked for this many days back (default {HISTORY_DAYS})')
     sub.add_parser('sessions', help='the stored sessions')
     i = sub.add_parser('import', help='store run reports written before the storage was on')
     i.add_argument('reports', type=Path, nargs='+')
@@ -347,9 +386,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f'run {session.uuid} ({session.system}, started {session.time_start}; results database '
                   f'{database()})')
             if args.against in ('last-pass', 'both'):
-                changes = against_last_pass(session)
+                changes = against_last_pass(session, args.days)
                 print(f'\n== against the last passing run (each figure\'s last value from an earlier session with '
-                      f'no failure; reframe --performance-compare \'{last_pass_spec(session)}\')')
+                      f'no failure; reframe --performance-compare \'{last_pass_spec(session, args.days)}\')')
                 print('\n'.join(format_changes(changes, RHS_LAST, args.threshold)) if changes else 'no figures')
             if args.against in ('baseline', 'both'):
                 changes, which = against_baseline(session)

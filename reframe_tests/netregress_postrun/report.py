@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Sequence
 
 from netregress import baselines
+from . import history
 from .reporthistory import (ask_history, find_shifts, plot_history, shift_lines, write_changepoints_csv,
                             write_changes_csv, write_history_csv)
 from .reportmodel import (NOT_MEASURED, REPORT_DIR, Cell, Figure, Metric, Order, Report, ReportError, Row, Section,
@@ -147,13 +148,16 @@ def default_out(path: Path) -> Path:
     return path / REPORT_DIR if path.is_dir() else path.parent / f'{path.stem}-{REPORT_DIR}'
 
 
-def write_report(run_dir: Path, out: Path | None = None, with_history: bool = True) -> Path:
+def write_report(run_dir: Path, out: Path | None = None, with_history: bool = True,
+                 days: int = history.HISTORY_DAYS) -> Path:
     """Write index.html, its figures, summary.csv and summary.md into ``out`` (default :func:`default_out`); with
-    history also changes.csv, history.csv and changepoints.csv (ReFrame's results storage)."""
-    return _write_report(run_dir, out, with_history)[0]
+    history also changes.csv, history.csv and changepoints.csv (ReFrame's results storage, the last ``days``
+    days)."""
+    return _write_report(run_dir, out, with_history, days)[0]
 
 
-def _write_report(run_dir: Path, out: Path | None, with_history: bool) -> tuple[Path, Report]:
+def _write_report(run_dir: Path, out: Path | None, with_history: bool,
+                  days: int = history.HISTORY_DAYS) -> tuple[Path, Report]:
     report = collect(run_dir)
     out = out or default_out(run_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -162,12 +166,12 @@ def _write_report(run_dir: Path, out: Path | None, with_history: bool) -> tuple[
             old.unlink()
     # ReFrame's history queries are subprocesses (about 25 s of a minute here): asked while the figures are drawn
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        asked = pool.submit(ask_history, report) if with_history else None
+        asked = pool.submit(ask_history, report, days) if with_history else None
         make_figures(report, out)
         series = asked.result() if asked else {}
     if with_history:
         for sec in report.sections:
-            plot_history(sec, series, out)
+            plot_history(sec, series, out, days)
         write_history_csv(series, out / 'history.csv')
         write_changes_csv(report, out / 'changes.csv')
         find_shifts(report, series)
@@ -190,9 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument('--no-history', action='store_true',
                     help="leave out the comparison with earlier runs and the history figures (ReFrame's results "
                          "storage)")
+    ap.add_argument('--history-days', type=history.positive_days, default=history.HISTORY_DAYS, metavar='DAYS',
+                    help='how far back the history figures, history.csv, the persistent shifts and the last passing '
+                         f'run reach (default {history.HISTORY_DAYS}; every stored session in it is read)')
     args = ap.parse_args(argv)
     try:
-        out, written = _write_report(args.run_dir, args.out, with_history=not args.no_history)
+        out, written = _write_report(args.run_dir, args.out, not args.no_history, args.history_days)
     except ReportError as err:
         print(f'tools/report: {err}', file=sys.stderr)
         return 2

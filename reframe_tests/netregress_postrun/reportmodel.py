@@ -334,9 +334,12 @@ class Report:
     retried: list[dict]
     skips: list[tuple[str, list[str]]]
     generated: str
-    #: per run report: its comparisons with earlier runs (:func:`compare_history`)
+    #: per run report: its comparisons with earlier runs (:func:`netregress_postrun.reporthistory.ask_history`)
     comparisons: list[dict] = field(default_factory=list)
     history_note: str = ''
+    #: the days of stored runs the history figures, history.csv and the shifts cover (the last pass is looked for
+    #: as far back)
+    history_days: int = 0
     #: figures whose latest runs shifted (:func:`netregress_postrun.reporthistory.find_shifts`), of how many searched
     shifts: list = field(default_factory=list)
     shift_series: int = 0

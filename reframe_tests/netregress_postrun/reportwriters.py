@@ -114,8 +114,9 @@ def write_markdown(report: Report, path: Path) -> None:
         p(report.history_note)
     else:
         p(f'{len(report.shifts)} of {report.shift_series} figure series (each build\'s figure with at least '
-          f'{2 * changepoints.MIN_SEGMENT} stored runs) have their latest runs at another level than the runs before '
-          f'(change points, docs/history.md), worse first; all in `changepoints.csv`.')
+          f'{2 * changepoints.MIN_SEGMENT} runs stored in the {report.history_days} days up to this run) have their '
+          f'latest runs at another level than the runs before (change points, docs/history.md), worse first; all in '
+          f'`changepoints.csv`.')
         if report.shifts:
             p()
             p('| section | build | figure | began | runs before / after | before | after | shift |')

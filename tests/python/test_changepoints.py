@@ -127,7 +127,7 @@ def test_the_report_lists_persistent_shifts_worse_first(tmp_path, monkeypatch, c
         **{('vcluster', 'gige', 'gige', f'many:f{i:02d}'): {'gnu': series([50.0] * 8 + [40.0] * 8, 10 + i)}
            for i in range(22)},
     }
-    monkeypatch.setattr(report, 'ask_history', lambda rep: fake)
+    monkeypatch.setattr(report, 'ask_history', lambda rep, days: fake)
     out = tmp_path / 'out'
     assert report.main([str(run_dir), '--out', str(out)]) == 0
 

@@ -9,7 +9,7 @@ import pytest
 
 from netregress import baselines
 from netregress_postrun import history
-from reports_fixture import BW, LAT, history_reports
+from reports_fixture import BW, LAT, T0, case, history_reports, report
 
 pytestmark = pytest.mark.skipif(not (history.paths.deps_dir() / 'venv' / 'bin' / 'reframe').exists(),
                                 reason='no ReFrame in .deps/venv (tools/bootstrap)')
@@ -71,6 +71,25 @@ def test_series_has_one_value_per_session(stored):
     rows = [r for r in history.series() if r['name'] == LAT and r['sysenv'].endswith('+openmpi4')]
     assert sorted(float(r['pval (last)']) for r in rows) == [10.0, 11.0, 11.0, 15.4]
     assert {r['ref_test'] for r in rows} == {'mpitest.latency'} and {r['interconnect'] for r in rows} == {'gige'}
+
+
+def test_history_reaches_back_the_days_asked_and_the_last_pass_too(stored, tmp_path):
+    """A daily run's report must not read every session ever stored: the series and the last passing run are looked
+    for in the days up to the run. A passing session 3 days before r1 is in a 4-day window, not in a 1-day one."""
+    old = tmp_path / 'old.json'
+    report(old, T0 - 3 * 86400, [case(LAT, 'openmpi4', perf={'rtt_us': (9.0, 10.0, 'us')})])
+    history.store_reports([old])
+    now = history.session_of(stored['now'])
+    assert now.time_end_unix == T0 + 3000 + 300
+
+    def values(days):
+        return sorted(float(r['pval (last)']) for r in history.series(history.days_before(now.time_end_unix, days))
+                      if r['name'] == LAT and r['sysenv'].endswith('+openmpi4'))
+    assert values(1) == [10.0, 11.0, 11.0, 15.4] and values(4) == [9.0, 10.0, 11.0, 11.0, 15.4]
+    start = '20260921T150320+0000'             # the session's start: a last pass is looked for before it
+    assert history.last_pass_spec(now, 2).split('/')[1] == f'{start}-2d:{start}?num_failures==0'
+    with pytest.raises(history.argparse.ArgumentTypeError, match="'0': a whole number of days, 1 or more"):
+        history.positive_days('0')
 
 
 def test_bad_input_names_what_is_wrong(tmp_path, monkeypatch, stored):

@@ -381,6 +381,29 @@ def test_spack_env_usage_errors(tmp_path):
     assert out.stdout.split() == ['local']
 
 
+def test_install_takes_the_lock_as_it_is(tmp_path):
+    """``spack install`` alone solves the environment again on its way; for an environment that includes its parts'
+    concrete specs and whose lock came from a build cache (the parts have no lock here) that solve drops every root.
+    tools/spack-env install never concretizes: ``--only-concrete``. Spack is a stand-in that logs its calls."""
+    deps = tmp_path / 'deps'
+    fake = deps / 'spack' / 'bin' / 'spack'
+    fake.parent.mkdir(parents=True)
+    log = tmp_path / 'calls.log'
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, 'NETREGRESS_DEPS': str(deps)}
+    tool = str(ROOT / 'tools' / 'spack-env')
+    assert subprocess.run([tool, 'prepare', 'local'], capture_output=True, env=env, timeout=60).returncode == 0
+    lock = deps / 'spack' / 'envs' / 'local' / 'spack.lock'
+    lock.write_text('{}')
+    for extra in ([], ['osu-micro-benchmarks']):
+        log.write_text('')
+        out = subprocess.run([tool, 'install', 'local', *extra], capture_output=True, text=True, env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert log.read_text().split() == ['-e', str(lock.parent), 'install', '--only-concrete',
+                                           *(['--fail-fast', *extra] if extra else [])]
+
+
 def test_mirror_registers_only_what_is_missing(tmp_path):
     """tools/spack-env mirror asks Spack's user scope once; registered as wanted, it changes nothing there (each
     Spack call costs seconds, and every bootstrap asks); otherwise it replaces our mirror and snapshot repo.

@@ -151,8 +151,8 @@ def default_out(path: Path) -> Path:
 def write_report(run_dir: Path, out: Path | None = None, with_history: bool = True,
                  days: int = history.HISTORY_DAYS) -> Path:
     """Write index.html, its figures, summary.csv and summary.md into ``out`` (default :func:`default_out`); with
-    history also changes.csv, history.csv and changepoints.csv (ReFrame's results storage, the last ``days``
-    days)."""
+    history also changes.csv, history.csv and changepoints.csv (ReFrame's results storage, the ``days`` days up to
+    the run)."""
     return _write_report(run_dir, out, with_history, days)[0]
 
 

@@ -1,8 +1,10 @@
 """OSU Micro-Benchmarks 7.x, per MPI build and interconnect, built through Spack (config/spack/<system>/).
 
 Seven benchmarks: osu_latency, osu_bw, osu_bibw, osu_mbw_mr (point-to-point, 2 ranks) and osu_allreduce,
-osu_alltoall, osu_bcast (4 ranks). Data validation is on (``-c``): a ``Fail`` row or ``DATA VALIDATION ERROR``
-fails the check, as does a curve that stops before ``max_size`` (killed / crashed run). A performance variable per
+osu_alltoall, osu_bcast (4 ranks). Every size is validated (``-c``): a ``Fail`` row or ``DATA VALIDATION ERROR``
+fails the check, as does a curve that stops before ``max_size`` (killed / crashed run). OSU 7.4 validates inside the
+timed loop, refilling and checking the buffers between timed round trips, so the validation runs as its own short
+pass before the timed one wherever it slows or moves the figure (:attr:`osu.validation_iterations`). A performance variable per
 message size (``latency_us@8``, ``bandwidth_mbs@1048576``, ...), each with a reference from reference_values/
 (missing reference: failure after the values were logged). Where Spack or the environment's lock is missing, the
 build fixture is skipped with the reason (``reframe --list`` still shows every case); where Spack is present but
@@ -21,6 +23,7 @@ from netregress.mpicheck import MpiCheck
 from netregress.plugins import ExitStatusPlugin
 from netregress.osu_npb import (OSU_BENCHMARKS, OSU_WINDOW_BENCHMARKS, osu_default_iterations, osu_problems,
                                 osu_value, parse_osu, read_text)
+from netregress.results import failed_tasks
 from netregress.references import metric_name
 
 OSU_PACKAGE = 'osu-micro-benchmarks'
@@ -32,6 +35,7 @@ OSU_WINDOW = 64                                      # OSU's default window size
 #: MPI pass on MPI_CHAR. The sizes stay in bytes.
 OSU_REDUCTIONS = {'osu_allreduce': 'mpi_int'}
 OSU_TYPE_BYTES = {'mpi_int': 4}                      # smallest message of that datatype (OSU starts there)
+OSU_VALIDATION_OUT = 'osu-validation.out'            # the validation pass's console output
 
 
 class OsuSpackBuild(spack_build.SpackPackageBuild):
@@ -45,7 +49,8 @@ class OsuSpackBuild(spack_build.SpackPackageBuild):
 
 @rfm.simple_test
 class osu(ExitStatusPlugin, MpiCheck):
-    """One OSU benchmark over the whole size curve 1 B (a reduction: one element) .. ``max_size``, validation on."""
+    """One OSU benchmark over the whole size curve 1 B (a reduction: one element) .. ``max_size``, every size
+    validated."""
 
     benchmark = parameter(list(OSU_BENCHMARKS), fmt=lambda b: b[4:], loggable=True)
 
@@ -62,11 +67,11 @@ class osu(ExitStatusPlugin, MpiCheck):
     max_size = variable(int, value=0)
 
     #: Measured iterations per size (``-i``; OSU then uses it for large messages too) of osu_latency and the
-    #: collectives, whose own counts (10000 and 1000 small) would take minutes. The window benchmarks (osu_bw,
-    #: osu_bibw, osu_mbw_mr: 64 messages per iteration) run OSU's own counts on shared memory (100 up to 8 KiB,
-    #: 20 above, warm-up 10 and 2; osu_mbw_mr 100 at every size) and ``link_bound_iterations`` on a network.
-    #: 100 at every size made osu_bw on shared memory 4x slower (7.7-8.4 s against 1.9-2.0 s) for the same
-    #: figures (1 MiB 13.7-15.1 against 14.3-15.2 GB/s; 3 runs each, Open MPI 5, vcluster shm, side by side).
+    #: collectives on a network. On shared memory every benchmark runs OSU's own counts (osu_latency 10000 up to
+    #: 8 KiB and 1000 above, the collectives 1000 and 100, osu_bw and osu_bibw 100 and 20, osu_mbw_mr 100 at every
+    #: size): its small round trips take 0.25-0.3 us, so 100 of them averaged one 2-ms stall of the shared vCPUs
+    #: into a figure 15-100x the baseline (seven retries in three runs), and 10000 take 1.0 s for the whole curve
+    #: without validation in the timed loop. The window benchmarks use ``link_bound_iterations`` on a network.
     #:
     #: :type: :class:`int`
     #: :default: ``100``
@@ -81,17 +86,30 @@ class osu(ExitStatusPlugin, MpiCheck):
     #: :default: ``4``
     link_bound_iterations = variable(int, value=4)
 
-    #: Untimed repetitions of each window (or round trip) before the timed one, per iteration, with validation on
-    #: (OSU's ``-u``, default 5) for the window benchmarks and osu_latency on a network. OSU 7.4 re-fills the
-    #: buffers for validation every iteration and then sends the window ``1 + u`` times: with its default, osu_bw
-    #: over the 1 Gbit/s gige link moved six times the planned bytes and needed about 135 s (the 90-s time limit
-    #: killed it at 512 KiB), and osu_latency 1 B..1 MiB took 11.9 s there against 2.1-2.2 s with 0 (Open MPI 4,
-    #: vcluster gige, in one job), every size still validated. Warm caches matter on shared memory, where it stays
-    #: at OSU's default; a link is not faster for them.
+    #: Untimed repetitions of each window (or round trip) before the timed one, per iteration, when validation is
+    #: on (OSU's ``-u``, default 5). 0 in the validation pass and in the window benchmarks' timed loop on a
+    #: network: OSU 7.4 re-fills the buffers for validation every iteration and then sends the window ``1 + u``
+    #: times, so with its default osu_bw over the 1 Gbit/s gige link moved six times the planned bytes and needed
+    #: about 135 s (the 90-s time limit killed it at 512 KiB).
     #:
     #: :type: :class:`int`
     #: :default: ``0``
-    link_bound_validation_warmup = variable(int, value=0)
+    validation_warmup = variable(int, value=0)
+
+    #: Iterations per size of the validation pass (``-c -i N -x 0``), run in the same job before the timed pass,
+    #: which then runs without ``-c``. OSU 7.4 validates inside the timed loop: it refills the buffers and
+    #: synchronises the ranks between timed round trips, and on shared memory sends each one ``1 + u`` times. That
+    #: made osu_latency 1 B-1 MiB on shared memory take 3.6-4.2 s against 1.0 s without it at 100x the iterations
+    #: (osu_bw and osu_bibw 3.5 s against 0.75 s, the same figures), and over gige it read the 1 MiB round trip at
+    #: 405-487 us, faster than the 1 Gbit/s link can carry a MiB (4,390 us without it): the pauses refilled the
+    #: shaper's token bucket. The collectives over gige took 1.2-1.35 s against 0.34-0.36 s. The pass takes
+    #: 0.2-0.6 s. The window benchmarks on a network keep validation in their timed loop (``-u 0``): there the
+    #: link decides the time (5.84 s with it, 5.82 without), and without it osu_bibw's 512 KiB-1 MiB windows over
+    #: gige read 123-141 MB/s in two runs of four and 238-244 in the others (Open MPI 4, one job each).
+    #:
+    #: :type: :class:`int`
+    #: :default: ``2``
+    validation_iterations = variable(int, value=2)
 
     #: Warm-up iterations per size (``-x``) of osu_latency and the collectives (see ``iterations``).
     #:
@@ -152,38 +170,48 @@ class osu(ExitStatusPlugin, MpiCheck):
                     osu_value(out, metric, size), unit[metric]), declared[metric].at(size))
 
     @property
-    def window_on_network(self) -> bool:
-        return self.benchmark in OSU_WINDOW_BENCHMARKS and self.ic.counters != 'none'
+    def on_network(self) -> bool:
+        return self.ic.counters != 'none'
 
     @property
-    def validation_warmup(self) -> list[str]:
-        """``-u`` of this run (``link_bound_validation_warmup``), or none: OSU's default."""
-        on_network = self.ic.counters != 'none'
-        if on_network and (self.benchmark in OSU_WINDOW_BENCHMARKS or self.benchmark == 'osu_latency'):
-            return ['-u', str(self.link_bound_validation_warmup)]
-        return []
+    def window_on_network(self) -> bool:
+        return self.benchmark in OSU_WINDOW_BENCHMARKS and self.on_network
 
     @property
     def loops(self) -> tuple[int, int] | None:
-        """(``-i``, ``-x``) of this run; None: OSU's own counts (the window benchmarks on shared memory)."""
+        """(``-i``, ``-x``) of the timed pass; None: OSU's own counts (every benchmark on shared memory)."""
+        if not self.on_network:
+            return None
         if self.window_on_network:
             return min(self.iterations, self.link_bound_iterations), min(self.warmup, self.link_bound_warmup)
-        return None if self.benchmark in OSU_WINDOW_BENCHMARKS else (self.iterations, self.warmup)
+        return self.iterations, self.warmup
 
     def iterations_at(self, size: int) -> int:
-        """Measured iterations of message size ``size`` in this run."""
+        """Measured iterations of message size ``size`` in the timed pass."""
         loops = self.loops
         return loops[0] if loops else osu_default_iterations(self.benchmark, size)
+
+    @property
+    def validation_pass(self) -> bool:
+        """Validation runs as a pass of its own (else inside the timed loop: the window benchmarks on a network)."""
+        return not self.window_on_network
 
     @run_before('run')
     def set_command(self):
         subdir, _, _ = OSU_BENCHMARKS[self.benchmark]
         self.executable = os.path.join(self.osu_build.kernels_dir, subdir, self.benchmark)
+        sizes = ['-m', f'{self.min_size}:{self.max_size}']
         datatype = ['-T', OSU_REDUCTIONS[self.benchmark]] if self.benchmark in OSU_REDUCTIONS else []
+        validate = ['-c', '-u', str(self.validation_warmup)]
         loops = self.loops
         counts = ['-i', str(loops[0]), '-x', str(loops[1])] if loops else []
-        self.executable_opts = ['-m', f'{self.min_size}:{self.max_size}', *counts, '-c', *self.validation_warmup,
-                                *datatype, *self.extra_opts]
+        self.executable_opts = [*sizes, *counts, *([] if self.validation_pass else validate), *datatype,
+                                *self.extra_opts]
+        if self.validation_pass:
+            opts = [*sizes, '-i', str(self.validation_iterations), '-x', '0', *validate, *datatype, *self.extra_opts]
+            # before the counter snapshots: the interface witness judges the timed pass's bytes
+            self.prerun_cmds += [f'{self.same_job_launch(self.executable, opts)} > {OSU_VALIDATION_OUT} 2>&1 '
+                                 f'|| echo "validation pass of {self.benchmark} exited with $?" >> {OSU_VALIDATION_OUT}']
 
     def payload_bytes(self) -> float:
         """Lower bound of the bytes crossing between the ranks in the measured iterations."""
@@ -192,12 +220,28 @@ class osu(ExitStatusPlugin, MpiCheck):
         return float(sum(per_size * size * self.iterations_at(size) for size in self.sizes))
 
     def osu_witness(self) -> list[str]:
+        _, metrics, _ = OSU_BENCHMARKS[self.benchmark]
         try:
             res = parse_osu(read_text(stage_file(self, self.stdout)))
         except Exception as err:            # SanityError from read_text
             return [str(err)]
-        _, metrics, _ = OSU_BENCHMARKS[self.benchmark]
-        return osu_problems(res, max_size=self.max_size, validate=True, metrics=metrics)
+        problems = osu_problems(res, max_size=self.max_size, validate=not self.validation_pass, metrics=metrics)
+        if not self.validation_pass:
+            return problems
+        try:
+            text = read_text(stage_file(self, OSU_VALIDATION_OUT))
+        except Exception as err:
+            return problems + [f'validation pass: {err}']
+        found = osu_problems(parse_osu(text), max_size=self.max_size, validate=True)
+        if found:
+            # srun's account of a crashed task, else the pass's last lines, say why
+            why = '; '.join(failed_tasks(text)) or ' | '.join(text.strip().splitlines()[-3:])
+            problems += [f'validation pass ({OSU_VALIDATION_OUT}): {p}' for p in found] + ([why] if why else [])
+        return problems
+
+    def console_files(self) -> list:
+        """The validation pass's transport reports are judged with the timed pass's."""
+        return super().console_files() + ([OSU_VALIDATION_OUT] if self.validation_pass else [])
 
     def witnesses(self) -> list:
         return [self.exit_witness, self.osu_witness] + super().witnesses()

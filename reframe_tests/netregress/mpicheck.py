@@ -111,6 +111,14 @@ class MpiCheck(NetregressCheck):
                f'exec taskset -c $((r % {cpus})) "$@"')
         return 'sh', ['-c', shlex.quote(pin), 'nr-pin', executable, *opts]
 
+    def same_job_launch(self, executable: str, opts: Sequence[str]) -> str:
+        """The shell line that starts ``executable opts`` on this job's ranks as the benchmark step is started (its
+        launcher, forcing variables and rank pinning): another step in the same job (a peer, a validation pass)."""
+        exe, args = self.rank_command(executable, opts)
+        # ReFrame hands the job its task counts only when it writes the script; the launcher needs them now
+        self.job.num_tasks, self.job.num_tasks_per_node = self.num_tasks, self.num_tasks_per_node
+        return ' '.join([self.job.launcher.run_command(self.job), exe, *args])
+
     def end_cpu_prefix(self, end: int) -> str:
         """A TCP pair in an MPI job (the iperf3 yardstick) runs where ranks ``end`` run, so that the ratio compares
         like with like: with both iperf3 ends on one CPU and the ranks on two, the yardstick read 830-866 Mbit/s

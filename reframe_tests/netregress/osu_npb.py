@@ -71,20 +71,26 @@ OSU_BENCHMARKS = {
 
 #: The benchmarks that send a window of 64 messages per iteration.
 OSU_WINDOW_BENCHMARKS = ('osu_bw', 'osu_bibw', 'osu_mbw_mr')
-#: OSU 7.x's own measured iterations of its window benchmarks when no ``-i`` is given (c/util/osu_util.h
-#: ``BW_LOOP_SMALL``, ``BW_LOOP_LARGE``): osu_bw and osu_bibw switch to the large count above
-#: ``LARGE_MESSAGE_SIZE`` (8 KiB); osu_mbw_mr keeps the small one at every size.
-OSU_WINDOW_ITERATIONS = 100
-OSU_WINDOW_ITERATIONS_LARGE = 20
+#: OSU 7.x's own measured iterations (small, large) when no ``-i`` is given (c/util/osu_util.h ``BW_LOOP_*``,
+#: ``LAT_LOOP_*``, ``COLL_LOOP_*``): a benchmark switches to the large count above ``LARGE_MESSAGE_SIZE`` (8 KiB),
+#: but osu_mbw_mr keeps the small one at every size.
+OSU_WINDOW_ITERATIONS = (100, 20)
+OSU_LATENCY_ITERATIONS = (10000, 1000)
+OSU_COLLECTIVE_ITERATIONS = (1000, 100)
 OSU_LARGE_MESSAGE = 8192
 
 
 def osu_default_iterations(benchmark: str, size: int) -> int:
-    """Measured iterations OSU itself runs of window benchmark ``benchmark`` at message ``size`` (no ``-i``)."""
-    if benchmark not in OSU_WINDOW_BENCHMARKS:
-        raise ValueError(f'{benchmark} is not a window benchmark ({", ".join(OSU_WINDOW_BENCHMARKS)})')
-    large = benchmark != 'osu_mbw_mr' and size > OSU_LARGE_MESSAGE
-    return OSU_WINDOW_ITERATIONS_LARGE if large else OSU_WINDOW_ITERATIONS
+    """Measured iterations OSU itself runs of ``benchmark`` at message ``size`` (no ``-i``)."""
+    if benchmark not in OSU_BENCHMARKS:
+        raise ValueError(f'{benchmark} is not an OSU benchmark this suite runs ({", ".join(OSU_BENCHMARKS)})')
+    if benchmark in OSU_WINDOW_BENCHMARKS:
+        small, large = OSU_WINDOW_ITERATIONS
+    elif OSU_BENCHMARKS[benchmark][0] == 'collective':
+        small, large = OSU_COLLECTIVE_ITERATIONS
+    else:
+        small, large = OSU_LATENCY_ITERATIONS
+    return large if size > OSU_LARGE_MESSAGE and benchmark != 'osu_mbw_mr' else small
 
 
 _OSU_TITLE = re.compile(r'^#\s*(OSU MPI.*?)(?:\s+v(\d[\w.\-]*))?\s*$')

@@ -152,10 +152,7 @@ class MpiRoundTripPeerPlugin(RoundTripPeerPlugin):
             args = ['PingPong', '-msglen', PEER_IMB_LENGTHS, '-iter_policy', 'off', '-iter', '1000']
         else:
             args = ['-l', size, '-u', size, '-p', '0', '-o', PEER_NETPIPE_OUT]
-        exe, opts = self.rank_command(executable, args)
-        # ReFrame hands the job its task counts only when it writes the script; the launcher needs them now
-        self.job.num_tasks, self.job.num_tasks_per_node = self.num_tasks, self.num_tasks_per_node
-        launch = ' '.join([self.job.launcher.run_command(self.job), exe, *opts])
+        launch = self.same_job_launch(executable, args)
         return prepare + [f'{launch} >> {PEER_OUT} 2>&1 '
                           f'|| echo "peer {os.path.basename(executable)} exited with $?" >> {PEER_OUT}']
 

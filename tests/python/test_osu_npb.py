@@ -168,20 +168,64 @@ def osu_check():
     ('osu_bw', False, 100, None, 100, 20),           # shared memory: OSU's own counts, fewer above 8 KiB
     ('osu_bibw', False, 100, None, 100, 20),
     ('osu_mbw_mr', False, 100, None, 100, 100),      # OSU keeps its small count at every size
+    ('osu_latency', False, 100, None, 10000, 1000),
+    ('osu_allreduce', False, 50, None, 1000, 100),
     ('osu_bw', True, 100, (4, 1), 4, 4),             # a network: link_bound_iterations, link_bound_warmup
     ('osu_mbw_mr', True, 2, (2, 1), 2, 2),           # ... never more than a lowered `iterations`
-    ('osu_latency', False, 100, (100, 10), 100, 100),
-    ('osu_allreduce', False, 50, (50, 10), 50, 50),
+    ('osu_latency', True, 100, (100, 10), 100, 100),
+    ('osu_allreduce', True, 50, (50, 10), 50, 50),
 ])
 def test_osu_iteration_counts(osu_check, benchmark, network, iterations, loops, at_8k, at_16k):
     check = osu_check
-    run = SimpleNamespace(benchmark=benchmark, window_on_network=network, iterations=iterations, warmup=10,
+    run = SimpleNamespace(benchmark=benchmark, on_network=network, iterations=iterations, warmup=10,
                           link_bound_iterations=4, link_bound_warmup=1)
+    run.window_on_network = check.window_on_network.fget(run)
     run.loops = check.loops.fget(run)
     assert run.loops == loops
     assert (check.iterations_at(run, 8192), check.iterations_at(run, 16384)) == (at_8k, at_16k)
 
 
-def test_osu_default_iterations_only_for_window_benchmarks():
-    with pytest.raises(ValueError, match='osu_latency is not a window benchmark'):
-        osu_npb.osu_default_iterations('osu_latency', 8)
+def test_osu_default_iterations_name_an_unknown_benchmark():
+    with pytest.raises(ValueError, match='osu_put_latency is not an OSU benchmark this suite runs'):
+        osu_npb.osu_default_iterations('osu_put_latency', 8)
+
+
+def _without_validation(text: str) -> str:
+    """An OSU table as the timed pass prints it: no Validation column."""
+    return '\n'.join(line.replace('Validation', '').replace('Pass', '').rstrip() for line in text.splitlines())
+
+
+def _osu_run(tmp_path, timed: str, validation: str | None, *, window_on_network=False):
+    (tmp_path / 'rfm_job.out').write_text(timed)
+    if validation is not None:
+        (tmp_path / 'osu-validation.out').write_text(validation)
+    return SimpleNamespace(benchmark='osu_latency', max_size=MAX, stdout='rfm_job.out', stagedir=str(tmp_path),
+                           validation_pass=not window_on_network)
+
+
+def test_osu_validation_runs_in_its_own_pass(osu_check, tmp_path):
+    passed = (FIX / 'osu' / 'latency_pass.txt').read_text()
+    run = _osu_run(tmp_path, _without_validation(passed), passed)
+    assert osu_check.osu_witness(run) == []
+    # the timed pass without -c is sane; the same table where validation stays in the timed loop is not
+    run = _osu_run(tmp_path, _without_validation(passed), None, window_on_network=True)
+    assert osu_check.osu_witness(run) == ['OSU ran without data validation (no Validation column; run with -c)']
+
+
+def test_a_failed_validation_pass_fails_the_check_naming_the_size(osu_check, tmp_path):
+    passed = (FIX / 'osu' / 'latency_pass.txt').read_text()
+    failed = (FIX / 'osu' / 'latency_validation_fail.txt').read_text()
+    problems = osu_check.osu_witness(_osu_run(tmp_path, _without_validation(passed), failed))
+    assert 'validation pass (osu-validation.out): OSU data validation failed at 1 size(s): 4096 bytes' in problems
+
+
+def test_a_validation_pass_that_crashed_is_named_with_srun_s_account(osu_check, tmp_path):
+    passed = (FIX / 'osu' / 'latency_pass.txt').read_text()
+    crashed = ('srun: error: fast1: task 1: Segmentation fault (core dumped)\n'
+               'validation pass of osu_latency exited with 139\n')
+    problems = osu_check.osu_witness(_osu_run(tmp_path, _without_validation(passed), crashed))
+    assert problems[0].startswith('validation pass (osu-validation.out): OSU printed no result table')
+    assert problems[-1] == 'fast1 task 1: Segmentation fault (core dumped)'
+    (tmp_path / 'none').mkdir()
+    missing = osu_check.osu_witness(_osu_run(tmp_path / 'none', _without_validation(passed), None))
+    assert missing == ['validation pass: osu-validation.out was not written']

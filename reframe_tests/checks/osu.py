@@ -99,13 +99,13 @@ class osu(ExitStatusPlugin, MpiCheck):
     #: Iterations per size of the validation pass (``-c -i N -x 0``), run in the same job before the timed pass,
     #: which then runs without ``-c``. OSU 7.4 validates inside the timed loop: it refills the buffers and
     #: synchronises the ranks between timed round trips, and on shared memory sends each one ``1 + u`` times. That
-    #: made osu_latency 1 B-1 MiB on shared memory take 3.6-4.2 s against 1.0 s without it at 100x the iterations
+    #: made osu_latency 1 B-1 MiB on shared memory take 3.6-4.3 s against 1.0 s without it at 100x the iterations
     #: (osu_bw and osu_bibw 3.5 s against 0.75 s, the same figures), and over gige it read the 1 MiB round trip at
     #: 405-487 us, faster than the 1 Gbit/s link can carry a MiB (4,390 us without it): the pauses refilled the
     #: shaper's token bucket. The collectives over gige took 1.2-1.35 s against 0.34-0.36 s. The pass takes
     #: 0.2-0.6 s. The window benchmarks on a network keep validation in their timed loop (``-u 0``): there the
     #: link decides the time (5.84 s with it, 5.82 without), and without it osu_bibw's 512 KiB-1 MiB windows over
-    #: gige read 123-141 MB/s in two runs of four and 238-244 in the others (Open MPI 4, one job each).
+    #: gige read 123-127 MB/s in two runs of three and 239 in the third (Open MPI 4, one job each).
     #:
     #: :type: :class:`int`
     #: :default: ``2``

@@ -140,3 +140,25 @@ def push_repo_index(cache: Path, misc: Path, roots: Mapping[str, Path]) -> int:
     for src in files:
         _copy_atomically(src, out / src.parent.name / src.name)
     return len(files)
+
+
+def repo_roots(listed, own: Mapping[str, Path]) -> dict[str, Path] | None:
+    """Namespace -> directory of the repositories whose index may travel: those Spack's user scope lists (``listed``,
+    its ``repos``: builtin, the source snapshots) and ``own``; None where the scope does not name them by
+    namespace."""
+    if not isinstance(listed, Mapping):
+        return None
+    return {**{str(ns): Path(p) for ns, p in listed.items()}, **own}
+
+
+def carry_repo_index(step, cache: Path, misc: Path, roots: Mapping[str, Path] | None, say=print) -> int:
+    """``step`` (:func:`take_repo_index`, :func:`push_repo_index`) between ``cache`` and Spack's misc cache ``misc``
+    where the repositories are named by namespace (``roots``, :func:`repo_roots`); else 0, and 0 where a recipe
+    cannot be read (said, never fatal: the index only saves time)."""
+    if roots is None:
+        return 0
+    try:
+        return step(cache, misc, roots)
+    except OSError as err:
+        say(f'Spack\'s repository index not carried ({err})')
+        return 0

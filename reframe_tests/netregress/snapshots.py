@@ -151,6 +151,18 @@ def save(mirror: Path, entries: list[dict]) -> None:
 
 # -- the machine-local recipes ---------------------------------------------------------------------------------
 
+def registered_mirror(scope: dict, name: str) -> str | None:
+    """URL of mirror ``name`` in a Spack scope (``scope``: its ``mirrors`` and ``repos``), or None."""
+    mirror = (scope.get('mirrors') or {}).get(name)
+    return mirror.get('url') if isinstance(mirror, dict) else mirror
+
+
+def repo_registered(scope: dict, repo: Path) -> bool:
+    """Whether a Spack scope (``scope``: its ``mirrors`` and ``repos``) lists package repository ``repo``."""
+    repos = scope.get('repos') or {}
+    return str(repo) in {str(v) for v in (repos.values() if isinstance(repos, dict) else repos)}
+
+
 def module_name(package: str) -> str:
     """Spack's module (directory) name of a package: ``osu-micro-benchmarks`` -> ``osu_micro_benchmarks``."""
     name = check_package(package).replace('-', '_')

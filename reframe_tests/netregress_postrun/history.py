@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -78,9 +79,19 @@ class Session:
 
 
 def session_of(report: Path) -> Session:
-    """The session a ReFrame run report describes."""
+    """The session a ReFrame run report describes (each report parsed once per process while it is unchanged: the
+    report asks for a run's session four times, and the vcluster's report is 4.6 MB of JSON)."""
     try:
-        data = runreport.read(report)
+        stat = os.stat(report)
+    except OSError:
+        return _session_of(str(report), 0, -1)          # the parser names what is wrong
+    return _session_of(str(report), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _session_of(report: str, _mtime_ns: int, _size: int) -> Session:
+    try:
+        data = runreport.read(Path(report))
     except runreport.RunReportError as err:
         raise HistoryError(str(err)) from None
     info = data.get('session_info')

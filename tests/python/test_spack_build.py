@@ -700,3 +700,6 @@ def test_a_runner_takes_the_repository_index_of_exactly_its_own_recipes(tmp_path
     (recipes / 'packages' / 'zlib' / 'package.py').write_text('class Zlib: version = 2\n')
     fourth, misc4 = runner('fourth')
     assert fourth.take_repo_index(cache) == 0 and not misc4.exists()   # other recipes: Spack indexes them itself
+    fifth, misc5 = runner('fifth')
+    (tmp_path / 'fifth' / 'spack' / 'user' / 'repos.yaml').unlink()    # a user scope that names no repositories
+    assert fifth.take_repo_index(cache) == 0 and not misc5.exists()

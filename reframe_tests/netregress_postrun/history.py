@@ -79,8 +79,9 @@ class Session:
 
 
 def session_of(report: Path) -> Session:
-    """The session a ReFrame run report describes (each report parsed once per process while it is unchanged: the
-    report asks for a run's session four times, and the vcluster's report is 4.6 MB of JSON)."""
+    """The session a ReFrame run report describes, each report parsed once per process while it is unchanged: the
+    comparison report asks for a run's session three times (its end, its comparisons, the baseline's runs), and
+    the vcluster's run report is 4.6 MB of JSON."""
     try:
         stat = os.stat(report)
     except OSError:

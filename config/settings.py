@@ -128,7 +128,14 @@ MPI_BUILDS = {
     # benchmarks written in Fortran cannot be built with them (reframe_tests/checks/nas.py skips those, declared)
     'openmpi5': dict(cc=str(_mpi('openmpi5') / 'bin' / 'mpicc'), family='openmpi5', env_vars=OMPI_ROOT_VARS,
                      extras={'no_fortran': 'the PyPI Open MPI 5.0.11 wheel ships no Fortran MPI bindings '
-                                           '(no mpifort, no libmpi_mpifh)'}),
+                                           '(no mpifort, no libmpi_mpifh)',
+                             # measured 2026-11-28 on vcluster, twice (NPmpi over gige, osu_latency over fast): a
+                             # rank died of SIGSEGV inside MPI_Init at mca_pml_ob1_recv_frag_callback_match, a
+                             # fragment from a peer that left the PMIx fence first (Open MPI pull request 13559);
+                             # cores kept; twice in about 500 of its jobs across nodes over 14 runs
+                             'known_faults': [{'failure': r'Segmentation fault',
+                                               'reason': 'PyPI Open MPI 5.0.11 now and then dies of SIGSEGV in '
+                                                         'MPI_Init (an early ob1 fragment, across nodes)'}]}),
     'mpich5': dict(cc=str(_mpi('mpich5') / 'bin' / 'mpicc'), family='mpich-ofi', env_vars=[],
                    extras={'no_fortran': 'the PyPI MPICH 5.0.2 wheel ships no Fortran MPI bindings '
                                          '(no mpifort, no libmpifort)'}),

@@ -123,10 +123,12 @@ def test_mpich4_ucx_tcp_finalize_hang_is_declared_on_every_tcp_path_not_on_shm(r
     assert 'yield' in known_fault(faults, 'mpi_collectives', 'shm', oversubscribed=True)
 
 
-def test_open_mpi_4_start_up_crash_is_declared_as_a_failure_not_a_skip(repo_root):
-    """Open MPI 4.1.4's SIGSEGV in MPI_Init marks a failure (a retry may excuse it); it never skips a check."""
+@pytest.mark.parametrize('build', ['openmpi4', 'openmpi5'])
+def test_open_mpi_start_up_crash_is_declared_as_a_failure_not_a_skip(repo_root, build):
+    """Open MPI 4.1.4's and 5.0.11's SIGSEGV in MPI_Init marks a failure (a retry may excuse it); it never skips a
+    check."""
     from netregress.base import known_failure, known_fault
-    faults = next(e for e in site.environments('local') if e['name'] == 'openmpi4')['extras']['known_faults']
+    faults = next(e for e in site.environments('local') if e['name'] == build)['extras']['known_faults']
     for check in ('mpi_latency', 'osu', 'nas'):
         assert known_fault(faults, check, 'gige', oversubscribed=True) is None
     assert 'MPI_Init' in known_failure(faults, ['x', 'gige1 task 0: Segmentation fault (core dumped) (srun)'])

@@ -4,11 +4,11 @@ Seven benchmarks: osu_latency, osu_bw, osu_bibw, osu_mbw_mr (point-to-point, 2 r
 osu_alltoall, osu_bcast (4 ranks). Every size is validated (``-c``): a ``Fail`` row or ``DATA VALIDATION ERROR``
 fails the check, as does a curve that stops before ``max_size`` (killed / crashed run). OSU 7.4 validates inside the
 timed loop, refilling and checking the buffers between timed round trips, so the validation runs as its own short
-pass before the timed one wherever it slows or moves the figure (:attr:`osu.validation_iterations`). A performance variable per
-message size (``latency_us@8``, ``bandwidth_mbs@1048576``, ...), each with a reference from reference_values/
-(missing reference: failure after the values were logged). Where Spack or the environment's lock is missing, the
-build fixture is skipped with the reason (``reframe --list`` still shows every case); where Spack is present but
-the environment is not concretized (or stale, or lacks OSU) the fixture fails with the fix.
+pass before the timed one wherever it slows or moves the figure (:attr:`osu.validation_iterations`). A performance
+variable per message size (``latency_us@8``, ``bandwidth_mbs@1048576``, ...), each with a reference from
+reference_values/ (missing reference: failure after the values were logged). Where Spack or the environment's lock
+is missing, the build fixture is skipped with the reason (``reframe --list`` still shows every case); where Spack is
+present but the environment is not concretized (or stale, or lacks OSU) the fixture fails with the fix.
 """
 import os
 
@@ -210,8 +210,8 @@ class osu(ExitStatusPlugin, MpiCheck):
         if self.validation_pass:
             opts = [*sizes, '-i', str(self.validation_iterations), '-x', '0', *validate, *datatype, *self.extra_opts]
             # before the counter snapshots: the interface witness judges the timed pass's bytes
-            self.prerun_cmds += [f'{self.same_job_launch(self.executable, opts)} > {OSU_VALIDATION_OUT} 2>&1 '
-                                 f'|| echo "validation pass of {self.benchmark} exited with $?" >> {OSU_VALIDATION_OUT}']
+            self.prerun_cmds += [f'{self.same_job_launch(self.executable, opts)} > {OSU_VALIDATION_OUT} 2>&1 || '
+                                 f'echo "validation pass of {self.benchmark} exited with $?" >> {OSU_VALIDATION_OUT}']
 
     def payload_bytes(self) -> float:
         """Lower bound of the bytes crossing between the ranks in the measured iterations."""

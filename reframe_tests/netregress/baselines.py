@@ -175,6 +175,22 @@ def _mapping(value, where: str) -> Mapping:
     return value
 
 
+_TOP_METRICS = re.compile(r'^metrics:', re.M)
+_TOP_LEVEL = re.compile(r'^[^\s#]', re.M)
+
+
+def _header(text: str) -> tuple[str, bool] | None:
+    """(the text before the top-level ``metrics:``, whether figures follow it) of a baseline as :meth:`Baseline.save`
+    writes it (metrics last); None when the file is laid out otherwise (it is then read whole)."""
+    found = _TOP_METRICS.search(text)
+    if found is None:
+        return None
+    rest = text[found.end():]
+    if _TOP_LEVEL.search(rest):       # another top-level key after the figures
+        return None
+    return text[:found.start()], rest.strip() not in ('', '{}', 'null', '~')
+
+
 class Baseline:
     """One host's baseline of one system at one measurement version: samples per (partition, environ,
     interconnect, test, metric)."""
@@ -197,6 +213,8 @@ class Baseline:
         if not isinstance(runs, list) or not all(isinstance(r, Mapping) for r in runs):
             raise BaselineError(f'{path}: runs: expected a list of mappings')
         self.runs: list = list(runs)
+        #: False for a baseline read for its header only: it cannot be judged against, added to or saved
+        self.complete = True
         # (part, env, ic, test, metric) -> {'unit': str, 'kind': str, 'samples': [float]}
         self.entries: dict[tuple, dict] = {}
         for part, envs in _mapping(data.get('metrics'), f'{path}: metrics').items():
@@ -212,46 +230,55 @@ class Baseline:
                                 'unit': str(entry.get('unit', '')), 'kind': str(entry.get('kind', 'throughput')),
                                 'samples': [figure_value(s, f'{where} sample {i + 1}')
                                             for i, s in enumerate(samples)]}
+        self.has_figures = bool(self.entries)
 
     @classmethod
-    def read(cls, system: str, path: Path) -> 'Baseline':
-        """The baseline in ``path`` (a symlink refused, a malformed file a one-line :class:`BaselineError`)."""
+    def read(cls, system: str, path: Path, header_only: bool = False) -> 'Baseline':
+        """The baseline in ``path`` (a symlink refused, a malformed file a one-line :class:`BaselineError`).
+        ``header_only``: its facts, version and runs without its figures (:attr:`complete` False, :attr:`has_figures`
+        still right), which is what choosing among versions needs: a whole file is 0.4 s of YAML here per 3,000
+        figures, and every measurement version leaves one."""
         if path.is_symlink():
             raise BaselineError(f'{path}: a symbolic link (to {os.readlink(path)}), not a baseline: refusing it')
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as err:
             raise BaselineError(f'{path}: unreadable baseline ({err})') from None
+        head = _header(text) if header_only else None
         try:
-            data = references.load_yaml(text)
+            data = references.load_yaml(text if head is None else head[0])
         except yaml.YAMLError as err:
             raise BaselineError(f'{path}: not valid YAML ({" ".join(str(err).split())})') from None
         if data is None:
             raise BaselineError(f'{path}: empty baseline (truncated?); move it away to start a new one')
-        return cls(system, path, data)
+        base = cls(system, path, data)
+        if head is not None:
+            base.complete, base.has_figures = False, head[1]
+        return base
 
     @classmethod
     def load(cls, system: str, directory: Path | None = None, host: str | None = None,
-             version: str | None = None) -> 'Baseline | None':
+             version: str | None = None, header_only: bool = False) -> 'Baseline | None':
         """This host's baseline of ``system`` at the current measurement version (``version``), or None when
         there is none (a file of the earlier layout counts when it was measured by this version)."""
         version = version or measurement.measurement_version()
         path = baseline_path(system, directory, host, version)
         if path.exists() or path.is_symlink():
-            return cls.read(system, path)
+            return cls.read(system, path, header_only)
         legacy = legacy_path(system, directory, host)
         if legacy.exists() or legacy.is_symlink():
-            base = cls.read(system, legacy)
+            base = cls.read(system, legacy, header_only)
             if base.measured_by == version:
                 return base
         return None
 
     @classmethod
     def all_versions(cls, system: str, directory: Path | None = None, host: str | None = None) -> list['Baseline']:
-        """Every baseline of this host and ``system``, whatever measured it, oldest last run first."""
+        """Every baseline of this host and ``system``, whatever measured it, oldest last run first: their headers
+        (:meth:`read` ``header_only``), so a state directory that kept many versions costs what one does."""
         folder = (directory or state_dir()) / 'baselines' / _safe(system, 'system')
         host = host or host_id()
-        found = [cls.read(system, p) for p in sorted(folder.glob(f'{host}.*yaml'))
+        found = [cls.read(system, p, header_only=True) for p in sorted(folder.glob(f'{host}.*yaml'))
                  if p.name == f'{host}.yaml' or re.fullmatch(rf'{re.escape(host)}\.[A-Za-z0-9_.+-]+\.yaml', p.name)]
         return sorted(found, key=lambda b: (b.last_recorded(), b.path.name))
 
@@ -264,17 +291,18 @@ class Baseline:
                 ) -> tuple['Baseline | None', str | None]:
         """(baseline a run compares with, warning or None). This version's baseline once it has ``min_runs`` runs;
         before that the newest baseline of an earlier version (the newest with ``min_runs`` runs, if any), with a
-        warning naming what changed since; else this version's (any runs) or None. ``files``: :func:`measured_files` of now (default: this checkout's)."""
+        warning naming what changed since; else this version's (any runs) or None. ``files``: :func:`measured_files`
+        of now (default: this checkout's)."""
         files = measurement.measured_files() if files is None else files
         version = version or measurement.version_of(files)
-        current = cls.load(system, directory, host, version)
+        current = cls.load(system, directory, host, version, header_only=True)
         if current is not None and len(current.runs) >= rules.min_runs:
-            return current, None
-        older = [b for b in cls.all_versions(system, directory, host) if b.measured_by != version and b.entries]
+            return cls.read(system, current.path), None
+        older = [b for b in cls.all_versions(system, directory, host) if b.measured_by != version and b.has_figures]
         if not older:
-            return current, None
-        # the newest that measured its spread (min_runs runs), else the newest
-        old = ([b for b in older if len(b.runs) >= rules.min_runs] or older)[-1]
+            return (cls.read(system, current.path) if current else None), None
+        # the newest that measured its spread (min_runs runs), else the newest; read whole (only this one)
+        old = cls.read(system, ([b for b in older if len(b.runs) >= rules.min_runs] or older)[-1].path)
         have = f'{len(current.runs)} run(s)' if current else 'none yet'
         return old, (f'comparing with the baseline of an earlier measurement version ({old.measured_by or "unknown"}'
                      f', {len(old.runs)} runs, {old.path}): {old.what_changed(files)}; this version\'s ({version}) has '
@@ -302,6 +330,7 @@ class Baseline:
     def add(self, measurements: Iterable, rules: BandRules, source: str) -> int:
         """Append one run's figures (``refstool.Measurement``); keep the last ``rules.window`` per metric.
         :class:`BaselineError` (nothing added) for a figure that is not a finite number >= 0."""
+        self._require_complete('take figures')
         mine = [m for m in measurements if m.system == self.system]
         for m in mine:
             figure_value(m.value, f'{source}: {m.partition}/{m.environ}/{m.interconnect}/{m.test}/{m.metric}')
@@ -315,7 +344,12 @@ class Baseline:
                                        .strftime('%Y-%m-%dT%H:%M:%SZ'), 'report': source, 'figures': len(mine)}])[-20:]
         return len(mine)
 
+    def _require_complete(self, what: str) -> None:
+        if not self.complete:
+            raise BaselineError(f'{self.path}: read for its header only, cannot {what}')
+
     def to_dict(self) -> dict:
+        self._require_complete('be written')
         metrics: dict = {}
         for (part, env, ic, test, metric), entry in sorted(self.entries.items()):
             metrics.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})[metric] = entry
@@ -333,7 +367,7 @@ class Baseline:
             statefiles.private_dir(folder, 'baselines directory')
             statefiles.atomic_write(self.path, f'# netregress host baseline of {self.system!r} on host '
                                                f'{self.host_id} (tools/refs show)\n'
-                                    + yaml.safe_dump(self.to_dict(), sort_keys=False, width=118),
+                                    + references.dump_yaml(self.to_dict()),
                                     mode=0o600, what='baseline')
         except statefiles.StateError as err:
             raise BaselineError(str(err)) from None
@@ -372,6 +406,7 @@ class Baseline:
     def reference_set(self, rules: BandRules, shared_cpu: bool = False) -> references.ReferenceSet:
         """The baseline as references (value = median of the runs, band from their spread); ``shared_cpu``: the
         bands :meth:`BandRules.shared_cpu_band` gives (a figure that was 0 in a run has none)."""
+        self._require_complete('give references')
         tree: dict = {}
         swing = self.host_swings(rules) if shared_cpu else {}
         siblings = {} if shared_cpu else self.sibling_deviations(rules)

@@ -49,6 +49,8 @@ import argparse
 import collections
 import concurrent.futures
 import datetime
+import multiprocessing
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -135,12 +137,20 @@ def collect(run_dir: Path) -> Report:
         generated=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC'))
 
 
-def make_figures(report: Report, out: Path) -> None:
-    for sec in report.sections:
-        plot_sweeps(sec, out, sec.run_end)
-        plot_collectives(sec, out)
-        plot_ebb(sec, out, sec.run_end)
-        plot_links(sec, out, sec.run_end)
+#: The figures of a section, in the order the page shows them (the history figure comes last, once the history is in).
+SECTION_FIGURES = (plot_sweeps, plot_collectives, plot_ebb, plot_links)
+#: Processes drawing figures: matplotlib holds the GIL, and the report's minute on 2 CPUs was mostly drawing.
+FIGURE_PROCESSES = max(1, min(2, os.cpu_count() or 1))
+_DRAWING: Report | None = None     # the report a forked drawing process inherits
+
+
+def _draw(plot, index: int, *args) -> tuple[list, list]:
+    """In a drawing process: one figure of section ``index``; the captions and notes it added (the parent adds
+    them to its own copy of the section)."""
+    sec = _DRAWING.sections[index]
+    images, notes = len(sec.images), len(sec.figure_notes)
+    plot(sec, *args)
+    return sec.images[images:], sec.figure_notes[notes:]
 
 
 def default_out(path: Path) -> Path:
@@ -164,17 +174,28 @@ def _write_report(run_dir: Path, out: Path | None, with_history: bool,
     for pattern in FIGURE_GLOBS:           # figures of an earlier report of this run (nothing else)
         for old in out.glob(pattern):
             old.unlink()
-    # ReFrame's history queries are subprocesses (about 25 s of a minute here): asked while the figures are drawn
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        asked = pool.submit(ask_history, report, days) if with_history else None
-        make_figures(report, out)
-        series = asked.result() if asked else {}
+    # ReFrame's history queries are subprocesses (about 25 s of a minute here), asked while the figures are drawn in
+    # processes of their own: forked before any thread starts (the first submit forks them all), each inherits the
+    # report as it is now
+    global _DRAWING
+    _DRAWING = report
+    with concurrent.futures.ProcessPoolExecutor(FIGURE_PROCESSES, mp_context=multiprocessing.get_context('fork')) \
+            as drawing:
+        drawn = [(sec, drawing.submit(_draw, plot, i, out, *(() if plot is plot_collectives else (sec.run_end,))))
+                 for i, sec in enumerate(report.sections) for plot in SECTION_FIGURES]
+        series = ask_history(report, days) if with_history else {}
+        if with_history:
+            for i, sec in enumerate(report.sections):
+                mine = {k: v for k, v in series.items() if k[:3] == (sec.system, sec.partition, sec.interconnect)}
+                drawn.append((sec, drawing.submit(_draw, plot_history, i, mine, out, days)))
+            find_shifts(report, series)      # beside the history figures
+        for sec, added in drawn:             # in the order they were asked for, as one process would add them
+            images, notes = added.result()
+            sec.images += images
+            sec.figure_notes += notes
     if with_history:
-        for sec in report.sections:
-            plot_history(sec, series, out, days)
         write_history_csv(series, out / 'history.csv')
         write_changes_csv(report, out / 'changes.csv')
-        find_shifts(report, series)
         write_changepoints_csv(report, out / 'changepoints.csv')
     else:
         report.history_note = 'history left out (--no-history)'

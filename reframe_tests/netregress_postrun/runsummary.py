@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == 'baseline-status':
         try:
             print(baseline_status(args.system))
-        except (baselines.BaselineError, interconnects.InterconnectError) as err:
+        except (baselines.BaselineError, interconnects.InterconnectError, site.SiteError) as err:
             print(f'host baseline: {err}')
             return 1
         return 0

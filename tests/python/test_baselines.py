@@ -295,6 +295,37 @@ def test_a_new_version_keeps_the_old_baseline_and_compares_with_it(tmp_path):
         sorted([old.path.name, new.path.name])
 
 
+def test_choosing_among_versions_reads_headers_and_only_the_chosen_one_whole(tmp_path, monkeypatch):
+    files = {'src/k.c': 'aaa'}
+    old = _record(tmp_path, 'v1', files, [900.0, 910.0, 920.0])
+    _record(tmp_path, 'v0', files, [700.0, 710.0, 720.0])
+    head = baselines.Baseline.read('vc', old.path, header_only=True)
+    assert (head.complete, head.has_figures, head.measured_by, len(head.runs), head.entries) == \
+        (False, True, 'v1', 3, {})
+    for use in (head.to_dict, lambda: head.add([m(1.0)], RULES, 'r.json'), lambda: head.reference_set(RULES)):
+        with pytest.raises(baselines.BaselineError, match='read for its header only'):
+            use()
+    whole = []
+    real_read = baselines.Baseline.read.__func__
+    monkeypatch.setattr(baselines.Baseline, 'read', classmethod(
+        lambda cls, system, path, header_only=False: (whole.append(path.name) if not header_only else None)
+        or real_read(cls, system, path, header_only)))
+    base, warning = baselines.Baseline.for_run('vc', RULES, tmp_path, version='v2', files=files)
+    assert base.complete and base.measured_by == 'v1' and len(base.entries) == 1 and 'v1, 3 runs' in warning
+    assert whole == [old.path.name]                  # v0's figures were never parsed
+
+
+@pytest.mark.parametrize('tail, complete, has_figures', [
+    ('metrics: {}\n', False, False),
+    ('metrics:\n  gige: {gnu: {gige: {t: {bw: {unit: x, samples: [1.0]}}}}}\n', False, True),
+    ('metrics: {}\nnote: a key after the figures\n', True, False)])      # laid out otherwise: read whole
+def test_a_header_read_knows_whether_figures_follow(tmp_path, tail, complete, has_figures):
+    path = tmp_path / 'b.yaml'
+    path.write_text(f'schema: {baselines.SCHEMA}\nmeasured_by: v1\nruns:\n- recorded_utc: x\n{tail}')
+    head = baselines.Baseline.read('vc', path, header_only=True)
+    assert (head.complete, head.has_figures, len(head.runs)) == (complete, has_figures, 1)
+
+
 def test_a_baseline_of_the_earlier_layout_is_read_and_kept(tmp_path):
     legacy = baselines.legacy_path('vc', tmp_path)
     b = baselines.Baseline('vc', legacy)

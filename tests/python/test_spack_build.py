@@ -662,6 +662,33 @@ def test_externals_give_the_mpich5_wheel_the_library_name_spack_looks_for(tmp_pa
     assert mpich[0]['prefix'] == str(prefix)
 
 
+@pytest.mark.parametrize('registered, args, calls', [
+    ({'url': 'file://{cache}', 'binary': True, 'source': False}, ['{cache}'], []),      # as wanted: Spack not asked
+    ({'url': 'file:///elsewhere', 'binary': True}, ['{cache}'], ['remove', 'add']),
+    (None, ['{cache}'], ['remove', 'add']),
+    ({'url': 'file://{cache}', 'binary': True}, ['--off'], ['remove'])])
+def test_the_build_cache_is_registered_only_when_it_is_not_already(tmp_path, monkeypatch, registered, args, calls):
+    tool = load_tool('spack-env')
+    cache = tmp_path / 'cache'
+    cache.mkdir()
+    scope = {'mirrors': {tool.CACHE_NAME: {k: (v.format(cache=cache) if isinstance(v, str) else v)
+                                           for k, v in registered.items()}} if registered else {}}
+    asked = []
+    monkeypatch.setattr(tool, 'user_scope', lambda: scope)
+    monkeypatch.setattr(tool, 'spack', lambda *a, quiet=False: asked.append(a[1]) or 0)
+    monkeypatch.setattr(tool, 'take_repo_index', lambda cache: 0)
+    assert tool.main(['buildcache', *[a.format(cache=cache) for a in args]]) == 0 and asked == calls
+
+
+def test_a_build_cache_that_is_no_directory_leaves_the_registration_alone(tmp_path, monkeypatch, capsys):
+    tool = load_tool('spack-env')
+    asked = []
+    monkeypatch.setattr(tool, 'spack', lambda *a, quiet=False: asked.append(a) or 0)
+    with pytest.raises(SystemExit) as code:
+        tool.main(['buildcache', str(tmp_path / 'missing')])
+    assert code.value.code == 2 and asked == [] and 'missing is not a directory' in capsys.readouterr().err
+
+
 def test_a_runner_takes_the_repository_index_of_exactly_its_own_recipes(tmp_path, monkeypatch):
     """Spack indexes its package repositories before its first install (85-100 s of a fresh runner's install from
     the build cache): the cache carries that index under the digest of the recipes, and a runner takes it only

@@ -18,7 +18,8 @@ Where nodes share a host's CPUs (the vcluster), concurrent pairs measure the CPU
 The partition extra ``link_passes`` (default 1) runs the plan that many times and judges each direction by its best
 pass: where a host's scheduler can starve one stream for a moment (shared CPUs) a good link then still passes,
 while a slow link is slow in every pass; it multiplies the rounds (1,000 nodes, full plan: 999 rounds, about 10
-min per pass).
+min per pass). Cheaper and aimed: at the end of the job nr-linkmap measures once more, each alone, the directions
+still below ``min_link_fraction`` x the median link (``recheck_max`` of them at most, 64: under a minute at any size).
 The data moves through the MPI library forced onto the fabric like every MPI check (``link_transport`` ``mpi``, any
 fabric), or over TCP bound to the interface under test with MPI only coordinating (``tcp``, IP fabrics). Each round
 is bounded (``--round-timeout``): a dead or hung node fails its pairs, named, instead of holding the job to its time
@@ -179,6 +180,14 @@ class AllPairsLinkCheck(MpiKernelCheck):
     #: :type: :class:`float` or ``None``
     min_link_fraction = variable(float, type(None), value=None, loggable=True)
 
+    #: Directions below ``min_link_fraction`` x the median link that nr-linkmap measures once more, each alone, at
+    #: the end of the job (``--recheck-below``, ``--recheck-max``; 0: none): a stream the host's scheduler starved
+    #: for a moment passes, a slow link stays slow. At most this many extra rounds of one pair each.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``64``
+    recheck_max = variable(int, value=64)
+
     #: Where the fabric has a line rate, every link must reach this fraction of the most payload a link carries.
     #: None: the partition extra ``interconnects.<ic>.min_rate_fraction``, else :data:`MIN_RATE_FRACTION`.
     #:
@@ -244,7 +253,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
                                  'min_to_median': (1.0, round(self.min_link_fraction - 1.0, 6), 0.0)}
         # after the partition's time_limit (base class): the job's length follows the plan
         per_round = self.round_time_s + (2.0 * len(self.nodes) * 0.05 if self.measure_rtt else 0) + 1.0
-        self.time_limit = int(60 + len(self.link_plan.rounds) * per_round * 2)
+        rechecks = min(self.recheck_max, len(self.nodes) * (len(self.nodes) - 1))
+        self.time_limit = int(60 + (len(self.link_plan.rounds) + rechecks) * per_round * 2)
 
     def make_plan(self) -> LinkPlan:
         key = f'{self.current_system.name}:{self.current_partition.name}:{self.interconnect}'
@@ -275,6 +285,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
             fp.write(self.link_plan.text())
         opts = ['--plan-file', PLAN_FILE, '-t', str(self.round_time_s), '-m', self.message_size,
                 '--round-timeout', str(self.round_timeout_s)]
+        if self.recheck_max > 0:
+            opts += ['--recheck-below', str(self.min_link_fraction), '--recheck-max', str(self.recheck_max)]
         if self.link_transport == 'tcp':
             if self.ic.counters != 'interface' or not self.iface:
                 raise ValueError(f'link_allpairs: link_transport tcp needs an IP fabric with an interface; '

@@ -13,6 +13,14 @@
  * sender to receiver whose first 32 bytes carry a per-job random token (MPI_Bcast from rank 0): a connection without
  * it is closed and counted. The receiver returns its byte count when the sender has shut its side down.
  *
+ * Rechecks (`--recheck-below F`). When the plan's rounds are done, rank 0 takes each direction's best ok rate over
+ * the rounds (steady_mbps, else mbps: as the link verdict reads it), a link's figure its slower direction, and
+ * measures every direction below F x the upper median link once more, alone in a round of its own (slowest first, at
+ * most --recheck-max). On shared CPUs a healthy link's stream read 0.44-0.6 x the median when the host's scheduler
+ * starved it for a moment: such a stall passes its recheck, a slow link stays slow. The recheck rounds are recorded
+ * as any round, so a verdict that takes each direction's best round sees them; they cost at most --recheck-max
+ * rounds of one pair each. A failed pair is not rechecked: its failure stands.
+ *
  * Bounded time. Rank 0 drives the rounds with small point-to-point control messages (no blocking collective inside
  * the rounds, so nothing needs MPI-3): GO(round), the ranks run the round (transfer, then with --rtt the serial
  * round-trip phase after a READY/RTT-GO checkpoint), every rank sends its report to rank 0, and rank 0 records the
@@ -57,7 +65,7 @@
 #define LM_TOKEN_BYTES 16
 #define LM_PENDING_MAX 8          /* accepted connections waiting for their hello */
 #define LM_HELLO_TIMEOUT_S 2.0
-#define LM_TAG_GO 11              /* rank 0 -> all: GO, RTT-GO, DONE */
+#define LM_TAG_GO 11              /* rank 0 -> all: GO, GO-PAIR, RTT-GO, DONE */
 #define LM_TAG_READY 12           /* all -> rank 0: transfer phase over (--rtt) */
 #define LM_TAG_REPORT 13          /* all -> rank 0: the round's report */
 #define LM_TAG_BASE 100
@@ -66,7 +74,7 @@
 #define LM_CTL_OWN 4              /* a rank's own control sends: READY, the reports of two rounds, the rtt turn */
 
 enum { LM_T_HELLO, LM_T_DATA, LM_T_PING, LM_T_PONG, LM_T_TOKEN, LM_T_KINDS };
-enum { LM_GO = 1, LM_RTT_GO, LM_DONE };
+enum { LM_GO = 1, LM_RTT_GO, LM_DONE, LM_GO_PAIR }; /* GO-PAIR: a recheck round of one pair */
 enum { LM_OWN_READY, LM_OWN_REPORT, LM_OWN_TURN = LM_OWN_REPORT + 2 };
 enum { LM_KIND_DATA = 1, LM_KIND_RTT = 2 };
 enum lm_transport { LM_MPI, LM_TCP };
@@ -90,6 +98,8 @@ struct lm_opts {
     int rtt;                /* --rtt */
     uint64_t rtt_size;      /* --rtt-size */
     int rtt_trials;         /* --rtt-trials */
+    double recheck_below;   /* --recheck-below (0: off) */
+    int recheck_max;        /* --recheck-max */
     int slowest;            /* --slowest */
     const char *json;       /* --json */
 };
@@ -132,6 +142,12 @@ struct lm_round {
     int failed;
 };
 
+/* Rank 0's record of one recheck: the direction measured again alone in round `round`. */
+struct lm_recheck {
+    int src, dst, round;
+    double mbps_before; /* its best ok rate over the plan's rounds */
+};
+
 struct lm_pending {
     int fd;
     double since;
@@ -144,8 +160,9 @@ struct lm_ctx {
     struct nr_mpi *m;
     enum lm_transport transport;
     char (*hosts)[NR_HOST_MAX];
-    int nrounds;
-    int *plan; /* nrounds x size: the rank each rank sends to in the round, -1 none */
+    int nrounds;  /* the plan's rounds and, once planned, the recheck rounds after them */
+    int nplanned; /* the plan's rounds */
+    int *plan;    /* nrounds x size: the rank each rank sends to in the round, -1 none */
     char plan_name[64];
     double rt; /* the round timeout */
     char *sbuf, *rbuf;
@@ -158,7 +175,7 @@ struct lm_ctx {
     uint64_t term_out[2];
     unsigned char *rtt_out, *rtt_in;
     double *rtt_samples;
-    int dec[4][2], dec_seq, din[2];
+    int dec[4][4], dec_seq, din[4]; /* control messages: action, round, and for GO-PAIR its src, dst */
     int ready_out, *ready_in, turn_out, turn_in;
     struct lm_report rep_out[2];
     struct nr_cpu_limit cpu_start; /* this rank's CPU cgroup when it started (nr/cpulimit.h) */
@@ -185,11 +202,17 @@ struct lm_ctx {
     size_t npairs, cap;
     struct lm_round *rounds;
     int rounds_run;
+    bool recheck_planned;
+    struct lm_recheck *recheck;
+    int nrecheck;
+    double recheck_median; /* the upper median link the rechecks were chosen by, NAN when not chosen */
     long rejected_total;
     double started_s;
 };
 
-/* ---- the faults of the test build (nr-linkmap-faulty): NR_LINKMAP_FAULT=stall:RANK:ROUND | hang:RANK:ROUND:S ---- */
+/* ---- the faults of the test build (nr-linkmap-faulty): NR_LINKMAP_FAULT=stall:RANK:ROUND | hang:RANK:ROUND:S |
+ * slow:RANK:ROUND:MS (that rank as sender waits MS ms between messages or writes: slow, but ok); ROUND -1: every
+ * round ---- */
 #ifdef NR_LINKMAP_FAULTS
 static bool lm_fault(const char *kind, int rank, int round, double *seconds)
 {
@@ -199,7 +222,7 @@ static bool lm_fault(const char *kind, int rank, int round, double *seconds)
     double sec = 0;
     if (!s || sscanf(s, "%7[a-z]:%d:%d:%lf", k, &fr, &fround, &sec) < 3)
         return false;
-    if (strcmp(k, kind) != 0 || fr != rank || fround != round)
+    if (strcmp(k, kind) != 0 || fr != rank || (fround != round && fround != -1))
         return false;
     if (seconds)
         *seconds = sec;
@@ -375,6 +398,21 @@ static int lm_plan_file(struct lm_ctx *c, struct nr_error *err)
     return rc;
 }
 
+/* A recheck round after the others: src sends to dst, every other rank idles. */
+static int lm_plan_append(struct lm_ctx *c, int src, int dst, struct nr_error *err)
+{
+    const int n = c->m->size;
+    int *grown = realloc(c->plan, sizeof(int) * (size_t)(c->nrounds + 1) * (size_t)n);
+    if (!grown)
+        return nr_error_set(err, NR_E_NOMEM, "out of memory for the plan");
+    c->plan = grown;
+    int *row = c->plan + (size_t)c->nrounds++ * (size_t)n;
+    for (int r = 0; r < n; r++)
+        row[r] = -1;
+    row[src] = dst;
+    return NR_OK;
+}
+
 /* ---- control plane: rank 0 <-> every rank, every wait bounded ---- */
 
 /* The control messages are small MPI_Isends whose requests are kept, never freed at once: MPI moves a message only
@@ -450,15 +488,16 @@ static void lm_ctl_release(struct lm_ctx *c)
     memset(c->ctl_busy, 0, sizeof c->ctl_busy);
 }
 
-/* Rank 0: tell every other rank the next step (GO, RTT-GO, DONE). The buffers rotate over four decisions: a buffer
- * is reused only after every rank has reported twice since, so its earlier sends were received. */
-static int lm_tell_all(struct lm_ctx *c, int action, int round, struct nr_error *err)
+/* Rank 0: tell every other rank the next step (GO, GO-PAIR with its src and dst, RTT-GO, DONE). The buffers rotate
+ * over four decisions: a buffer is reused only after every rank has reported twice since, so its earlier sends were
+ * received. */
+static int lm_tell_all(struct lm_ctx *c, int action, int round, int src, int dst, struct nr_error *err)
 {
     const int slot = c->dec_seq++ % 4;
     int *d = c->dec[slot];
-    d[0] = action, d[1] = round;
+    d[0] = action, d[1] = round, d[2] = src, d[3] = dst;
     for (int r = 1; r < c->m->size; r++) {
-        int rc = lm_ctl_send(c, slot, r, d, 2, MPI_INT, r, LM_TAG_GO);
+        int rc = lm_ctl_send(c, slot, r, d, 4, MPI_INT, r, LM_TAG_GO);
         if (rc != MPI_SUCCESS) {
             char what[64];
             snprintf(what, sizeof what, "MPI_Isend (control message to rank %d)", r);
@@ -483,7 +522,7 @@ static int lm_await(struct lm_ctx *c, int round, double deadline, const char *af
     MPI_Request rq;
     MPI_Status st;
     const double since = MPI_Wtime();
-    int rc = MPI_Irecv(c->din, 2, MPI_INT, 0, LM_TAG_GO, MPI_COMM_WORLD, &rq), flag = 0;
+    int rc = MPI_Irecv(c->din, 4, MPI_INT, 0, LM_TAG_GO, MPI_COMM_WORLD, &rq), flag = 0;
     while (rc == MPI_SUCCESS && !flag) {
         lm_progress(c);
         if ((rc = MPI_Test(&rq, &flag, &st)) != MPI_SUCCESS || flag)
@@ -607,6 +646,9 @@ static void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, 
     char e[MPI_MAX_ERROR_STRING];
     int rc;
     const bool stall = dst >= 0 && lm_fault("stall", me, round, NULL);
+    double gap_ms = 0, next_send = 0; /* the test build's slow sender: one message per gap, receives go on */
+    if (dst >= 0)
+        lm_fault("slow", me, round, &gap_ms);
     bool s_stop = false, s_term = false, s_done = dst < 0;
     uint64_t posted = 0;
     if (dst >= 0) {
@@ -638,7 +680,7 @@ static void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, 
         if (!s_done) {
             if (!s_stop && now >= until)
                 s_stop = true;
-            for (int i = 0; i < w && !s_stop && !stall; i++) {
+            for (int i = 0; i < w && !s_stop && !stall && now >= next_send; i++) {
                 if (sq[i] != MPI_REQUEST_NULL)
                     continue;
                 if ((rc = MPI_Isend(c->sbuf, msg, MPI_BYTE, dst, td, MPI_COMM_WORLD, &sq[i])) != MPI_SUCCESS) {
@@ -649,6 +691,7 @@ static void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, 
                     break;
                 }
                 posted++, progress = true;
+                next_send = now + gap_ms * 1e-3;
             }
             int out = 0;
             if ((rc = MPI_Testsome(w + 2, sq, &out, c->idx, c->st)) != MPI_SUCCESS) {
@@ -882,6 +925,9 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
     const double until = t0 + c->o->time_s, deadline = t0 + c->rt;
     const size_t msg = c->o->msg;
     const bool stall = dst >= 0 && lm_fault("stall", c->m->rank, round, NULL);
+    double gap_ms = 0, next_write = 0; /* the test build's slow sender: one write per gap */
+    if (dst >= 0)
+        lm_fault("slow", c->m->rank, round, &gap_ms);
     char ep[64];
     unsigned char hello[LM_HELLO_BYTES], ack[8], rack[8];
     size_t hoff = 0, soff = 0, aoff = 0, raoff = 0;
@@ -903,7 +949,7 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
             break;
         struct pollfd pf[2 + LM_PENDING_MAX + 1];
         nfds_t np = 0;
-        if (sfd >= 0 && !(stall && sstate == S_DATA))
+        if (sfd >= 0 && !((stall || now < next_write) && sstate == S_DATA))
             pf[np].fd = sfd, pf[np].events = sstate == S_ACK ? POLLIN : POLLOUT, pf[np++].revents = 0;
         if (rfd >= 0)
             pf[np].fd = rfd, pf[np].events = rstate == R_ACK ? POLLOUT : POLLIN, pf[np++].revents = 0;
@@ -915,6 +961,8 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
         double wake = deadline;
         if (sstate == S_DATA && !stall && until < wake)
             wake = until;
+        if (sstate == S_DATA && now < next_write && next_write < wake)
+            wake = next_write;
         int ms = (int)((wake - now) * 1000.0) + 1;
         poll(pf, np, lm_poll_ms(c, ms > 50 ? 50 : ms < 0 ? 0 : ms));
         lm_progress(c); /* rank 0's GO to the others, above all (see lm_progress) */
@@ -939,12 +987,13 @@ static void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, 
             }
         }
         if (sstate == S_DATA && !stall) {
-            for (int k = 0; k < 64 && now < until; k++) {
+            for (int k = 0; k < 64 && now < until && now >= next_write; k++) {
                 ssize_t n = send(sfd, c->sbuf + soff, msg - soff, MSG_NOSIGNAL);
                 if (n > 0) {
                     rep->send.bytes += (uint64_t)n;
                     soff = (soff + (size_t)n) % msg;
                     now = MPI_Wtime();
+                    next_write = now + gap_ms * 1e-3;
                     continue;
                 }
                 if (n < 0 && !nr_net_again()) {
@@ -1482,11 +1531,13 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
     nr_json_kv_bool(&j, "rtt", o->rtt);
     nr_json_kv_uint(&j, "rtt_size_bytes", o->rtt_size);
     nr_json_kv_int(&j, "rtt_trials", o->rtt_trials);
+    nr_json_kv_double(&j, "recheck_below", o->recheck_below);
+    nr_json_kv_int(&j, "recheck_max", o->recheck_max);
     nr_json_end_object(&j);
     if (!c->plan || !c->rounds) /* the run failed before its plan was made: the head and the options only */
         return nr_mpi_json_end(&j, f);
     nr_json_kv_string(&j, "plan", c->plan_name);
-    nr_json_kv_int(&j, "rounds_planned", c->nrounds);
+    nr_json_kv_int(&j, "rounds_planned", c->nplanned);
     nr_json_kv_int(&j, "rounds_run", c->rounds_run);
     nr_json_kv_double(&j, "elapsed_s", MPI_Wtime() - c->started_s);
     if (c->transport == LM_TCP && c->addr && c->port && c->lfd >= 0) {
@@ -1534,6 +1585,27 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
         nr_json_end_object(&j);
     }
     nr_json_end_array(&j);
+    /* recheck.pairs[]: the directions measured again alone (rounds[] has what they read) */
+    nr_json_key(&j, "recheck");
+    nr_json_begin_object(&j);
+    nr_json_kv_double(&j, "below", o->recheck_below);
+    nr_json_kv_int(&j, "max", o->recheck_max);
+    nr_json_kv_double(&j, "median_link_mbps", c->recheck_median);
+    nr_json_key(&j, "pairs");
+    nr_json_begin_array(&j);
+    for (int i = 0; i < c->nrecheck; i++) {
+        const struct lm_recheck *x = &c->recheck[i];
+        nr_json_begin_object(&j);
+        nr_json_kv_int(&j, "src", x->src);
+        nr_json_kv_int(&j, "dst", x->dst);
+        nr_json_kv_string(&j, "src_host", lm_host(c, x->src));
+        nr_json_kv_string(&j, "dst_host", lm_host(c, x->dst));
+        nr_json_kv_int(&j, "round", x->round);
+        nr_json_kv_double(&j, "mbps_before", x->mbps_before);
+        nr_json_end_object(&j);
+    }
+    nr_json_end_array(&j);
+    nr_json_end_object(&j);
     /* cpu_limits[rank]: the CPU cgroup each rank ran in, its quota and how long it throttled the rank between the
      * rank's start and its last report (null: no report, or no cgroup found) */
     nr_json_key(&j, "cpu_limits");
@@ -1554,8 +1626,8 @@ static int lm_write_json(const struct lm_ctx *c, time_t started, int status, con
         nr_json_end_object(&j);
     }
     nr_json_end_array(&j);
-    /* matrix_mbps[src][dst]: null on the diagonal, for a pair not run and for a failed pair; a pair a plan runs in
-     * more than one round (passes that take each direction's best) shows its fastest ok round */
+    /* matrix_mbps[src][dst]: null on the diagonal, for a pair not run and for a failed pair; a pair run in more than
+     * one round (a plan's passes that take each direction's best, a recheck) shows its fastest ok round */
     double *mx = malloc(sizeof(double) * (size_t)n * (size_t)n);
     if (mx) {
         for (size_t i = 0; i < (size_t)n * (size_t)n; i++)
@@ -1648,19 +1720,110 @@ static void lm_abort(struct lm_ctx *c, time_t started, struct nr_error *err)
 
 /* ---- the rounds ---- */
 
+static int lm_cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int lm_cmp_recheck(const void *a, const void *b)
+{
+    const struct lm_recheck *x = a, *y = b;
+    if (x->mbps_before != y->mbps_before)
+        return x->mbps_before < y->mbps_before ? -1 : 1;
+    return x->src != y->src ? x->src - y->src : x->dst - y->dst;
+}
+
+/* A pair's rate as the link verdict reads it (linkverdict.collect_links): after the warm-up, else the whole. */
+static double lm_rate(const struct lm_pair *p)
+{
+    return p->steady_mbps > 0 && isfinite(p->steady_mbps) ? p->steady_mbps : p->mbps;
+}
+
+/* Rank 0, when the plan's rounds are done (--recheck-below): each direction's best ok rate, a link's figure its
+ * slower direction, and every direction below the fraction of the upper median link, slowest first, at most
+ * --recheck-max, gets a round of its own after the plan's. */
+static int lm_plan_recheck(struct lm_ctx *c, struct nr_error *err)
+{
+    const int n = c->m->size;
+    const size_t nn = (size_t)n * (size_t)n;
+    double *best = malloc(sizeof(double) * nn), *links = malloc(sizeof(double) * (nn / 2 + 1));
+    char *failed = calloc(nn, 1);
+    int rc = best && links && failed ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory for the rechecks");
+    size_t nl = 0, nsel = 0;
+    c->recheck_planned = true;
+    for (size_t i = 0; rc == NR_OK && i < nn; i++)
+        best[i] = NAN;
+    for (size_t i = 0; rc == NR_OK && i < c->npairs; i++) {
+        const struct lm_pair *p = &c->pairs[i];
+        const size_t at = (size_t)p->src * (size_t)n + (size_t)p->dst;
+        const double v = lm_rate(p);
+        if (p->failed || !(v > 0) || !isfinite(v))
+            failed[at] = 1; /* the verdict fails its link whatever a recheck reads */
+        else if (isnan(best[at]) || v > best[at])
+            best[at] = v;
+    }
+    for (int a = 0; rc == NR_OK && a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            const double x = best[(size_t)a * (size_t)n + (size_t)b], y = best[(size_t)b * (size_t)n + (size_t)a];
+            if (!isnan(x) || !isnan(y))
+                links[nl++] = isnan(x) ? y : isnan(y) ? x : fmin(x, y);
+        }
+    if (rc == NR_OK && nl > 0) {
+        qsort(links, nl, sizeof *links, lm_cmp_double);
+        c->recheck_median = links[nl / 2];
+        const double below = c->o->recheck_below * c->recheck_median;
+        for (size_t i = 0; i < nn; i++)
+            nsel += !failed[i] && best[i] < below;
+        if (!(c->recheck = malloc(sizeof *c->recheck * (nsel ? nsel : 1))))
+            rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the rechecks");
+        for (size_t i = 0, m = 0; rc == NR_OK && i < nn; i++)
+            if (!failed[i] && best[i] < below)
+                c->recheck[m++] = (struct lm_recheck){(int)(i / (size_t)n), (int)(i % (size_t)n), -1, best[i]};
+    }
+    const int want = nsel < (size_t)c->o->recheck_max ? (int)nsel : c->o->recheck_max;
+    if (rc == NR_OK && want > 0) {
+        qsort(c->recheck, nsel, sizeof *c->recheck, lm_cmp_recheck);
+        struct lm_round *grown = realloc(c->rounds, sizeof *grown * (size_t)(c->nrounds + want));
+        if (!grown)
+            rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the rechecks");
+        else
+            c->rounds = grown;
+        for (int i = 0; rc == NR_OK && i < want; i++) {
+            c->recheck[i].round = c->nrounds;
+            if ((rc = lm_plan_append(c, c->recheck[i].src, c->recheck[i].dst, err)) == NR_OK)
+                c->nrecheck = i + 1;
+        }
+    }
+    if (rc == NR_OK && want > 0) {
+        char more[96] = "";
+        if ((size_t)want < nsel)
+            snprintf(more, sizeof more, "; the slowest %d of %zu (--recheck-max)", want, nsel);
+        printf("# recheck: %d direction(s) below %g x the median link (%.1f Mbit/s), each measured again alone%s\n",
+               want, c->o->recheck_below, c->recheck_median, more);
+        fflush(stdout);
+    }
+    free(best), free(links), free(failed);
+    return rc;
+}
+
 static int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
 {
     const int n = c->m->size, me = c->m->rank;
     const bool root = me == 0;
     double phase_end = MPI_Wtime() + c->rt; /* a rank's deadline for rank 0's next word is phase_end + 3 grace */
-    for (int k = 0; k <= c->nrounds; k++) {
+    for (int k = 0;; k++) { /* the plan's rounds, then the rechecks rank 0 appends (GO-PAIR), then DONE */
         double wall0 = MPI_Wtime();
-        int action = k < c->nrounds ? LM_GO : LM_DONE, rc;
+        int action, rc;
         if (root) {
-            if ((rc = lm_tell_all(c, action, k, err)) < 0)
+            if (k == c->nrounds && c->o->recheck_below > 0 && !c->recheck_planned && lm_plan_recheck(c, err) < 0)
+                lm_abort(c, started, err);
+            const struct lm_recheck *x = k >= c->nplanned && k < c->nrounds ? &c->recheck[k - c->nplanned] : NULL;
+            action = k >= c->nrounds ? LM_DONE : x ? LM_GO_PAIR : LM_GO;
+            if ((rc = lm_tell_all(c, action, k, x ? x->src : -1, x ? x->dst : -1, err)) < 0)
                 nr_mpi_fail_loop(c->m, err);
-        } else if ((action = lm_await(c, k, phase_end + 3 * LM_GRACE_S, "to start the round", err)) != LM_GO &&
-                   action != LM_DONE) {
+        } else if ((action = lm_await(c, k, phase_end + 3 * LM_GRACE_S, "to start the round", err)) != LM_DONE &&
+                   !(action == LM_GO && k < c->nrounds) && !(action == LM_GO_PAIR && k == c->nrounds)) {
             nr_error_set(err, NR_E_INTERNAL, "round %d: control message %d from rank 0 out of order", k, action);
             nr_mpi_fail_loop(c->m, err);
         }
@@ -1669,6 +1832,15 @@ static int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
         if (!root && c->din[1] != k) {
             nr_error_set(err, NR_E_INTERNAL, "round %d: rank 0 started round %d", k, c->din[1]);
             nr_mpi_fail_loop(c->m, err);
+        }
+        if (!root && action == LM_GO_PAIR) {
+            const int s = c->din[2], d = c->din[3];
+            if (s < 0 || s >= n || d < 0 || d >= n || s == d) {
+                nr_error_set(err, NR_E_INTERNAL, "round %d: rank 0 sent a recheck of %d -> %d", k, s, d);
+                nr_mpi_fail_loop(c->m, err);
+            }
+            if (lm_plan_append(c, s, d, err) < 0)
+                nr_mpi_fail_loop(c->m, err);
         }
         const int *p = c->plan + (size_t)k * (size_t)n;
         int dst = p[me], src = -1;
@@ -1703,7 +1875,7 @@ static int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
                                  "(hung or dead)", k, r, lm_host(c, r), c->rt + LM_GRACE_S);
                     lm_abort(c, started, err);
                 }
-                if ((rc = lm_tell_all(c, LM_RTT_GO, k, err)) < 0)
+                if ((rc = lm_tell_all(c, LM_RTT_GO, k, -1, -1, err)) < 0)
                     nr_mpi_fail_loop(c->m, err);
             } else {
                 c->ready_out = k;
@@ -1900,6 +2072,7 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
     rc = nr_mpi_check(MPI_Bcast(&c->nrounds, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (plan)", err);
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
+    c->nplanned = c->nrounds;
     if (me != 0 && !(c->plan = malloc(sizeof(int) * (size_t)c->nrounds * (size_t)n)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the plan");
     if (me == 0 && !(c->rounds = calloc((size_t)c->nrounds, sizeof *c->rounds)))
@@ -1926,7 +2099,7 @@ int main(int argc, char **argv)
     if (rc < 0)
         return nr_mpi_finish(NR__PROG, rc, &err);
     struct lm_opts o = {.plan = "shift", .transport = "mpi", .msg = 1048576, .window = 8, .time_s = 1.0, .warmup = 0.2,
-                        .rtt_size = 8, .rtt_trials = 20, .slowest = 5};
+                        .rtt_size = 8, .rtt_trials = 20, .recheck_max = 64, .slowest = 5};
     const struct nr_opt opts[] = {
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "What is measured", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "plan", &o.plan, "NAME", "the rounds: shift (round k: rank r sends to r+k mod N)", 0, 0, NULL, NULL},
@@ -1939,6 +2112,8 @@ int main(int argc, char **argv)
         {NR_OPT_FLAG, 0, "rtt", &o.rtt, NULL, "also a small-message round trip per pair, one pair at a time", 0, 0, NULL, NULL},
         {NR_OPT_SIZE, 0, "rtt-size", &o.rtt_size, "SIZE", "round-trip message size", 1, 1048576, NULL, NULL},
         {NR_OPT_INT, 0, "rtt-trials", &o.rtt_trials, "N", "timed round trips per pair (median reported)", 1, 10000, NULL, NULL},
+        {NR_OPT_DOUBLE, 0, "recheck-below", &o.recheck_below, "F", "measure again, alone, each direction below F x the median link (0: off)", 0, 1, NULL, "0"},
+        {NR_OPT_INT, 0, "recheck-max", &o.recheck_max, "N", "directions measured again at most (slowest first)", 0, 100000, NULL, NULL},
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Transport", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "transport", &o.transport, "mpi|tcp", "data over MPI, or over TCP with MPI as control plane", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "bind-iface", &o.iface, "IFACE", "tcp: listen and connect on this interface's IPv4 address", 0, 0, NULL, NULL},
@@ -1957,16 +2132,19 @@ int main(int argc, char **argv)
         "  mpirun -np 4 nr-linkmap --transport tcp --bind-iface eth1 --rtt\n"};
     struct lm_ctx c;
     memset(&c, 0, sizeof c);
-    c.o = &o, c.m = &mpi, c.lfd = -1;
+    c.o = &o, c.m = &mpi, c.lfd = -1, c.recheck_median = NAN;
     rc = nr_mpi_parse(&set, argc, argv, &err);
     nr_mpi_set_report(&mpi, NR__PROG, o.json, "linkmap", started);
 #ifdef NR_LINKMAP_FAULTS
     if (rc == NR_OK && getenv("NR_LINKMAP_FAULT")) {
         char k[8] = "";
         int a = 0, b = 0;
-        if (sscanf(getenv("NR_LINKMAP_FAULT"), "%7[a-z]:%d:%d", k, &a, &b) != 3 ||
-            (strcmp(k, "stall") != 0 && strcmp(k, "hang") != 0))
-            rc = nr_error_set(&err, NR_E_USAGE, "NR_LINKMAP_FAULT: stall:RANK:ROUND or hang:RANK:ROUND:SECONDS");
+        double ms = 0;
+        const int got = sscanf(getenv("NR_LINKMAP_FAULT"), "%7[a-z]:%d:%d:%lf", k, &a, &b, &ms);
+        if (got < 3 || (strcmp(k, "stall") != 0 && strcmp(k, "hang") != 0 && strcmp(k, "slow") != 0) ||
+            (strcmp(k, "slow") == 0 && (got != 4 || !(ms > 0))))
+            rc = nr_error_set(&err, NR_E_USAGE, "NR_LINKMAP_FAULT: stall:RANK:ROUND, hang:RANK:ROUND:SECONDS or "
+                              "slow:RANK:ROUND:MS (ROUND -1: every round)");
         rc = nr_mpi_agree(rc, &err);
     }
 #endif
@@ -2014,6 +2192,6 @@ int main(int argc, char **argv)
     free(c.pairs), free(c.rounds), free(c.plan), free(c.hosts), free(c.sbuf), free(c.rbuf), free(c.rtt_out);
     free(c.rtt_in), free(c.rtt_samples), free(c.sreq), free(c.rreq), free(c.creq), free(c.st), free(c.idx);
     free(c.rseq), free(c.missing), free(c.reports), free(c.ready_in), free(c.addr), free(c.port), free(c.ctl);
-    free(c.ctl_idx), free(c.ctl_st), free(c.cpu_first), free(c.cpu_last);
+    free(c.ctl_idx), free(c.ctl_st), free(c.cpu_first), free(c.cpu_last), free(c.recheck);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

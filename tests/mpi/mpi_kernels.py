@@ -722,7 +722,10 @@ def case_linkmap_bad_plans(d):
     for opts, words in ((['--transport', 'udp'], 'neither mpi nor tcp'), (['--transport', 'tcp'], '--bind-iface'),
                         (['--bind-iface', 'lo'], 'go with --transport tcp'), (['--plan', 'ring'], "unknown plan"),
                         (['-t', '2', '--round-timeout', '1'], 'must be longer than -t'), (['-m', '8'], '-m'),
-                        (['--transport', 'tcp', '--bind-addr', 'x.y'], 'not an IPv4 address')):
+                        (['--transport', 'tcp', '--bind-addr', 'x.y'], 'not an IPv4 address'),
+                        (['--recheck-below', '1.5'], '--recheck-below'),
+                        (['--recheck-below', '-0.1'], '--recheck-below'),
+                        (['--recheck-max', '100001'], '--recheck-max')):
         p = run('nr-linkmap', 2, *opts, expect=2)
         check(words in p.stderr and p.stderr.count('nr-linkmap: error') == 1, f'{opts}: {p.stderr}')
     p = run('nr-linkmap', 2, '--transport', 'tcp', '--bind-iface', 'nosuch0', expect=1)
@@ -775,6 +778,104 @@ def case_linkmap_fault_in_loop(d):
     p, r = _linkmap_fault(d, 3, {'NR_LINKMAP_FAULT': 'hang:0:0:120'}, *rt, bound=30)
     check(r['status'] == 'error' and 'rank 0' in r['error'] and 'hung or dead' in r['error'] and
           r['failed_rank'] in (1, 2), f'rank 0 hung: {r}')
+
+
+def _linkmap_best(r, before=None):
+    """Each direction's best ok rate over the rounds (rounds with index < before only) and the upper median link:
+    linkverdict.collect_links and upper_median, by rank (on one machine every rank runs on the same host)."""
+    best, links = {}, {}
+    for rd in r['rounds']:
+        for p in rd['pairs'] if before is None or rd['index'] < before else ():
+            v = p['steady_mbps'] if isinstance(p['steady_mbps'], (int, float)) and p['steady_mbps'] > 0 else p['mbps']
+            if p['status'] == 'ok' and v > 0:
+                best[p['src'], p['dst']] = max(v, best.get((p['src'], p['dst']), 0.0))
+    for (a, b), v in best.items():
+        links[min(a, b), max(a, b)] = min(v, links.get((min(a, b), max(a, b)), math.inf))
+    return best, sorted(links.values())[len(links) // 2]
+
+
+def _linkmap_recheck_run(d, fault, *opts, extra=()):
+    js = os.path.join(d, 'recheck.json')
+    p = run('nr-linkmap-faulty', 4, '-t', 0.1, '-m', '64k', *opts, *extra, '--json', js,
+            env={'NR_LINKMAP_FAULT': fault})
+    r = load(js)
+    check(r['status'] == 'ok' and r['summary']['failed_pairs'] == 0 and r['rounds_planned'] == 3,
+          f'{fault} {opts} {extra}: a slow sender is slow, not failed: {r.get("error")}')
+    return p, r
+
+
+def _linkmap_rechecked(p, r, what, slowed):
+    """The rechecks of a 4-rank shift run with --recheck-below 0.6: exactly the directions below 0.6 x the upper
+    median link after the plan's rounds, slowest first (the slowed ones first of all), each alone in a round after
+    the plan's. Returns the pairs."""
+    best, median = _linkmap_best(r, before=3)
+    below = sorted((v, a, b) for (a, b), v in best.items() if v < 0.6 * median)
+    rc, m = r['recheck'], len(below)
+    check(math.isclose(rc['median_link_mbps'], median, rel_tol=1e-9), f'{what}: the median link: {rc}')
+    check([(x['src'], x['dst'], x['mbps_before'], x['round']) for x in rc['pairs']] ==
+          [(a, b, v, 3 + i) for i, (v, a, b) in enumerate(below)] and
+          all(x['src_host'] == r['hosts'][x['src']] and x['dst_host'] == r['hosts'][x['dst']] for x in rc['pairs']),
+          f'{what}: the directions below 0.6 x {median:.1f}, slowest first: {below}, rechecked: {rc}\n{p.stdout}')
+    rounds = [(rd['index'], [(x['src'], x['dst']) for x in rd['pairs']]) for rd in r['rounds'][3:]]
+    check(r['rounds_run'] == 3 + m and rounds == [(3 + i, [(a, b)]) for i, (_, a, b) in enumerate(below)],
+          f'{what}: a round per recheck: {rounds}')
+    check(f'# recheck: {m} direction(s) below 0.6 x the median link ({median:.1f} Mbit/s)' in p.stdout and
+          f'# round 3 (4 of {3 + m})' in p.stdout, f'{what}: the recheck on stdout:\n{p.stdout}')
+    check(sorted((x['src'], x['dst']) for x in rc['pairs'][:len(slowed)]) == sorted(slowed),
+          f'{what}: {slowed} rechecked first: {rc["pairs"]}')
+    others = [f'{x["src"]}>{x["dst"]} {x["mbps_before"]:.1f}' for x in rc['pairs'][len(slowed):]]
+    if others:   # a healthy stream the host's scheduler starved: what the rechecks are for
+        print(f'{what}: also rechecked {", ".join(others)} Mbit/s (median link {median:.1f})')
+    return rc['pairs']
+
+
+def case_linkmap_recheck(d):
+    """--recheck-below: a direction that read slow once (rank 0 napping 20 ms between messages in round 0 only) is
+    measured again alone after the plan, and its best round is then a healthy link's; without the option, or with
+    --recheck-max 0, nothing more runs; a rank hung in a recheck round ends the job as in a plan round."""
+    for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
+        p, r = _linkmap_recheck_run(d, 'slow:0:0:20', '--recheck-below', 0.6, extra=extra)
+        dst = next(x['dst'] for x in r['rounds'][0]['pairs'] if x['src'] == 0)
+        rc = r['recheck']
+        check(r['options']['recheck_below'] == rc['below'] == 0.6 and r['options']['recheck_max'] == rc['max'] == 64,
+              f'{transport}: the options: {r["options"]}, {rc}')
+        pairs = _linkmap_rechecked(p, r, transport, [(0, dst)])
+        both = [x['mbps'] for rd in r['rounds'] for x in rd['pairs'] if (x['src'], x['dst']) == (0, dst)]
+        check(len(both) == 2 and r['matrix_mbps'][0][dst] == max(both), f'{transport}: the faster round: {both}')
+        best, median = _linkmap_best(r)
+        print(f'nr-linkmap {transport} slow:0:0:20: 0>{dst} {pairs[0]["mbps_before"]:.1f} Mbit/s before, '
+              f'{best[0, dst]:.1f} after the recheck; median link {rc["median_link_mbps"]:.1f} before, {median:.1f} '
+              f'after')
+        check(best[0, dst] >= 0.6 * median, f'{transport}: 0>{dst} passes its recheck: {best[0, dst]} vs {median}')
+        # off (the default), and --recheck-max 0: the slow direction stays as read, no round more
+        for opts, median_known in (((), False), (('--recheck-below', 0.6, '--recheck-max', 0), True)):
+            p, r = _linkmap_recheck_run(d, 'slow:0:0:20', *opts, extra=extra)
+            rc = r['recheck']
+            check(r['rounds_run'] == 3 and rc['pairs'] == [] and '# recheck' not in p.stdout and
+                  (rc['median_link_mbps'] is not None) == median_known, f'{transport} {opts}: no recheck: {rc}')
+            check(rc['below'] == (0.6 if opts else 0) and rc['max'] == (0 if opts else 64), f'{opts}: {rc}')
+    # below 1 x the median: the slower directions of the links under the median are rechecked; rank 2 hangs in the
+    # first recheck round (idle or not, it sends no report)
+    p, r = _linkmap_fault(d, 4, {'NR_LINKMAP_FAULT': 'hang:2:3:120'}, '-t', 0.2, '--round-timeout', 2,
+                          '--recheck-below', 1, bound=30)
+    check(r['status'] == 'error' and 'round 3: no report from 1 rank(s)' in r['error'] and '2 (' in r['error'] and
+          r['rounds_run'] == 4 and len(r['recheck']['pairs']) >= 3 and r['rounds'][3]['index'] == 3,
+          f'a rank hung in a recheck round: {r.get("error")}, {r["recheck"]}')
+    check('no report' in p.stderr and 'ending every rank' in p.stderr, p.stderr)
+
+
+def case_linkmap_recheck_slow_link(d):
+    """A slow link stays slow: rank 0 napping in every round (a slow NIC) is rechecked and still reads slow."""
+    for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
+        p, r = _linkmap_recheck_run(d, 'slow:0:-1:20', '--recheck-below', 0.6, extra=extra)
+        slow = [(0, 1), (0, 2), (0, 3)]
+        pairs = _linkmap_rechecked(p, r, transport, slow)
+        best, median = _linkmap_best(r)
+        before = ', '.join(f'{x["src"]}>{x["dst"]} {x["mbps_before"]:.1f}' for x in pairs)
+        after = ', '.join(f'{a}>{b} {best[a, b]:.1f}' for a, b in slow)
+        print(f'nr-linkmap {transport} slow:0:-1:20: {before} Mbit/s before, {after} after the rechecks; median link '
+              f'{median:.1f}')
+        check(all(best[x] < 0.6 * median for x in slow), f'{transport}: still slow after the recheck: {best}')
 
 
 def case_linkmap_token(d):

@@ -2,10 +2,10 @@
 
 The real kernels run on loopback (nr-tcptest against nr-tcpserver; nr-mpitest (also with ``--duet``), nr-mpicoll,
 nr-ebb and nr-linkmap under ``mpirun.openmpi -np 2 --oversubscribe``; nr-linkmap also with 3 ranks, over TCP on lo,
-and as its test build with a stalled pair when the build tree has it) in every mode whose keys the document lists,
-and a failing run of each gives the error keys. Two assertions per kernel: every key path in its JSON is documented in the kernel's tables
-(or the common ones), and every key the document marks **stable** (what the ReFrame checks read) appears in at least
-one of its runs.
+and as its test build with a stalled pair and with a slow one rechecked when the build tree has it) in every mode
+whose keys the document lists, and a failing run of each gives the error keys. Two assertions per kernel: every key
+path in its JSON is documented in the kernel's tables (or the common ones), and every key the document marks
+**stable** (what the ReFrame checks read) appears in at least one of its runs.
 
 The kernels are found in ``$NETREGRESS_KERNELS_DIR`` (an install's ``bin`` or a build tree with ``src/tcp`` and
 ``src/mpi``), else in ``build/ci-openmpi`` (tools/run-tests); without them the tests are skipped, saying so.
@@ -217,6 +217,15 @@ def written(tmp_path_factory) -> dict[str, list[dict]]:
             assert p.returncode == 1, p.stderr
             doc = json.loads(js.read_text())
             assert doc['status'] == 'error' and doc['summary']['failed'], doc.get('error')
+            out['nr-linkmap'].append(doc)
+            js = d / 'linkmap-recheck.json'  # a direction slow in round 0: the recheck's keys
+            env = dict(os.environ, NR_LINKMAP_FAULT='slow:0:0:20')
+            p = subprocess.run(launcher + ['-np', '3', faulty, '-t', '0.05', '-m', '16k', '--recheck-below', '0.6',
+                                           '--json', str(js)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                               env=dict(env, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1'))
+            assert p.returncode == 0, p.stderr
+            doc = json.loads(js.read_text())
+            assert doc['status'] == 'ok' and doc['recheck']['pairs'], doc['recheck']
             out['nr-linkmap'].append(doc)
     return out
 

@@ -132,7 +132,7 @@ MPI_BUILDS = {
                              # measured 2026-11-28 on vcluster, twice (NPmpi over gige, osu_latency over fast): a
                              # rank died of SIGSEGV inside MPI_Init at mca_pml_ob1_recv_frag_callback_match, a
                              # fragment from a peer that left the PMIx fence first (Open MPI pull request 13559);
-                             # cores kept; twice in about 500 of its jobs across nodes over 14 runs
+                             # cores kept; four times in about 700 of its jobs across nodes over 19 runs
                              'known_faults': [{'failure': r'Segmentation fault',
                                                'reason': 'PyPI Open MPI 5.0.11 now and then dies of SIGSEGV in '
                                                          'MPI_Init (an early ob1 fragment, across nodes)'}]}),

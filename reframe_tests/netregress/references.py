@@ -51,6 +51,7 @@ def dump_yaml(data) -> str:
     """``yaml.safe_dump`` of ``data`` in block style, keys in their order, lines up to 118 columns."""
     return yaml.dump(data, Dumper=_YAML_DUMPER, sort_keys=False, width=118)
 
+
 SCHEMA = 'netregress-references/1'
 
 

@@ -25,6 +25,26 @@ def concrete_specs(doc: Mapping) -> list:
     return specs
 
 
+def is_develop(spec: Mapping) -> bool:
+    """A spec built from a checkout (Spack's ``develop``: our kernels), never from an archive or a build cache."""
+    return 'dev_path' in (spec.get('parameters') or {})
+
+
+def released_roots(doc: Mapping) -> list[str]:
+    """The package names of a lock's roots (its included environments' too) that are not developed: what a system
+    needs of Spack when its kernels come from elsewhere."""
+    by_hash, roots = {}, []
+
+    def walk(d: Mapping):
+        by_hash.update(d.get('concrete_specs') or {})
+        roots.extend(r.get('hash') for r in d.get('roots') or [] if isinstance(r, Mapping))
+        for included in (d.get('include_concrete') or {}).values():
+            if isinstance(included, Mapping):
+                walk(included)
+    walk(doc)
+    return sorted({by_hash[h]['name'] for h in roots if h in by_hash and not is_develop(by_hash[h])})
+
+
 def lock_targets(lock: Path) -> set[str]:
     """The CPU targets the lock's built (non-external) specs are compiled for."""
     try:

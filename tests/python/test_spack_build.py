@@ -404,6 +404,60 @@ def test_install_takes_the_lock_as_it_is(tmp_path):
                                            *(['--fail-fast', *extra] if extra else [])]
 
 
+def _lock_doc(roots: dict, parts: list[dict]) -> dict:
+    """A lock shaped like tools/spack-env's: roots {name: developed?} in the main document or in included parts."""
+    def doc(names):
+        specs = {f'h{n}': {'name': n, 'parameters': {'dev_path': '/src'} if dev else {}}
+                 for n, dev in names.items()}
+        specs['hdep'] = {'name': 'gcc-runtime', 'parameters': {}}          # a dependency, not a root
+        return {'roots': [{'hash': f'h{n}', 'spec': n} for n in names], 'concrete_specs': specs}
+    top = doc(roots)
+    top['include_concrete'] = {f'/envs/local.parts/{i}': doc(p) for i, p in enumerate(parts)}
+    return top
+
+
+def test_released_roots_are_every_root_but_the_developed_ones():
+    """Our kernels (a develop spec) are built by what runs them, never by the bootstrap's Spack install as well."""
+    doc = _lock_doc({}, [{'netregress': True, 'osu-micro-benchmarks': False},
+                         {'netregress': True, 'npb': False, 'osu-micro-benchmarks': False}])
+    assert carriedlock.released_roots(doc) == ['npb', 'osu-micro-benchmarks']
+    assert carriedlock.released_roots(_lock_doc({'netregress': True}, [])) == []
+    assert [s['name'] for s in carriedlock.concrete_specs(doc) if carriedlock.is_develop(s)] == ['netregress'] * 2
+
+
+def test_install_released_names_every_root_but_the_developed_ones(tmp_path):
+    """tools/bootstrap's install: the released packages of the lock by name, the whole DAG of each, no --fail-fast
+    (as the whole environment's install: what can be built is); a lock that is no lock is named."""
+    deps = tmp_path / 'deps'
+    fake = deps / 'spack' / 'bin' / 'spack'
+    fake.parent.mkdir(parents=True)
+    log = tmp_path / 'calls.log'
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, 'NETREGRESS_DEPS': str(deps)}
+    tool = str(ROOT / 'tools' / 'spack-env')
+    assert subprocess.run([tool, 'prepare', 'local'], capture_output=True, env=env, timeout=60).returncode == 0
+    lock = deps / 'spack' / 'envs' / 'local' / 'spack.lock'
+    lock.write_text(json.dumps(_lock_doc({}, [{'netregress': True, 'osu-micro-benchmarks': False,
+                                               'intel-mpi-benchmarks': False}])))
+    log.write_text('')
+    out = subprocess.run([tool, 'install', 'local', '--released'], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert log.read_text().split() == ['-e', str(lock.parent), 'install', '--only-concrete', 'intel-mpi-benchmarks',
+                                       'osu-micro-benchmarks']
+    lock.write_text(json.dumps(_lock_doc({'netregress': True}, [])))
+    log.write_text('')
+    out = subprocess.run([tool, 'install', 'local', '--released'], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0 and 'no root but developed ones' in out.stdout and log.read_text() == ''
+    out = subprocess.run([tool, 'install', 'local', 'npb', '--released'], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert out.returncode == 2 and 'SPEC... or --released, not both' in out.stderr
+    lock.write_text('[1, 2')
+    out = subprocess.run([tool, 'install', 'local', '--released'], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 1 and 'not a Spack lock' in out.stderr and 'Traceback' not in out.stderr
+    assert log.read_text() == ''
+
+
 def test_mirror_registers_only_what_is_missing(tmp_path):
     """tools/spack-env mirror asks Spack's user scope once; registered as wanted, it changes nothing there (each
     Spack call costs seconds, and every bootstrap asks); otherwise it replaces our mirror and snapshot repo.

@@ -452,9 +452,11 @@ def test_install_released_names_every_root_but_the_developed_ones(tmp_path):
     out = subprocess.run([tool, 'install', 'local', 'npb', '--released'], capture_output=True, text=True, env=env,
                          timeout=60)
     assert out.returncode == 2 and 'SPEC... or --released, not both' in out.stderr
-    lock.write_text('[1, 2')
-    out = subprocess.run([tool, 'install', 'local', '--released'], capture_output=True, text=True, env=env, timeout=60)
-    assert out.returncode == 1 and 'not a Spack lock' in out.stderr and 'Traceback' not in out.stderr
+    for bad in ('[1, 2', '[1, 2]', '{"roots": [{"hash": "a"}], "concrete_specs": {"a": {}}}'):
+        lock.write_text(bad)
+        out = subprocess.run([tool, 'install', 'local', '--released'], capture_output=True, text=True, env=env,
+                             timeout=60)
+        assert out.returncode == 1 and 'not a Spack lock' in out.stderr and 'Traceback' not in out.stderr, bad
     assert log.read_text() == ''
 
 

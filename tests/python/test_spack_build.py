@@ -381,10 +381,9 @@ def test_spack_env_usage_errors(tmp_path):
     assert out.stdout.split() == ['local']
 
 
-def test_install_takes_the_lock_as_it_is(tmp_path):
-    """``spack install`` alone solves the environment again on its way; for an environment that includes its parts'
-    concrete specs and whose lock came from a build cache (the parts have no lock here) that solve drops every root.
-    tools/spack-env install never concretizes: ``--only-concrete``. Spack is a stand-in that logs its calls."""
+def _prepared_with_logging_spack(tmp_path):
+    """(tools/spack-env, its environment, the lock path of `local`, the log) after ``prepare local``, with a
+    stand-in Spack that logs its calls."""
     deps = tmp_path / 'deps'
     fake = deps / 'spack' / 'bin' / 'spack'
     fake.parent.mkdir(parents=True)
@@ -394,7 +393,14 @@ def test_install_takes_the_lock_as_it_is(tmp_path):
     env = {**os.environ, 'NETREGRESS_DEPS': str(deps)}
     tool = str(ROOT / 'tools' / 'spack-env')
     assert subprocess.run([tool, 'prepare', 'local'], capture_output=True, env=env, timeout=60).returncode == 0
-    lock = deps / 'spack' / 'envs' / 'local' / 'spack.lock'
+    return tool, env, deps / 'spack' / 'envs' / 'local' / 'spack.lock', log
+
+
+def test_install_takes_the_lock_as_it_is(tmp_path):
+    """``spack install`` alone solves the environment again on its way; for an environment that includes its parts'
+    concrete specs and whose lock came from a build cache (the parts have no lock here) that solve drops every root.
+    tools/spack-env install never concretizes: ``--only-concrete``. Spack is a stand-in that logs its calls."""
+    tool, env, lock, log = _prepared_with_logging_spack(tmp_path)
     lock.write_text('{}')
     for extra in ([], ['osu-micro-benchmarks']):
         log.write_text('')
@@ -428,16 +434,7 @@ def test_released_roots_are_every_root_but_the_developed_ones():
 def test_install_released_names_every_root_but_the_developed_ones(tmp_path):
     """tools/bootstrap's install: the released packages of the lock by name, the whole DAG of each, no --fail-fast
     (as the whole environment's install: what can be built is); a lock that is no lock is named."""
-    deps = tmp_path / 'deps'
-    fake = deps / 'spack' / 'bin' / 'spack'
-    fake.parent.mkdir(parents=True)
-    log = tmp_path / 'calls.log'
-    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    fake.chmod(0o755)
-    env = {**os.environ, 'NETREGRESS_DEPS': str(deps)}
-    tool = str(ROOT / 'tools' / 'spack-env')
-    assert subprocess.run([tool, 'prepare', 'local'], capture_output=True, env=env, timeout=60).returncode == 0
-    lock = deps / 'spack' / 'envs' / 'local' / 'spack.lock'
+    tool, env, lock, log = _prepared_with_logging_spack(tmp_path)
     lock.write_text(json.dumps(_lock_doc({}, [{'netregress': True, 'osu-micro-benchmarks': False,
                                                'intel-mpi-benchmarks': False}])))
     log.write_text('')

@@ -142,6 +142,8 @@ void nr_gate_read(struct nr_gate *g, int i)
             /* The header decides how much follows: CLIENT_HELLO (its length checked by type) or an ERROR. */
             if (nr_proto_decode_header(c->buf, &h, &e) == 0 && h.type != NR_MSG_CLIENT_HELLO && h.type != NR_MSG_ERROR)
                 nr_error_set(&e, NR_E_PROTO, "expected CLIENT_HELLO from client, got %s", nr_proto_type_name(h.type));
+            if (e.code == 0 && (h.flags & NR_HDR_TAGGED))
+                nr_error_set(&e, NR_E_PROTO, "tagged %s message before the handshake", nr_proto_type_name(h.type));
             if (e.code == 0 && h.length > NR_PROTO_SMALL_MAX)
                 nr_error_set(&e, NR_E_PROTO, "%s message of %u bytes exceeds the %u this side accepts",
                              nr_proto_type_name(h.type), h.length, NR_PROTO_SMALL_MAX);

@@ -81,6 +81,7 @@ int nr_gate_add(struct nr_gate *g, int fd, const struct sockaddr_storage *peer, 
     memset(c, 0, sizeof *c);
     c->fd = fd;
     c->peer = *peer;
+    nr_tcp_unmap(&c->peer); /* an IPv4 client of the dual-stack socket is named as IPv4 in logs and messages */
     c->accepted_ns = nr_now_ns();
     c->deadline_ns = c->accepted_ns + (uint64_t)(g->cfg->handshake_s * 1e9);
     g->n++;

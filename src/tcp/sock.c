@@ -351,20 +351,6 @@ int nr_tcp_listen_set(const char *bind_addr, uint16_t port, int backlog, int *fd
     return nr_error_set(err, NR_E_NET, "no port was free on every address of %s", bind_addr ? bind_addr : "loopback");
 }
 
-int nr_tcp_accept(int lfd, double timeout_s, struct sockaddr_storage *peer, struct nr_error *err)
-{
-    int w = nr__wait(lfd, POLLIN, timeout_s > 0 ? nr_now_s() + timeout_s : 0);
-    if (w == 0)
-        return nr_error_set(err, NR_E_TIMEOUT, "no connection within %.0f s", timeout_s);
-    if (w < 0)
-        return nr_error_sys(err, NR_E_NET, "poll on listening socket");
-    socklen_t sl = sizeof *peer;
-    int fd = accept4(lfd, (struct sockaddr *)peer, &sl, SOCK_CLOEXEC);
-    if (fd < 0)
-        return nr_error_sys(err, NR_E_NET, "accept");
-    return fd;
-}
-
 int nr_tcp_write_all(int fd, const void *buf, size_t len, double timeout_s, struct nr_error *err)
 {
     const char *p = buf;

@@ -66,9 +66,6 @@ int nr_tcp_listen(const char *bind_addr, uint16_t port, const struct nr_tcp_sock
 int nr_tcp_listen_set(const char *bind_addr, uint16_t port, int backlog, int *fds, int max, uint16_t *bound_port,
                       struct nr_error *err);
 
-/* Accept one connection within timeout_s (<= 0: wait forever). Returns the fd or NR_E_TIMEOUT / NR_E_NET. */
-int nr_tcp_accept(int lfd, double timeout_s, struct sockaddr_storage *peer, struct nr_error *err);
-
 /* Write / read exactly len bytes within timeout_s (poll-based, fd may be blocking or not). Reading returns
  * NR_E_CLOSED when the peer closes first. Used for the control connection and handshakes, not for measuring. */
 int nr_tcp_write_all(int fd, const void *buf, size_t len, double timeout_s, struct nr_error *err);

@@ -1,16 +1,16 @@
 /* The server side of one nr-tcptest session (used by nr-tcpserver and by the session fuzzer).
  *
- * nr_tcpsrv_session() runs the whole conversation on an accepted control connection: handshake and optional
- * shared-secret authentication (nr-tcpserver does HELLO / CLIENT_HELLO itself for many connections at once, see
- * gate.c, and hands an authenticated client over with nr_tcpsrv_session_hello()), the test request checked against
- * the server's limits, the data connection (separate ephemeral listener with the requested socket options applied
- * before listen(), taking only connections from the client's address and of those the one that presents this
- * session's cookie, all of them read at once, while the control connection is watched for a client that gives up),
- * then the repetitions and system-monitor samples the client drives. Every wait has a timeout: each set-up
- * step the short handshake timeout (an idle connection cannot hold the server for the idle timeout), everything
- * later the idle timeout, and all of it the session cap (--max-session-time), which also bounds every
- * repetition's deadline. Every failure is sent to the client as an ERROR message (unless the client is gone or
- * reported it), logged as one line, and returned; nothing in here exits the process.
+ * nr_tcpsrv_session() runs the whole conversation on an accepted control connection: handshake and shared-secret
+ * authentication (nr-tcpserver does HELLO / CLIENT_HELLO itself for many connections at once, see gate.c, and hands
+ * an authenticated client over with nr_tcpsrv_session_hello()), every later message tagged under the session key,
+ * the test request checked against the server's limits, the data connection (separate ephemeral listener with the
+ * requested socket options applied before listen(), taking only connections from the client's address and of those
+ * the one that presents this session's cookie, all of them read at once, while the control connection is watched
+ * for a client that gives up), then the repetitions and system-monitor samples the client drives. Every wait has a
+ * timeout: each set-up step the short handshake timeout (an idle connection cannot hold the server for the idle
+ * timeout), everything later the idle timeout, and all of it the session cap (--max-session-time), which also
+ * bounds every repetition's deadline. Every failure is sent to the client as an ERROR message (unless the client is
+ * gone or reported it), logged as one line, and returned; nothing in here exits the process.
  */
 #include "srv.h"
 
@@ -474,7 +474,8 @@ static int nr__session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct soc
     nr_proto_conn_init(&ss.ctl, fd, cfg->idle_timeout_s);
     ss.ctl.max_payload = NR_PROTO_SMALL_MAX;
     ss.peer_addr = *peer;
-    nr_tcp_addr_str(peer, ss.peer, sizeof ss.peer);
+    nr_tcp_unmap(&ss.peer_addr);
+    nr_tcp_addr_str(&ss.peer_addr, ss.peer, sizeof ss.peer);
     nr_error_clear(&err);
     int rc = nr__serve(cfg, &ss, h, &err);
     if (rc < 0) {

@@ -52,10 +52,10 @@ struct nr_error;
 #define NR_PROTO_HDR_BYTES 12
 #define NR_PROTO_NONCE_BYTES 32
 #define NR_PROTO_COOKIE_BYTES 32
-#define NR_PROTO_TAG_BYTES 32      /* HMAC-SHA256 tag after the payload of a tagged message */
-#define NR_PROTO_TAG_PREFIX 9      /* direction and sequence number, hashed before the frame */
-#define NR_HDR_TAGGED 0x1u         /* header flags */
-#define NR_PROTO_HOST_MAX 255         /* longest host name in HELLO / CLIENT_HELLO */
+#define NR_PROTO_TAG_BYTES 32          /* HMAC-SHA256 tag after the payload of a tagged message */
+#define NR_PROTO_TAG_PREFIX 9          /* direction and sequence number, hashed before the frame */
+#define NR_HDR_TAGGED 0x1u             /* header flags: a tag follows the payload */
+#define NR_PROTO_HOST_MAX 255         /* longest host name in CLIENT_HELLO / WELCOME */
 #define NR_PROTO_TEXT_MAX 512         /* longest ERROR text */
 #define NR_PROTO_SYSLOG_MAX (4u << 20) /* largest SYSLOG payload */
 #define NR_PROTO_SMALL_MAX 1024        /* largest payload of every other message */

@@ -68,43 +68,17 @@ struct nr__client {
 
 static int nr__handshake(struct nr__client *c, struct nr_error *err)
 {
-    union nr_msg in, m;
-    int rc = nr_proto_expect(&c->ctl, NR_MSG_HELLO, 0, &in, "server", err);
+    struct nr_msg_welcome w; /* the protocol's handshake (proto.h); here only what the server told */
+    int rc = nr_proto_client_handshake(&c->ctl, c->key, (size_t)c->key_len, c->r->client_host, &w, err);
     if (rc < 0)
         return rc;
-    snprintf(c->r->server_host, sizeof c->r->server_host, "%s", in.hello.host);
-    uint8_t server_nonce[NR_PROTO_NONCE_BYTES];
-    memcpy(server_nonce, in.hello.nonce, sizeof server_nonce);
-    if (c->key_len && !(in.hello.flags & NR_HELLO_AUTH))
-        return nr_error_set(err, NR_E_AUTH, "--auth-file given but the server does not authenticate (start it with "
-                                            "--auth-file too)");
-    memset(&m, 0, sizeof m);
-    if ((rc = nr_tcp_random(m.client_hello.nonce, NR_PROTO_NONCE_BYTES, err)) < 0)
-        return rc;
-    if (c->key_len) {
-        m.client_hello.flags = NR_CHELLO_MAC;
-        nr_proto_auth_mac(c->key, (size_t)c->key_len, "client", server_nonce, m.client_hello.nonce,
-                          m.client_hello.mac);
-    }
-    snprintf(m.client_hello.host, sizeof m.client_hello.host, "%s", c->r->client_host);
-    uint8_t client_nonce[NR_PROTO_NONCE_BYTES];
-    memcpy(client_nonce, m.client_hello.nonce, sizeof client_nonce);
-    if ((rc = nr_proto_send(&c->ctl, NR_MSG_CLIENT_HELLO, &m, err)) < 0)
-        return rc;
-    if ((rc = nr_proto_expect(&c->ctl, NR_MSG_WELCOME, 0, &in, "server", err)) < 0)
-        return rc;
-    if (c->key_len) {
-        uint8_t want[NR_SHA256_BYTES];
-        nr_proto_auth_mac(c->key, (size_t)c->key_len, "server", server_nonce, client_nonce, want);
-        if (!nr_mem_equal_ct(want, in.welcome.mac, sizeof want))
-            return nr_error_set(err, NR_E_AUTH, "the server could not prove it holds the shared secret");
-    }
-    if (c->max_msg > in.welcome.max_message_bytes)
+    snprintf(c->r->server_host, sizeof c->r->server_host, "%s", w.host);
+    if (c->max_msg > w.max_message_bytes)
         return nr_error_set(err, NR_E_RANGE, "message size %llu exceeds the server's limit %llu",
-                            (unsigned long long)c->max_msg, (unsigned long long)in.welcome.max_message_bytes);
-    if (c->io_bytes > in.welcome.max_io_bytes)
+                            (unsigned long long)c->max_msg, (unsigned long long)w.max_message_bytes);
+    if (c->io_bytes > w.max_io_bytes)
         return nr_error_set(err, NR_E_RANGE, "read/write size %llu exceeds the server's limit %u",
-                            (unsigned long long)c->io_bytes, in.welcome.max_io_bytes);
+                            (unsigned long long)c->io_bytes, w.max_io_bytes);
     return NR_OK;
 }
 
@@ -135,7 +109,9 @@ static int nr__setup_data(struct nr__client *c, const struct nr_tcp_sockopts *op
     c->data_fd = nr_tcp_connect(addr, in.test_ack.port, opts, o->timeout_s, &c->family, err);
     if (c->data_fd < 0)
         return c->data_fd;
-    if ((rc = nr_tcp_write_all(c->data_fd, in.test_ack.cookie, NR_PROTO_COOKIE_BYTES, o->timeout_s, err)) < 0 ||
+    uint8_t cookie[NR_PROTO_COOKIE_BYTES];
+    nr_proto_data_cookie(&c->ctl, in.test_ack.port, cookie);
+    if ((rc = nr_tcp_write_all(c->data_fd, cookie, sizeof cookie, o->timeout_s, err)) < 0 ||
         (rc = nr_proto_expect(&c->ctl, NR_MSG_SOCKINFO, 0, &in, "server", err)) < 0)
         return rc;
     struct nr_tcp_sockinfo *s = &c->r->sock_server;

@@ -81,6 +81,7 @@ int nr_gate_add(struct nr_gate *g, int fd, const struct sockaddr_storage *peer, 
     memset(c, 0, sizeof *c);
     c->fd = fd;
     c->peer = *peer;
+    nr_tcp_unmap(&c->peer); /* an IPv4 client of the dual-stack socket is named as IPv4 in logs and messages */
     c->accepted_ns = nr_now_ns();
     c->deadline_ns = c->accepted_ns + (uint64_t)(g->cfg->handshake_s * 1e9);
     g->n++;
@@ -142,6 +143,8 @@ void nr_gate_read(struct nr_gate *g, int i)
             /* The header decides how much follows: CLIENT_HELLO (its length checked by type) or an ERROR. */
             if (nr_proto_decode_header(c->buf, &h, &e) == 0 && h.type != NR_MSG_CLIENT_HELLO && h.type != NR_MSG_ERROR)
                 nr_error_set(&e, NR_E_PROTO, "expected CLIENT_HELLO from client, got %s", nr_proto_type_name(h.type));
+            if (e.code == 0 && (h.flags & NR_HDR_TAGGED))
+                nr_error_set(&e, NR_E_PROTO, "tagged %s message before the handshake", nr_proto_type_name(h.type));
             if (e.code == 0 && h.length > NR_PROTO_SMALL_MAX)
                 nr_error_set(&e, NR_E_PROTO, "%s message of %u bytes exceeds the %u this side accepts",
                              nr_proto_type_name(h.type), h.length, NR_PROTO_SMALL_MAX);

@@ -6,8 +6,8 @@
  * N connections that connected and said nothing held a real client for N x 5 s. Here one poll() watches all of
  * them, each with its own deadline; the set is bounded (--max-pending) and, when full, the oldest connection is
  * dropped for the new one, so no number of idle connections can keep a real client out. An unauthenticated peer
- * learns nothing about the server's state: it gets HELLO (the server's name and a nonce, as every client does),
- * and, when its CLIENT_HELLO fails the check, the reason it failed.
+ * learns nothing about the server: it gets HELLO (the protocol version, whether a secret is required and a nonce,
+ * as every client does), and, when its CLIENT_HELLO fails the check, the reason it failed.
  */
 #ifndef NR_TCP_GATE_H
 #define NR_TCP_GATE_H

@@ -16,11 +16,11 @@ static const struct {
     const char *name;
     uint32_t min, max;
 } nr__types[NR_MSG_TYPE_END_] = {
-    [NR_MSG_HELLO] = {"HELLO", 37, 37 + NR_PROTO_HOST_MAX},
+    [NR_MSG_HELLO] = {"HELLO", 36, 36},
     [NR_MSG_CLIENT_HELLO] = {"CLIENT_HELLO", 69, 69 + NR_PROTO_HOST_MAX},
-    [NR_MSG_WELCOME] = {"WELCOME", 48, 48},
+    [NR_MSG_WELCOME] = {"WELCOME", 49, 49 + NR_PROTO_HOST_MAX},
     [NR_MSG_TEST_REQ] = {"TEST_REQ", 24, 24},
-    [NR_MSG_TEST_ACK] = {"TEST_ACK", 36, 36},
+    [NR_MSG_TEST_ACK] = {"TEST_ACK", 4, 4},
     [NR_MSG_SOCKINFO] = {"SOCKINFO", 16, 16},
     [NR_MSG_START] = {"START", 24, 24},
     [NR_MSG_READY] = {"READY", 0, 0},
@@ -81,9 +81,9 @@ int nr_proto_decode_header(const uint8_t hdr[NR_PROTO_HDR_BYTES], struct nr_prot
     if (nr__get32(hdr) != NR_PROTO_MAGIC)
         return nr_error_set(err, NR_E_PROTO, "not a netregress control message (bad magic)");
     if (hdr[4] != NR_PROTO_VERSION)
-        return nr_error_set(err, NR_E_VERSION, "peer speaks protocol version %u, this is version %u", hdr[4],
-                            NR_PROTO_VERSION);
-    if (nr__get16(hdr + 6) != 0)
+        return nr_error_set(err, NR_E_VERSION, "the peer speaks control protocol version %u, this side version %u: "
+                            "use nr-tcptest and nr-tcpserver of one netregress release", hdr[4], NR_PROTO_VERSION);
+    if ((hdr[6] & ~NR_HDR_TAGGED) || hdr[7] != 0)
         return nr_error_set(err, NR_E_PROTO, "reserved header bits set");
     uint8_t type = hdr[5];
     if (type == 0 || type >= NR_MSG_TYPE_END_)
@@ -94,6 +94,7 @@ int nr_proto_decode_header(const uint8_t hdr[NR_PROTO_HDR_BYTES], struct nr_prot
     out->version = hdr[4];
     out->type = type;
     out->length = len;
+    out->flags = hdr[6];
     return NR_OK;
 }
 
@@ -125,8 +126,6 @@ int nr_proto_decode(const struct nr_proto_hdr *h, const uint8_t *p, union nr_msg
         if (m->hello.flags & ~NR_HELLO_AUTH)
             goto bad;
         memcpy(m->hello.nonce, p + 4, NR_PROTO_NONCE_BYTES);
-        if (nr__get_host(p + 36, h->length - 36, m->hello.host) != 0)
-            goto bad;
         return NR_OK;
     case NR_MSG_CLIENT_HELLO:
         m->client_hello.flags = nr__get32(p);
@@ -142,6 +141,8 @@ int nr_proto_decode(const struct nr_proto_hdr *h, const uint8_t *p, union nr_msg
         m->welcome.max_message_bytes = nr__get64(p + 32);
         m->welcome.max_io_bytes = nr__get32(p + 40);
         m->welcome.max_rep_time_s = nr__get32(p + 44);
+        if (nr__get_host(p + 48, h->length - 48, m->welcome.host) != 0)
+            goto bad;
         return NR_OK;
     case NR_MSG_TEST_REQ:
         m->test_req.mode = p[0];
@@ -161,7 +162,6 @@ int nr_proto_decode(const struct nr_proto_hdr *h, const uint8_t *p, union nr_msg
         m->test_ack.port = nr__get16(p);
         if (m->test_ack.port == 0 || nr__get16(p + 2) != 0)
             goto bad;
-        memcpy(m->test_ack.cookie, p + 4, NR_PROTO_COOKIE_BYTES);
         return NR_OK;
     case NR_MSG_SOCKINFO:
         m->sockinfo.rcvbuf_bytes = nr__get32(p);
@@ -250,7 +250,7 @@ size_t nr_proto_encode(uint8_t *buf, size_t cap, int type, const union nr_msg *m
     case NR_MSG_HELLO:
         nr__put32(p, m->hello.flags);
         memcpy(p + 4, m->hello.nonce, NR_PROTO_NONCE_BYTES);
-        len = 36 + nr__put_host(p + 36, m->hello.host);
+        len = 36;
         break;
     case NR_MSG_CLIENT_HELLO:
         nr__put32(p, m->client_hello.flags);
@@ -263,7 +263,7 @@ size_t nr_proto_encode(uint8_t *buf, size_t cap, int type, const union nr_msg *m
         nr__put64(p + 32, m->welcome.max_message_bytes);
         nr__put32(p + 40, m->welcome.max_io_bytes);
         nr__put32(p + 44, m->welcome.max_rep_time_s);
-        len = 48;
+        len = 48 + nr__put_host(p + 48, m->welcome.host);
         break;
     case NR_MSG_TEST_REQ:
         p[0] = m->test_req.mode;
@@ -279,8 +279,7 @@ size_t nr_proto_encode(uint8_t *buf, size_t cap, int type, const union nr_msg *m
     case NR_MSG_TEST_ACK:
         nr__put16(p, m->test_ack.port);
         nr__put16(p + 2, 0);
-        memcpy(p + 4, m->test_ack.cookie, NR_PROTO_COOKIE_BYTES);
-        len = 36;
+        len = 4;
         break;
     case NR_MSG_SOCKINFO:
         nr__put32(p, m->sockinfo.rcvbuf_bytes);
@@ -333,6 +332,46 @@ size_t nr_proto_encode(uint8_t *buf, size_t cap, int type, const union nr_msg *m
     return NR_PROTO_HDR_BYTES + len;
 }
 
+/* ---- message authentication ---- */
+
+void nr_proto_auth_mac(const void *key, size_t key_len, const char *role, const uint8_t server_nonce[NR_PROTO_NONCE_BYTES],
+                       const uint8_t client_nonce[NR_PROTO_NONCE_BYTES], uint8_t mac[NR_SHA256_BYTES])
+{
+    uint8_t msg[64 + 2 * NR_PROTO_NONCE_BYTES];
+    int n = snprintf((char *)msg, 64, "nr-tcp-v2/%s", role);
+    if (n < 0 || n >= 64)
+        n = 63;
+    memcpy(msg + n, server_nonce, NR_PROTO_NONCE_BYTES);
+    memcpy(msg + n + NR_PROTO_NONCE_BYTES, client_nonce, NR_PROTO_NONCE_BYTES);
+    nr_hmac_sha256(key, key_len, msg, (size_t)n + 2 * NR_PROTO_NONCE_BYTES, mac);
+}
+
+void nr_proto_conn_key(struct nr_proto_conn *c, const void *secret, size_t key_len,
+                       const uint8_t server_nonce[NR_PROTO_NONCE_BYTES],
+                       const uint8_t client_nonce[NR_PROTO_NONCE_BYTES], int server)
+{
+    nr_proto_auth_mac(key_len ? secret : "", key_len, "session", server_nonce, client_nonce, c->key);
+    c->keyed = 1;
+    c->send_dir = server ? 'S' : 'C';
+    c->recv_dir = server ? 'C' : 'S';
+    c->send_seq = c->recv_seq = 0;
+}
+
+void nr_proto_tag(const uint8_t key[NR_SHA256_BYTES], uint8_t dir, uint64_t seq, uint8_t *msg, size_t frame_len,
+                  uint8_t tag[NR_PROTO_TAG_BYTES])
+{
+    msg[0] = dir;
+    nr__put64(msg + 1, seq);
+    nr_hmac_sha256(key, NR_SHA256_BYTES, msg, NR_PROTO_TAG_PREFIX + frame_len, tag);
+}
+
+void nr_proto_data_cookie(const struct nr_proto_conn *c, uint16_t port, uint8_t cookie[NR_PROTO_COOKIE_BYTES])
+{
+    uint8_t msg[16] = "nr-tcp-v2/data";
+    nr__put16(msg + 14, port);
+    nr_hmac_sha256(c->key, sizeof c->key, msg, sizeof msg, cookie);
+}
+
 /* ---- framed I/O ---- */
 
 void nr_proto_conn_init(struct nr_proto_conn *c, int fd, double timeout_s)
@@ -341,9 +380,8 @@ void nr_proto_conn_init(struct nr_proto_conn *c, int fd, double timeout_s)
      * previous one until the peer's delayed ACK (40 ms), right where a repetition ends. */
     int on = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    memset(c, 0, sizeof *c);
     c->fd = fd;
-    c->buf = NULL;
-    c->cap = 0;
     c->timeout_s = timeout_s;
     c->max_payload = NR_PROTO_SYSLOG_MAX;
 }
@@ -357,17 +395,24 @@ void nr_proto_conn_free(struct nr_proto_conn *c)
 
 int nr_proto_send(struct nr_proto_conn *c, int type, const union nr_msg *m, struct nr_error *err)
 {
-    uint8_t small[NR_PROTO_HDR_BYTES + NR_PROTO_SMALL_MAX];
+    /* [tag prefix][header][payload][tag]: the prefix is scratch for nr_proto_tag, the rest goes out in one write */
+    uint8_t small[NR_PROTO_TAG_PREFIX + NR_PROTO_HDR_BYTES + NR_PROTO_SMALL_MAX + NR_PROTO_TAG_BYTES];
     uint8_t *buf = small;
-    size_t cap = sizeof small;
+    size_t cap = sizeof small - NR_PROTO_TAG_PREFIX - NR_PROTO_TAG_BYTES;
     if (type == NR_MSG_SYSLOG) {
         cap = NR_PROTO_HDR_BYTES + (size_t)m->syslog.length;
-        buf = malloc(cap);
+        buf = malloc(NR_PROTO_TAG_PREFIX + cap + NR_PROTO_TAG_BYTES);
         if (!buf)
             return nr_error_set(err, NR_E_NOMEM, "out of memory sending the system log");
     }
-    size_t n = nr_proto_encode(buf, cap, type, m);
-    int rc = n ? nr_tcp_write_all(c->fd, buf, n, c->timeout_s, err)
+    uint8_t *frame = buf + NR_PROTO_TAG_PREFIX;
+    size_t n = nr_proto_encode(frame, cap, type, m);
+    if (n && c->keyed) {
+        frame[6] |= NR_HDR_TAGGED;
+        nr_proto_tag(c->key, c->send_dir, c->send_seq++, buf, n, frame + n);
+        n += NR_PROTO_TAG_BYTES;
+    }
+    int rc = n ? nr_tcp_write_all(c->fd, frame, n, c->timeout_s, err)
                : nr_error_set(err, NR_E_INTERNAL, "cannot encode %s message", nr_proto_type_name(type));
     if (buf != small)
         free(buf);
@@ -385,10 +430,17 @@ int nr_proto_recv(struct nr_proto_conn *c, double timeout_s, struct nr_proto_hdr
         return rc;
     if ((rc = nr_proto_decode_header(hdr, h, err)) < 0)
         return rc;
+    const char *name = nr_proto_type_name(h->type);
     if (h->length > c->max_payload)
-        return nr_error_set(err, NR_E_PROTO, "%s message of %u bytes exceeds the %u this side accepts",
-                            nr_proto_type_name(h->type), h->length, c->max_payload);
-    size_t need = h->length ? h->length : 1;
+        return nr_error_set(err, NR_E_PROTO, "%s message of %u bytes exceeds the %u this side accepts", name,
+                            h->length, c->max_payload);
+    int tagged = (h->flags & NR_HDR_TAGGED) != 0;
+    if (tagged && !c->keyed)
+        return nr_error_set(err, NR_E_PROTO, "tagged %s message before the handshake", name);
+    /* After the handshake only a refusal in place of the first tagged message may come untagged. */
+    if (c->keyed && !tagged && !(h->type == NR_MSG_ERROR && c->recv_seq == 0))
+        return nr_error_set(err, NR_E_AUTH, "unauthenticated %s message after the handshake", name);
+    size_t need = NR_PROTO_TAG_PREFIX + NR_PROTO_HDR_BYTES + (size_t)h->length + NR_PROTO_TAG_BYTES;
     if (need > c->cap) {
         uint8_t *b = realloc(c->buf, need);
         if (!b)
@@ -396,9 +448,21 @@ int nr_proto_recv(struct nr_proto_conn *c, double timeout_s, struct nr_proto_hdr
         c->buf = b;
         c->cap = need;
     }
-    if (h->length && (rc = nr_tcp_read_all(c->fd, c->buf, h->length, timeout_s, err)) < 0)
+    uint8_t *frame = c->buf + NR_PROTO_TAG_PREFIX, *payload = frame + NR_PROTO_HDR_BYTES;
+    memcpy(frame, hdr, sizeof hdr);
+    size_t body = (size_t)h->length + (tagged ? NR_PROTO_TAG_BYTES : 0);
+    if (body && (rc = nr_tcp_read_all(c->fd, payload, body, timeout_s, err)) < 0)
         return rc;
-    return nr_proto_decode(h, c->buf, m, err);
+    if (tagged) {
+        uint8_t want[NR_PROTO_TAG_BYTES], got[NR_PROTO_TAG_BYTES];
+        memcpy(got, payload + h->length, sizeof got);
+        nr_proto_tag(c->key, c->recv_dir, c->recv_seq, c->buf, NR_PROTO_HDR_BYTES + h->length, want);
+        if (!nr_mem_equal_ct(want, got, sizeof want))
+            return nr_error_set(err, NR_E_AUTH, "%s message #%llu failed its authentication check (altered, "
+                                "replayed or out of order)", name, (unsigned long long)c->recv_seq);
+        c->recv_seq++;
+    }
+    return nr_proto_decode(h, payload, m, err);
 }
 
 int nr_proto_expect(struct nr_proto_conn *c, int type, double timeout_s, union nr_msg *m, const char *peer_name,
@@ -428,14 +492,44 @@ void nr_proto_send_error(struct nr_proto_conn *c, int code, const char *text)
     c->timeout_s = saved;
 }
 
-void nr_proto_auth_mac(const void *key, size_t key_len, const char *role, const uint8_t server_nonce[NR_PROTO_NONCE_BYTES],
-                       const uint8_t client_nonce[NR_PROTO_NONCE_BYTES], uint8_t mac[NR_SHA256_BYTES])
+int nr_proto_client_handshake(struct nr_proto_conn *c, const void *secret, size_t key_len, const char *client_host,
+                              struct nr_msg_welcome *w, struct nr_error *err)
 {
-    uint8_t msg[64 + 2 * NR_PROTO_NONCE_BYTES];
-    int n = snprintf((char *)msg, 64, "nr-tcp-auth-v1/%s", role);
-    if (n < 0 || n >= 64)
-        n = 63;
-    memcpy(msg + n, server_nonce, NR_PROTO_NONCE_BYTES);
-    memcpy(msg + n + NR_PROTO_NONCE_BYTES, client_nonce, NR_PROTO_NONCE_BYTES);
-    nr_hmac_sha256(key, key_len, msg, (size_t)n + 2 * NR_PROTO_NONCE_BYTES, mac);
+    union nr_msg in, m;
+    int rc = nr_proto_expect(c, NR_MSG_HELLO, 0, &in, "server", err);
+    if (rc < 0)
+        return rc;
+    uint8_t server_nonce[NR_PROTO_NONCE_BYTES];
+    memcpy(server_nonce, in.hello.nonce, sizeof server_nonce);
+    if (key_len && !(in.hello.flags & NR_HELLO_AUTH))
+        return nr_error_set(err, NR_E_AUTH, "--auth-file given but the server does not authenticate (start it with "
+                                            "--auth-file too)");
+    memset(&m, 0, sizeof m);
+    if ((rc = nr_tcp_random(m.client_hello.nonce, NR_PROTO_NONCE_BYTES, err)) < 0)
+        return rc;
+    if (key_len) {
+        m.client_hello.flags = NR_CHELLO_MAC;
+        nr_proto_auth_mac(secret, key_len, "client", server_nonce, m.client_hello.nonce, m.client_hello.mac);
+    }
+    snprintf(m.client_hello.host, sizeof m.client_hello.host, "%s", client_host);
+    if ((rc = nr_proto_send(c, NR_MSG_CLIENT_HELLO, &m, err)) < 0)
+        return rc;
+    nr_proto_conn_key(c, secret, key_len, server_nonce, m.client_hello.nonce, 0);
+    struct nr_error werr; /* a WELCOME whose tag fails under our secret: the server does not hold it */
+    nr_error_clear(&werr);
+    if ((rc = nr_proto_expect(c, NR_MSG_WELCOME, 0, &in, "server", &werr)) == NR_E_AUTH && key_len)
+        return nr_error_set(err, NR_E_AUTH, "the server could not prove it holds the shared secret");
+    if (rc < 0) {
+        if (err && !err->code)
+            *err = werr;
+        return rc;
+    }
+    if (key_len) {
+        uint8_t want[NR_SHA256_BYTES];
+        nr_proto_auth_mac(secret, key_len, "server", server_nonce, m.client_hello.nonce, want);
+        if (!nr_mem_equal_ct(want, in.welcome.mac, sizeof want))
+            return nr_error_set(err, NR_E_AUTH, "the server could not prove it holds the shared secret");
+    }
+    *w = in.welcome;
+    return NR_OK;
 }

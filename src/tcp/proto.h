@@ -1,29 +1,41 @@
-/* The nr-tcptest <-> nr-tcpserver control protocol, version 1.
+/* The nr-tcptest <-> nr-tcpserver control protocol, version 2.
  *
  * The control connection carries small framed messages; measured payload travels on a separate data connection
  * that carries nothing but payload (so nothing is parsed inside a timed loop). Every message is a 12-byte header
- * followed by a payload of fixed layout (all integers big-endian):
+ * followed by a payload of fixed layout (all integers big-endian) and, after the handshake, a 32-byte tag:
  *
- *   0..3 magic "NRTC"   4 version (1)   5 type   6..7 reserved (0)   8..11 payload length
+ *   0..3 magic "NRTC"   4 version (2)   5 type   6 flags (bit 0: tagged)   7 reserved (0)   8..11 payload length
  *
- * The decoder trusts nothing: magic, version, reserved bits, the type, and the payload length against the exact
- * (or maximum) length of that type are checked before any payload is read or allocated; field values are then
- * range-checked (modes, flag bits, host-name characters, text lengths). Policy limits (largest message size,
+ * The decoder trusts nothing: magic, version, flags and reserved bits, the type, and the payload length against the
+ * exact (or maximum) length of that type are checked before any payload is read or allocated; field values are
+ * then range-checked (modes, flag bits, host-name characters, text lengths). Policy limits (largest message size,
  * duration) are the server's business and are checked there.
  *
  * Conversation (C = client, S = server):
- *   S: HELLO{flags, nonce, host}        C: CLIENT_HELLO{flags, nonce, mac, host}
- *   S: WELCOME{mac, limits} | ERROR
- *   C: TEST_REQ{mode, options, io size, largest message}   S: TEST_ACK{data port, cookie} | ERROR
- *   C connects the data socket to the data port and sends the 32-byte cookie; S: SOCKINFO{effective options}
+ *   S: HELLO{flags, nonce}        C: CLIENT_HELLO{flags, nonce, mac, host}
+ *   S: WELCOME{mac, limits, host} | ERROR
+ *   C: TEST_REQ{mode, options, io size, largest message}   S: TEST_ACK{data port} | ERROR
+ *   C connects the data socket to the data port and sends the 32-byte data cookie; S: SOCKINFO{effective options}
  *   then any number of:  C: START{index, flags, iterations, size}  S: READY  ... data ...  S: DONE{bytes, times}
  *                        C: SAMPLE{mark|record}  S: READY            (system-monitor rows outside repetitions)
  *   C: FINISH   S: SYSLOG{text} (when the test asked for the system monitor) | BYE
  * Either side may send ERROR{code, text} instead of the expected message and then close.
  *
- * Authentication (--auth-file): with a shared secret K, CLIENT_HELLO.mac = HMAC-SHA256(K, "nr-tcp-auth-v1/client"
- * || server nonce || client nonce) and WELCOME.mac = HMAC-SHA256(K, "nr-tcp-auth-v1/server" || server nonce ||
- * client nonce), so each side proves it holds K without sending it, and replays fail because of the fresh nonces.
+ * Before authentication the server tells a peer nothing but the protocol version (the header), whether it requires
+ * the shared secret and a nonce; its name and limits come in WELCOME.
+ *
+ * Keys. With a shared secret K (--auth-file; K is empty for a server run with --insecure and a client without
+ * --auth-file), over the two nonces sn (server) and cn (client), HMAC-SHA256(K, "nr-tcp-v2/" role || sn || cn) is
+ *   role "client": CLIENT_HELLO.mac, the client's proof that it holds K;
+ *   role "server": WELCOME.mac, the server's proof;
+ *   role "session": the session key SK of this connection (never sent).
+ * Every message from WELCOME (server) and TEST_REQ (client) on is tagged: tag = HMAC-SHA256(SK, direction ('S' from
+ * the server, 'C' from the client) || sequence number (8 bytes, 0 for the first tagged message of that direction) ||
+ * header || payload). A message altered, dropped, replayed or reflected fails its tag and ends the session; the only
+ * untagged message accepted after CLIENT_HELLO is an ERROR in place of WELCOME (a refusal). The data cookie is
+ * HMAC-SHA256(SK, "nr-tcp-v2/data" || data port): both sides derive it, it first crosses the network on the data
+ * connection itself, and the data listener takes connections from the control connection's peer address only.
+ * Without a shared secret anyone who sees the handshake can derive SK: tags then only catch accidents.
  */
 #ifndef NR_TCP_PROTO_H
 #define NR_TCP_PROTO_H
@@ -36,11 +48,14 @@
 struct nr_error;
 
 #define NR_PROTO_MAGIC 0x4E525443u /* "NRTC" */
-#define NR_PROTO_VERSION 1
+#define NR_PROTO_VERSION 2
 #define NR_PROTO_HDR_BYTES 12
 #define NR_PROTO_NONCE_BYTES 32
 #define NR_PROTO_COOKIE_BYTES 32
-#define NR_PROTO_HOST_MAX 255         /* longest host name in HELLO / CLIENT_HELLO */
+#define NR_PROTO_TAG_BYTES 32          /* HMAC-SHA256 tag after the payload of a tagged message */
+#define NR_PROTO_TAG_PREFIX 9          /* direction and sequence number, hashed before the frame */
+#define NR_HDR_TAGGED 0x1u             /* header flags: a tag follows the payload */
+#define NR_PROTO_HOST_MAX 255         /* longest host name in CLIENT_HELLO / WELCOME */
 #define NR_PROTO_TEXT_MAX 512         /* longest ERROR text */
 #define NR_PROTO_SYSLOG_MAX (4u << 20) /* largest SYSLOG payload */
 #define NR_PROTO_SMALL_MAX 1024        /* largest payload of every other message */
@@ -85,12 +100,12 @@ struct nr_proto_hdr {
     uint8_t version;
     uint8_t type;
     uint32_t length; /* payload bytes */
+    uint8_t flags;   /* NR_HDR_* */
 };
 
 struct nr_msg_hello {
-    uint32_t flags;
+    uint32_t flags; /* NR_HELLO_AUTH */
     uint8_t nonce[NR_PROTO_NONCE_BYTES];
-    char host[NR_PROTO_HOST_MAX + 1];
 };
 
 struct nr_msg_client_hello {
@@ -105,6 +120,7 @@ struct nr_msg_welcome {
     uint64_t max_message_bytes; /* server limits, so the client can fail early with a clear message */
     uint32_t max_io_bytes;
     uint32_t max_rep_time_s;
+    char host[NR_PROTO_HOST_MAX + 1]; /* the server's name: told only to an authenticated client */
 };
 
 struct nr_msg_test_req {
@@ -118,8 +134,7 @@ struct nr_msg_test_req {
 };
 
 struct nr_msg_test_ack {
-    uint16_t port;
-    uint8_t cookie[NR_PROTO_COOKIE_BYTES];
+    uint16_t port; /* the data listener; the cookie is derived, not sent (nr_proto_data_cookie) */
 };
 
 struct nr_msg_sockinfo {
@@ -182,14 +197,18 @@ int nr_proto_decode(const struct nr_proto_hdr *h, const uint8_t *payload, union 
  * is not valid (e.g. a host name or text longer than the protocol allows). */
 size_t nr_proto_encode(uint8_t *buf, size_t cap, int type, const union nr_msg *m);
 
-/* A control connection: the socket and its receive buffer. */
+/* A control connection: the socket, its receive buffer and, after the handshake, its session key. */
 struct nr_proto_conn {
     int fd;
-    uint8_t *buf;    /* grows to the largest payload received (at most NR_PROTO_SYSLOG_MAX) */
+    uint8_t *buf;    /* grows to the largest message received (at most NR_PROTO_SYSLOG_MAX of payload) */
     size_t cap;
     double timeout_s; /* default wait for a message */
     uint32_t max_payload; /* largest payload accepted (NR_PROTO_SYSLOG_MAX; a server lowers it to
                              NR_PROTO_SMALL_MAX: it never receives a system log) */
+    int keyed;        /* 1: messages are tagged with key (nr_proto_conn_key) */
+    uint8_t key[NR_SHA256_BYTES];
+    uint8_t send_dir, recv_dir; /* 'C' or 'S' */
+    uint64_t send_seq, recv_seq;
 };
 
 /* Wrap fd (and set TCP_NODELAY on it: control messages must not wait for Nagle's algorithm). */
@@ -211,8 +230,29 @@ int nr_proto_expect(struct nr_proto_conn *c, int type, double timeout_s, union n
 /* Best-effort ERROR{code, text} to the peer (failures ignored: the connection is about to be closed). */
 void nr_proto_send_error(struct nr_proto_conn *c, int code, const char *text);
 
-/* The authentication MAC for role "client" or "server" (see above). */
+/* HMAC-SHA256(key, "nr-tcp-v2/" role || server nonce || client nonce) for role "client", "server" or "session"
+ * (see above). */
 void nr_proto_auth_mac(const void *key, size_t key_len, const char *role, const uint8_t server_nonce[NR_PROTO_NONCE_BYTES],
                        const uint8_t client_nonce[NR_PROTO_NONCE_BYTES], uint8_t mac[NR_SHA256_BYTES]);
+
+/* From now on tag every message sent and require the tag on every message received, under the session key of
+ * secret (key_len 0: none) and the two nonces; server: this end is the server. */
+void nr_proto_conn_key(struct nr_proto_conn *c, const void *secret, size_t key_len,
+                       const uint8_t server_nonce[NR_PROTO_NONCE_BYTES],
+                       const uint8_t client_nonce[NR_PROTO_NONCE_BYTES], int server);
+
+/* The tag of one message: msg holds NR_PROTO_TAG_PREFIX bytes of scratch (overwritten) followed by the frame
+ * (header and payload, frame_len bytes). */
+void nr_proto_tag(const uint8_t key[NR_SHA256_BYTES], uint8_t dir, uint64_t seq, uint8_t *msg, size_t frame_len,
+                  uint8_t tag[NR_PROTO_TAG_BYTES]);
+
+/* The data cookie of a keyed connection for the data listener on port (see above). */
+void nr_proto_data_cookie(const struct nr_proto_conn *c, uint16_t port, uint8_t cookie[NR_PROTO_COOKIE_BYTES]);
+
+/* The client's handshake on c: HELLO, CLIENT_HELLO proving secret (key_len 0: none), WELCOME checked against the
+ * server's proof; c is keyed on return. A client with a secret refuses a server that does not authenticate.
+ * *w receives the server's name and limits. */
+int nr_proto_client_handshake(struct nr_proto_conn *c, const void *secret, size_t key_len, const char *client_host,
+                              struct nr_msg_welcome *w, struct nr_error *err);
 
 #endif

@@ -1,10 +1,11 @@
 /* nr-tcpserver: the server side of the Hpcbench-style TCP experiments (tcpserver parity).
  *
- * It listens on one port (default 5677, -p 0 picks a free one and prints it), serves one client test after
- * another and never exits because of a bad client: every wait has a timeout, every size and duration the client
- * asks for is checked against the server's limits, and any failure is sent back to the client as an ERROR message
- * and logged on stderr before the server returns to accept(). With --auth-file only clients holding the same
- * shared secret are served (HMAC-SHA-256 challenge/response, see proto.h).
+ * It listens on one port (default 5677, -p 0 picks a free one and prints it) of the loopback addresses, or of the
+ * addresses -B names, serves one client test after another and never exits because of a bad client: every wait has
+ * a timeout, every size and duration the client asks for is checked against the server's limits, and any failure is
+ * sent back to the client as an ERROR message and logged on stderr before the server returns to accept(). Only
+ * clients holding the shared secret of --auth-file are served (HMAC-SHA-256 challenge/response, then every control
+ * message tagged, see proto.h); without one the server refuses to start unless told --insecure.
  *
  * One test at a time, and nobody waits without being told. New connections wait in the handshake gate (gate.h):
  * the server sends HELLO at once and watches every pending handshake in one poll(), each with its own deadline
@@ -53,13 +54,14 @@
 /* Server options (with the flag that sets each) and what lives across sessions. */
 struct nr_tcpserver {
     int port;               /* -p/--port, 0 = pick a free port */
-    const char *bind_addr;  /* -B/--bind, NULL = all addresses */
+    const char *bind_addr;  /* -B/--bind, NULL = loopback (127.0.0.1 and ::1) */
     const char *auth_file;  /* --auth-file */
+    int insecure;           /* --insecure: serve without a shared secret */
     int max_tests;          /* --max-tests: exit after this many sessions (0 = serve forever) */
     int max_pending;        /* --max-pending: handshakes in progress at once (the oldest is dropped when full) */
     struct nr_tcpsrv_cfg cfg; /* -v, --timeout, --max-rep-time, the secret: what each session needs */
     unsigned char key[NR_TCP_AUTH_MAX]; /* shared secret read from --auth-file */
-    char host[NR_HOST_MAX]; /* our host name, sent in HELLO */
+    char host[NR_HOST_MAX]; /* our host name, sent in WELCOME */
 };
 
 static void nr__srv_defaults(struct nr_tcpserver *s)
@@ -130,7 +132,8 @@ static void nr__reap(const struct nr_tcpserver *s, struct nr__child *ch, int blo
 
 /* Serve the gate's ready slot i in a child process; the parent returns at once. Returns 0 or NR_E_SYS when fork
  * failed (the client is then served in this process). The slot leaves the gate either way. */
-static int nr__spawn(const struct nr_tcpserver *s, int lfd, struct nr_gate *g, int i, struct nr__child *ch)
+static int nr__spawn(const struct nr_tcpserver *s, const int *lfds, int nl, struct nr_gate *g, int i,
+                     struct nr__child *ch)
 {
     struct nr_gate_conn c = g->conns[i];
     nr_gate_release(g, i);
@@ -141,7 +144,8 @@ static int nr__spawn(const struct nr_tcpserver *s, int lfd, struct nr_gate *g, i
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the server */
         if (getppid() != parent)          /* the server died before the line above took effect */
             _exit(1);
-        close(lfd);
+        for (int k = 0; k < nl; k++)
+            close(lfds[k]);
         nr_gate_close_all_except(g, c.fd); /* the other pending connections are the parent's business */
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
@@ -214,10 +218,13 @@ int main(int argc, char **argv)
     nr__srv_defaults(&s);
     const struct nr_opt opts[] = {
         {NR_OPT_INT, 'p', "port", &s.port, "PORT", "port to listen on; 0 picks a free port", 0, 65535, NULL, NULL},
-        {NR_OPT_STRING, 'B', "bind", &s.bind_addr, "ADDR", "listen on this address only", 0, 0, NULL, "all"},
+        {NR_OPT_STRING, 'B', "bind", &s.bind_addr, "ADDR", "listen on the addresses of ADDR (:: for all)", 0, 0,
+         NULL, "loopback"},
         {NR_OPT_COUNT, 'v', "verbose", &s.cfg.verbose, NULL, "log each client on stderr", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "auth-file", &s.auth_file, "FILE", "serve only clients holding the secret in FILE", 0, 0,
          NULL, "none"},
+        {NR_OPT_FLAG, 0, "insecure", &s.insecure, NULL, "serve without a secret: anyone who can connect", 0, 0, NULL,
+         NULL},
         {NR_OPT_DOUBLE, 0, "timeout", &s.cfg.idle_timeout_s, "SECONDS", "give up on a client idle this long", 1,
          NR_TCP_TIMEOUT_MAX, NULL, NULL},
         {NR_OPT_DOUBLE, 0, "max-rep-time", &s.cfg.max_rep_s, "SECONDS", "longest repetition served", 1,
@@ -236,7 +243,10 @@ int main(int argc, char **argv)
         {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
     };
     const struct nr_opt_set set = {"nr-tcpserver", "[OPTIONS]", nr__description, opts,
-                                   "Example:\n  nr-tcpserver -p 0 &      # prints: TCP socket listening on port [N]"};
+                                   "Examples:\n"
+                                   "  nr-tcpserver -p 0 --auth-file ~/.netregress-secret &   # prints: TCP socket "
+                                   "listening on port [N]\n"
+                                   "  nr-tcpserver -B :: --auth-file ~/.netregress-secret    # every address"};
     struct nr_error err;
     nr_error_clear(&err);
     int rc = nr_opt_parse(&set, argc, argv, NULL, &err);
@@ -251,6 +261,17 @@ int main(int argc, char **argv)
     if (rc < 0) {
         nr_error_report("nr-tcpserver", &err);
         return nr_exit_status(rc);
+    }
+    if (!s.auth_file && !s.insecure) {
+        nr_error_set(&err, NR_E_USAGE, "no shared secret: give --auth-file FILE (the client the same), or --insecure "
+                     "to serve anyone who can connect");
+        nr_error_report("nr-tcpserver", &err);
+        return NR_EXIT_USAGE;
+    }
+    if (s.auth_file && s.insecure) {
+        nr_error_set(&err, NR_E_USAGE, "--auth-file and --insecure cannot be combined");
+        nr_error_report("nr-tcpserver", &err);
+        return NR_EXIT_USAGE;
     }
     if (s.auth_file) {
         int n = nr_tcp_read_secret(s.auth_file, s.key, &err);
@@ -281,17 +302,20 @@ int main(int argc, char **argv)
         nr_error_report("nr-tcpserver", &err);
         return NR_EXIT_RUNTIME;
     }
-    struct pollfd *pfd = calloc((size_t)s.max_pending + 1, sizeof *pfd);
-    int *idx = calloc((size_t)s.max_pending + 1, sizeof *idx);
+    struct pollfd *pfd = calloc((size_t)s.max_pending + NR_TCP_LISTEN_MAX, sizeof *pfd);
+    int *idx = calloc((size_t)s.max_pending + NR_TCP_LISTEN_MAX, sizeof *idx);
     if (!pfd || !idx) {
         nr_error_set(&err, NR_E_NOMEM, "cannot allocate the poll set of %d connections", s.max_pending);
         nr_error_report("nr-tcpserver", &err);
         return NR_EXIT_RUNTIME;
     }
     uint16_t port = 0;
-    int family = 0;
-    int lfd = nr_tcp_listen(s.bind_addr, (uint16_t)s.port, NULL, NR__ACCEPT_BURST * 4, &port, &family, &err);
-    if (lfd < 0 || nr_tcp_set_blocking(lfd, false, &err) < 0) {
+    int lfds[NR_TCP_LISTEN_MAX];
+    int nl = nr_tcp_listen_set(s.bind_addr, (uint16_t)s.port, NR__ACCEPT_BURST * 4, lfds, NR_TCP_LISTEN_MAX, &port,
+                               &err);
+    for (int k = 0; k < nl && err.code == 0; k++)
+        nr_tcp_set_blocking(lfds[k], false, &err);
+    if (nl < 0 || err.code) {
         nr_error_report("nr-tcpserver", &err);
         return NR_EXIT_RUNTIME;
     }
@@ -309,7 +333,7 @@ int main(int argc, char **argv)
         int r;
         while (!ch.pid && !exhausted && (r = nr_gate_next_ready(&gate)) >= 0) {
             started++;
-            nr__spawn(&s, lfd, &gate, r, &ch);
+            nr__spawn(&s, lfds, nl, &gate, r, &ch);
             exhausted = s.max_tests && started >= s.max_tests;
         }
         bool waiting = false;
@@ -329,22 +353,24 @@ int main(int argc, char **argv)
             timeout = 5;   /* a client waits for the slot: look at the session often */
         if (ch.pid && (timeout < 0 || timeout > 100))
             timeout = 100; /* while a child runs: look at it ten times a second */
-        pfd[0] = (struct pollfd){lfd, POLLIN, 0};
-        int n = 1 + nr_gate_pollfds(&gate, pfd + 1, idx + 1);
+        for (int k = 0; k < nl; k++)
+            pfd[k] = (struct pollfd){lfds[k], POLLIN, 0};
+        int n = nl + nr_gate_pollfds(&gate, pfd + nl, idx + nl);
         int got = poll(pfd, (nfds_t)n, timeout);
         if (got < 0 && errno != EINTR) {
-            nr_error_sys(&err, NR_E_NET, "poll on the listening socket and %d pending connections", n - 1);
+            nr_error_sys(&err, NR_E_NET, "poll on the listening sockets and %d pending connections", n - nl);
             nr_error_report("nr-tcpserver", &err);
             nr_sleep_s(0.1);
             continue;
         }
         if (got <= 0)
             continue;
-        for (int k = 1; k < n; k++)
+        for (int k = nl; k < n; k++)
             if (pfd[k].revents)
                 nr_gate_read(&gate, idx[k]);
-        if (pfd[0].revents)
-            nr__accept_burst(lfd, &gate);
+        for (int k = 0; k < nl; k++)
+            if (pfd[k].revents)
+                nr__accept_burst(lfds[k], &gate);
     }
     if (ch.pid && g_stop)
         kill(ch.pid, SIGTERM);
@@ -352,6 +378,7 @@ int main(int argc, char **argv)
     nr_gate_free(&gate);
     free(pfd);
     free(idx);
-    close(lfd);
+    for (int k = 0; k < nl; k++)
+        close(lfds[k]);
     return NR_EXIT_OK;
 }

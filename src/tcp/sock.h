@@ -34,11 +34,13 @@ struct nr_tcp_sockinfo {
 };
 
 /* Apply the buffer, MSS, TOS, NODELAY and CORK options to fd (before connect/listen, so that buffer sizes take
- * part in window scaling and the MSS is advertised). Blocking mode is set separately (nr_tcp_set_blocking). An MSS
- * the system refuses (EINVAL) is ignored, not an error, as Hpcbench does; compare the effective MSS. */
+ * part in window scaling and the MSS is advertised). The TOS byte goes to IP_TOS and, on an IPv6 socket, to
+ * IPV6_TCLASS too (packets to an IPv4 peer of an IPv6 socket carry IP_TOS). Blocking mode is set separately
+ * (nr_tcp_set_blocking). An MSS the system refuses (EINVAL) is ignored, not an error, as Hpcbench does; compare the
+ * effective MSS. */
 int nr_tcp_apply_opts(int fd, int family, const struct nr_tcp_sockopts *o, struct nr_error *err);
 
-/* Read the effective values of fd. */
+/* Read the effective values of fd (the TOS as its packets carry it: IP_TOS for an IPv4 peer, IPV6_TCLASS else). */
 int nr_tcp_sockinfo_get(int fd, int family, struct nr_tcp_sockinfo *out, struct nr_error *err);
 
 int nr_tcp_set_blocking(int fd, bool blocking, struct nr_error *err);
@@ -49,14 +51,20 @@ int nr_tcp_set_blocking(int fd, bool blocking, struct nr_error *err);
 int nr_tcp_connect(const char *host, uint16_t port, const struct nr_tcp_sockopts *opts, double timeout_s,
                    int *family, struct nr_error *err);
 
-/* Listen on bind_addr (NULL: all addresses, IPv6 dual-stack when available) and port (0 = pick a free one).
- * opts (may be NULL) are applied before listen() and are inherited by accepted sockets.
+/* Listen on the first address of bind_addr that takes it, port (0 = pick a free one). opts (may be NULL) are
+ * applied before listen() and are inherited by accepted sockets.
  * Returns the fd or a negative NR_E_*; *bound_port receives the port, *family the family. */
 int nr_tcp_listen(const char *bind_addr, uint16_t port, const struct nr_tcp_sockopts *opts, int backlog,
                   uint16_t *bound_port, int *family, struct nr_error *err);
 
-/* Accept one connection within timeout_s (<= 0: wait forever). Returns the fd or NR_E_TIMEOUT / NR_E_NET. */
-int nr_tcp_accept(int lfd, double timeout_s, struct sockaddr_storage *peer, struct nr_error *err);
+#define NR_TCP_LISTEN_MAX 8 /* most sockets of nr_tcp_listen_set */
+
+/* Listen on every address of bind_addr (NULL: the loopback addresses 127.0.0.1 and ::1) on one port (0: one free on
+ * all of them), at most max sockets into fds. The IPv6 wildcard "::" takes IPv4 too, whatever
+ * net.ipv6.bindv6only says; an address this host lacks (::1 without IPv6) is skipped. Returns the count (> 0) or a
+ * negative NR_E_*; *bound_port receives the port. */
+int nr_tcp_listen_set(const char *bind_addr, uint16_t port, int backlog, int *fds, int max, uint16_t *bound_port,
+                      struct nr_error *err);
 
 /* Write / read exactly len bytes within timeout_s (poll-based, fd may be blocking or not). Reading returns
  * NR_E_CLOSED when the peer closes first. Used for the control connection and handshakes, not for measuring. */
@@ -66,6 +74,13 @@ int nr_tcp_read_all(int fd, void *buf, size_t len, double timeout_s, struct nr_e
 /* Numeric host of a socket address ("127.0.0.1", "::1", "fe80::1%2" with the scope of a link-local address), or
  * "?" for other families. Returns buf. */
 const char *nr_tcp_addr_str(const struct sockaddr_storage *ss, char *buf, size_t len);
+
+/* An IPv4-mapped IPv6 address (::ffff:a.b.c.d, an IPv4 peer of a dual-stack socket) turned into the IPv4 address
+ * in place; returns whether it was one. */
+bool nr_tcp_unmap(struct sockaddr_storage *ss);
+
+/* Whether a and b are the same host address (IPv4-mapped or not; ports ignored). */
+bool nr_tcp_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* Fill buf with random bytes (getrandom, falling back to /dev/urandom). */
 int nr_tcp_random(void *buf, size_t len, struct nr_error *err);

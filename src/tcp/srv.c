@@ -1,15 +1,16 @@
 /* The server side of one nr-tcptest session (used by nr-tcpserver and by the session fuzzer).
  *
- * nr_tcpsrv_session() runs the whole conversation on an accepted control connection: handshake and optional
- * shared-secret authentication (nr-tcpserver does HELLO / CLIENT_HELLO itself for many connections at once, see
- * gate.c, and hands an authenticated client over with nr_tcpsrv_session_hello()), the test request checked against
- * the server's limits, the data connection (separate ephemeral listener with the requested socket options applied
- * before listen(), accepting only the connection that presents this test's cookie, while the control connection is
- * watched for a client that gives up), then the repetitions and system-monitor samples the client drives. Every wait has a timeout: each set-up
- * step the short handshake timeout (an idle connection cannot hold the server for the idle timeout), everything
- * later the idle timeout, and all of it the session cap (--max-session-time), which also bounds every
- * repetition's deadline. Every failure is sent to the client as an ERROR message (unless the client is gone or
- * reported it), logged as one line, and returned; nothing in here exits the process.
+ * nr_tcpsrv_session() runs the whole conversation on an accepted control connection: handshake and shared-secret
+ * authentication (nr-tcpserver does HELLO / CLIENT_HELLO itself for many connections at once, see gate.c, and hands
+ * an authenticated client over with nr_tcpsrv_session_hello()), every later message tagged under the session key,
+ * the test request checked against the server's limits, the data connection (separate ephemeral listener with the
+ * requested socket options applied before listen(), taking only connections from the client's address and of those
+ * the one that presents this session's cookie, all of them read at once, while the control connection is watched
+ * for a client that gives up), then the repetitions and system-monitor samples the client drives. Every wait has a
+ * timeout: each set-up step the short handshake timeout (an idle connection cannot hold the server for the idle
+ * timeout), everything later the idle timeout, and all of it the session cap (--max-session-time), which also
+ * bounds every repetition's deadline. Every failure is sent to the client as an ERROR message (unless the client is
+ * gone or reported it), logged as one line, and returned; nothing in here exits the process.
  */
 #include "srv.h"
 
@@ -27,6 +28,9 @@
 #include "tcp.h"
 #include "xfer.h"
 
+#define NR__DATA_PENDING 8        /* connections to the data port read at once (the oldest makes room) */
+#define NR__DATA_ACCEPT_BURST 64  /* data connections accepted per wake-up */
+
 /* One test: everything that is released when the session ends. */
 struct nr__session {
     uint64_t deadline_ns; /* end of the session cap (nr_now_ns), 0 = none */
@@ -35,6 +39,7 @@ struct nr__session {
     int data_listen_fd;
     char *buf;
     struct nr_sysmon *mon;
+    struct sockaddr_storage peer_addr; /* the client: data connections are taken from its address only */
     char peer[64];
 };
 
@@ -82,7 +87,6 @@ int nr_tcpsrv_send_hello(const struct nr_tcpsrv_cfg *cfg, int fd, struct nr_tcps
     memset(&m, 0, sizeof m);
     m.hello.flags = cfg->key_len ? NR_HELLO_AUTH : 0;
     memcpy(m.hello.nonce, h->server_nonce, sizeof h->server_nonce);
-    snprintf(m.hello.host, sizeof m.hello.host, "%s", cfg->host);
     struct nr_proto_conn c;
     nr_proto_conn_init(&c, fd, timeout_s);
     rc = nr_proto_send(&c, NR_MSG_HELLO, &m, err);
@@ -103,8 +107,8 @@ int nr_tcpsrv_check_hello(const struct nr_tcpsrv_cfg *cfg, const struct nr_tcpsr
     return NR_OK;
 }
 
-/* The rest of the handshake once CLIENT_HELLO is in and checked: WELCOME with the server's limits (and its proof
- * of the secret). */
+/* The rest of the handshake once CLIENT_HELLO is in and checked: the session key, then WELCOME (the first tagged
+ * message) with the server's name, its limits and its proof of the secret. */
 static int nr__welcome(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, const struct nr_tcpsrv_hello *h,
                        struct nr_error *err)
 {
@@ -115,6 +119,8 @@ static int nr__welcome(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, 
     m.welcome.max_message_bytes = NR_TCP_MSG_MAX;
     m.welcome.max_io_bytes = NR_TCP_IO_MAX;
     m.welcome.max_rep_time_s = (uint32_t)cfg->max_rep_s;
+    snprintf(m.welcome.host, sizeof m.welcome.host, "%s", cfg->host);
+    nr_proto_conn_key(&ss->ctl, cfg->key, (size_t)cfg->key_len, h->server_nonce, h->client.nonce, 1);
     if (cfg->verbose && cfg->log)
         fprintf(cfg->log, "nr-tcpserver: client %s (%s) connected%s\n", h->client.host, ss->peer,
                 cfg->key_len ? ", authenticated" : "");
@@ -154,7 +160,85 @@ static int nr__check_request(const struct nr_msg_test_req *r, struct nr_error *e
     return NR_OK;
 }
 
-/* Open the data listener, tell the client where it is, accept the connection that shows our cookie. */
+/* A connection to the data port that has not shown its cookie yet. */
+struct nr__data_conn {
+    int fd;               /* -1: free slot */
+    uint64_t accepted_ns;
+    uint32_t have;        /* cookie bytes received so far */
+    uint8_t cookie[NR_PROTO_COOKIE_BYTES];
+};
+
+/* Waiting for the data connection: the listener, the control connection, the connections reading their cookie. */
+struct nr__data_wait {
+    const struct nr_tcpsrv_cfg *cfg;
+    struct nr__session *ss;
+    uint8_t want[NR_PROTO_COOKIE_BYTES];
+    struct nr__data_conn conns[NR__DATA_PENDING];
+};
+
+static void nr__data_drop(struct nr__data_wait *w, struct nr__data_conn *d, const char *why)
+{
+    if (w->cfg->verbose && w->cfg->log)
+        fprintf(w->cfg->log, "nr-tcpserver: client %s: dropped a data connection %s\n", w->ss->peer, why);
+    close(d->fd);
+    d->fd = -1;
+}
+
+/* Accept what the data listener has: from another address than the client's closed at once; the others wait for
+ * their cookie, the oldest making room when all slots are taken. */
+static void nr__data_accept(struct nr__data_wait *w)
+{
+    for (int k = 0; k < NR__DATA_ACCEPT_BURST; k++) {
+        struct sockaddr_storage from;
+        socklen_t sl = sizeof from;
+        int fd = accept4(w->ss->data_listen_fd, (struct sockaddr *)&from, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return; /* EAGAIN, or a failure the next poll() shows again */
+        if (!nr_tcp_same_host(&from, &w->ss->peer_addr)) {
+            char addr[64];
+            if (w->cfg->verbose && w->cfg->log)
+                fprintf(w->cfg->log, "nr-tcpserver: client %s: refused a data connection from %s\n", w->ss->peer,
+                        nr_tcp_addr_str(&from, addr, sizeof addr));
+            close(fd);
+            continue;
+        }
+        struct nr__data_conn *slot = NULL, *oldest = NULL;
+        for (int i = 0; i < NR__DATA_PENDING && !slot; i++) {
+            struct nr__data_conn *d = &w->conns[i];
+            if (d->fd < 0)
+                slot = d;
+            else if (!oldest || d->accepted_ns < oldest->accepted_ns)
+                oldest = d;
+        }
+        if (!slot) {
+            nr__data_drop(w, oldest, "that sent no cookie, to make room");
+            slot = oldest;
+        }
+        *slot = (struct nr__data_conn){fd, nr_now_ns(), 0, {0}};
+    }
+}
+
+/* Read what d has sent; 1 when it showed the right cookie, 0 otherwise (d is closed when it failed). */
+static int nr__data_read(struct nr__data_wait *w, struct nr__data_conn *d)
+{
+    ssize_t got = recv(d->fd, d->cookie + d->have, sizeof d->cookie - d->have, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (got <= 0) {
+        nr__data_drop(w, d, "closed before its cookie");
+        return 0;
+    }
+    d->have += (uint32_t)got;
+    if (d->have < sizeof d->cookie)
+        return 0;
+    if (nr_mem_equal_ct(d->cookie, w->want, sizeof w->want))
+        return 1;
+    nr__data_drop(w, d, "with a wrong cookie");
+    return 0;
+}
+
+/* Open the data listener, tell the client where it is, take the connection that shows this session's cookie.
+ * Every connection to the data port is read at once, so none (a port scanner's) can hold up the client's. */
 static int nr__open_data(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss, const struct nr_tcp_sockopts *opts,
                          int *family, struct nr_error *err)
 {
@@ -163,62 +247,74 @@ static int nr__open_data(const struct nr_tcpsrv_cfg *cfg, struct nr__session *ss
     char addr[64];
     if (getsockname(ss->ctl.fd, (struct sockaddr *)&local, &sl) != 0)
         return nr_error_sys(err, NR_E_NET, "getsockname");
+    /* An IPv4 client of a dual-stack listener gets a plain IPv4 data listener: it works with bindv6only=1 and
+     * takes IP_TOS as any IPv4 socket. */
+    nr_tcp_unmap(&local);
     nr_tcp_addr_str(&local, addr, sizeof addr);
     uint16_t port = 0;
-    int fd = nr_tcp_listen(addr, 0, opts, 1, &port, family, err);
+    int fd = nr_tcp_listen(addr, 0, opts, NR__DATA_PENDING, &port, family, err);
     if (fd < 0)
         return fd;
     ss->data_listen_fd = fd;
+    struct nr__data_wait w = {.cfg = cfg, .ss = ss};
+    for (int i = 0; i < NR__DATA_PENDING; i++)
+        w.conns[i].fd = -1;
+    nr_proto_data_cookie(&ss->ctl, port, w.want);
     union nr_msg m;
     memset(&m, 0, sizeof m);
     m.test_ack.port = port;
-    int rc = nr_tcp_random(m.test_ack.cookie, NR_PROTO_COOKIE_BYTES, err);
+    int rc = nr_tcp_set_blocking(fd, false, err);
     if (rc == 0)
         rc = nr_proto_send(&ss->ctl, NR_MSG_TEST_ACK, &m, err);
-    if (rc < 0)
-        return rc;
     double wait_s = nr__wait_s(ss, cfg->handshake_s), deadline = nr_now_s() + wait_s;
-    for (;;) {
+    while (rc == 0 && ss->data_fd < 0) {
         double left = deadline - nr_now_s();
-        if (left <= 0)
-            return nr__session_timeout(cfg, ss, nr_error_set(err, NR_E_TIMEOUT, "the client did not open the data "
-                                                             "connection within %.1f s", wait_s), err);
+        if (left <= 0) {
+            rc = nr__session_timeout(cfg, ss, nr_error_set(err, NR_E_TIMEOUT, "the client did not open the data "
+                                                           "connection within %.1f s", wait_s), err);
+            break;
+        }
         /* Watch the control connection too: a client that gives up here is noticed at once. */
-        struct pollfd p[2] = {{ss->data_listen_fd, POLLIN, 0}, {ss->ctl.fd, POLLIN, 0}};
-        int n = poll(p, 2, (int)(left * 1000) + 1);
-        if (n < 0 && errno != EINTR)
-            return nr_error_sys(err, NR_E_NET, "poll");
-        if (n <= 0)
+        struct pollfd p[2 + NR__DATA_PENDING];
+        int idx[2 + NR__DATA_PENDING], n = 2;
+        p[0] = (struct pollfd){ss->data_listen_fd, POLLIN, 0};
+        p[1] = (struct pollfd){ss->ctl.fd, POLLIN, 0};
+        for (int i = 0; i < NR__DATA_PENDING; i++)
+            if (w.conns[i].fd >= 0) {
+                idx[n] = i;
+                p[n++] = (struct pollfd){w.conns[i].fd, POLLIN, 0};
+            }
+        int got = poll(p, (nfds_t)n, (int)(left * 1000) + 1);
+        if (got < 0 && errno != EINTR) {
+            rc = nr_error_sys(err, NR_E_NET, "poll");
+            break;
+        }
+        if (got <= 0)
             continue;
         if (p[1].revents) {
             struct nr_proto_hdr h;
             union nr_msg in;
-            if ((rc = nr_proto_recv(&ss->ctl, left, &h, &in, err)) < 0)
-                return rc;
-            if (h.type == NR_MSG_ERROR)
-                return nr_error_set(err, NR_E_PEER, "client: %s", in.error.text);
-            return nr_error_set(err, NR_E_PROTO, "unexpected %s message while waiting for the data connection",
-                                nr_proto_type_name(h.type));
-        }
-        struct sockaddr_storage peer;
-        int dfd = nr_tcp_accept(ss->data_listen_fd, left, &peer, err);
-        if (dfd < 0)
-            return dfd;
-        uint8_t cookie[NR_PROTO_COOKIE_BYTES];
-        struct nr_error cerr;
-        nr_error_clear(&cerr);
-        if (nr_tcp_read_all(dfd, cookie, sizeof cookie, left < 5.0 ? left : 5.0, &cerr) == 0 &&
-            nr_mem_equal_ct(cookie, m.test_ack.cookie, sizeof cookie)) {
-            ss->data_fd = dfd;
+            if ((rc = nr_proto_recv(&ss->ctl, left, &h, &in, err)) == 0)
+                rc = h.type == NR_MSG_ERROR
+                         ? nr_error_set(err, NR_E_PEER, "client: %s", in.error.text)
+                         : nr_error_set(err, NR_E_PROTO, "unexpected %s message while waiting for the data "
+                                        "connection", nr_proto_type_name(h.type));
             break;
         }
-        if (cfg->verbose && cfg->log)
-            fprintf(cfg->log, "nr-tcpserver: dropped a data connection without the test's cookie\n");
-        close(dfd); /* a stray or hostile connection: keep waiting for the right one */
+        for (int k = 2; k < n && ss->data_fd < 0; k++)
+            if (p[k].revents && nr__data_read(&w, &w.conns[idx[k]])) {
+                ss->data_fd = w.conns[idx[k]].fd;
+                w.conns[idx[k]].fd = -1;
+            }
+        if (ss->data_fd < 0 && p[0].revents)
+            nr__data_accept(&w);
     }
+    for (int i = 0; i < NR__DATA_PENDING; i++)
+        if (w.conns[i].fd >= 0)
+            close(w.conns[i].fd);
     close(ss->data_listen_fd);
     ss->data_listen_fd = -1;
-    return NR_OK;
+    return rc;
 }
 
 /* One repetition as the client asked for it in START. */
@@ -377,7 +473,9 @@ static int nr__session(const struct nr_tcpsrv_cfg *cfg, int fd, const struct soc
         ss.deadline_ns = started_ns + (uint64_t)(cfg->max_session_s * 1e9);
     nr_proto_conn_init(&ss.ctl, fd, cfg->idle_timeout_s);
     ss.ctl.max_payload = NR_PROTO_SMALL_MAX;
-    nr_tcp_addr_str(peer, ss.peer, sizeof ss.peer);
+    ss.peer_addr = *peer;
+    nr_tcp_unmap(&ss.peer_addr);
+    nr_tcp_addr_str(&ss.peer_addr, ss.peer, sizeof ss.peer);
     nr_error_clear(&err);
     int rc = nr__serve(cfg, &ss, h, &err);
     if (rc < 0) {

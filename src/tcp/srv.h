@@ -17,7 +17,7 @@ struct nr_tcpsrv_cfg {
     double max_session_s;      /* longest session, from accept to the end (0 = no cap) */
     const unsigned char *key;  /* shared secret, NULL = no authentication */
     int key_len;
-    const char *host;          /* our name, sent in HELLO */
+    const char *host;          /* our name, sent in WELCOME (to an authenticated client only) */
     FILE *log;                 /* one line per failed (or, verbose, completed) session; NULL = silent */
 };
 

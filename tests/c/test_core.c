@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include "check.h"
 #include "nr/core.h"
@@ -630,65 +629,6 @@ static void test_buffer(void)
     free(c);
 }
 
-/* Write `text` to dir/name (the directories exist). */
-static void put_file(const char *dir, const char *name, const char *text)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
-static void test_cpu_limit(void)
-{
-    char root[] = "/tmp/nr-cpulimit-XXXXXX", dir[600], proc[600];
-    CHECK(mkdtemp(root) != NULL);
-    snprintf(proc, sizeof proc, "%s/cgroup", root);
-    struct nr_cpu_limit c;
-
-    /* cgroup v1: the group of the controller list naming cpu (cpuacct or cpuset alone do not) */
-    put_file(root, "cgroup", "3:cpuset:/\n2:cpuacct:/x\n1:cpu,cpuacct:/slow-7\n0::/\n");
-    snprintf(dir, sizeof dir, "%s/cpu", root);
-    CHECK(mkdir(dir, 0700) == 0);
-    snprintf(dir, sizeof dir, "%s/cpu/slow-7", root);
-    CHECK(mkdir(dir, 0700) == 0);
-    put_file(dir, "cpu.cfs_quota_us", "50000\n");
-    put_file(dir, "cpu.cfs_period_us", "100000\n");
-    put_file(dir, "cpu.stat", "nr_periods 10\nnr_throttled 4\nthrottled_time 123456789\n");
-    CHECK(nr_cpu_limit_read_at(proc, root, &c) == 0);
-    CHECK(c.ok == 1);
-    CHECK_STR(c.cgroup, "/slow-7");
-    CHECK(c.quota_us == 50000 && c.period_us == 100000 && c.throttled_ns == 123456789ULL);
-
-    /* cgroup v2: cpu.max, throttled_usec; "max" is no quota */
-    put_file(root, "cgroup", "0::/job\n");
-    snprintf(dir, sizeof dir, "%s/job", root);
-    CHECK(mkdir(dir, 0700) == 0);
-    put_file(dir, "cpu.max", "max 100000\n");
-    put_file(dir, "cpu.stat", "usage_usec 5\nthrottled_usec 7\n");
-    CHECK(nr_cpu_limit_read_at(proc, root, &c) == 0);
-    CHECK_STR(c.cgroup, "/job");
-    CHECK(c.quota_us == -1 && c.throttled_ns == 7000ULL);
-    put_file(dir, "cpu.max", "150000 100000\n");
-    CHECK(nr_cpu_limit_read_at(proc, root, &c) == 0 && c.quota_us == 150000);
-
-    /* no controller, no file: not found, never a crash */
-    put_file(root, "cgroup", "5:memory:/m\ngarbage\n");
-    CHECK(nr_cpu_limit_read_at(proc, root, &c) == -1 && c.ok == 0);
-    CHECK(nr_cpu_limit_read_at("/nonexistent/cgroup", root, &c) == -1);
-
-    /* this process: whatever it runs in, the reading is consistent */
-    if (nr_cpu_limit_read(&c) == 0)
-        CHECK(c.cgroup[0] == '/' && c.period_us > 0);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    CHECK(system(cmd) == 0);
-}
-
 int main(int argc, char **argv)
 {
     static const struct nr_test_case cases[] = {
@@ -696,7 +636,7 @@ int main(int argc, char **argv)
         {"buckets", test_buckets},       {"opt_parse", test_opt_parse}, {"json", test_json},
         {"result_json", test_result_json}, {"errors", test_errors},   {"sha256", test_sha256},
         {"sysmon", test_sysmon},         {"table", test_table},         {"buffer", test_buffer},
-        {"json_utf8", test_json_utf8},   {"calibrate", test_calibrate}, {"cpu_limit", test_cpu_limit},
+        {"json_utf8", test_json_utf8},   {"calibrate", test_calibrate},
         {NULL, NULL},
     };
     return nr_test_main(cases, argc, argv);

@@ -154,7 +154,7 @@ def written(tmp_path_factory) -> dict[str, list[dict]]:
                     f'NETREGRESS_KERNELS_DIR)')
     d = tmp_path_factory.mktemp('schema')
     out: dict[str, list[dict]] = {k: [] for k in KERNELS}
-    server = subprocess.Popen([tcpserver, '-p', '0', '-B', '127.0.0.1'], stdout=subprocess.PIPE,
+    server = subprocess.Popen([tcpserver, '-p', '0', '-B', '127.0.0.1', '--insecure'], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
     try:
         m = re.search(r'\[(\d+)\]', server.stdout.readline())

@@ -73,7 +73,7 @@ class Netregress(CMakePackage):
         """nr-tcpserver on a free port (-p 0), one short nr-tcptest stream over 127.0.0.1"""
         server_exe = self.prefix.bin.join("nr-tcpserver")
         server = subprocess.Popen(
-            [server_exe, "-p", "0", "--max-tests", "1"],
+            [server_exe, "-p", "0", "--max-tests", "1", "--insecure"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -60,7 +60,7 @@ if str(ROOT / 'reframe_tests') not in sys.path:
     sys.path.append(str(ROOT / 'reframe_tests'))
 
 
-from netregress.baselines import BaselineError, state_dir  # noqa: E402  (after the path above)
+from netregress.judge.baselines import BaselineError, state_dir  # noqa: E402  (after the path above)
 from netregress.paths import run_dir  # noqa: E402
 
 #: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).

@@ -30,7 +30,8 @@ from typing import Iterable, Mapping
 
 import yaml
 
-from netregress import interconnects, references
+from netregress.measure import interconnects
+from netregress.judge import references
 from . import runreport
 from .refstool import (Measurement, RefsError, _usable, check_figures, check_report, dump, measurements, merge,
                        read_reference_text, refuse_undeclared, validate_text, write_reference_file)

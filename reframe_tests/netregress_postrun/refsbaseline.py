@@ -11,8 +11,10 @@ from typing import Iterable
 
 import tabulate
 
-from netregress import bandrules, baselines, interconnects, measurement, references, site
-from netregress.figures import asserted
+from netregress.judge import bandrules, baselines, references
+from netregress.measure import interconnects, site
+from netregress import measurement
+from netregress.judge.figures import asserted
 from . import runreport
 from .refstool import check_figures, check_report, measurements, refuse_undeclared
 

@@ -30,7 +30,9 @@ from typing import Iterable, Mapping
 
 import yaml
 
-from netregress import baselines, interconnects, references, site, statefiles
+from netregress.judge import baselines, references
+from netregress.measure import interconnects, site
+from netregress import statefiles
 from . import runreport
 
 HEADER = ('# netregress reference performance for system {system!r} (schema {schema}).\n'

@@ -16,7 +16,7 @@ def repo_root() -> Path:
 @pytest.fixture
 def table():
     """The real interconnect table."""
-    from netregress import interconnects
+    from netregress.measure import interconnects
     return interconnects.load(ROOT / 'config' / 'interconnects.yaml')
 
 

@@ -1,7 +1,8 @@
 """Host baselines (netregress.baselines), their bands, and what a run report means (netregress_postrun.runsummary)."""
 import pytest
 
-from netregress import bandrules, baselines, measurement, references
+from netregress.judge import bandrules, baselines, references
+from netregress import measurement
 from netregress_postrun import refstool, runsummary
 
 RULES = bandrules.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
@@ -276,8 +277,8 @@ def _record(base_dir, version, files, values, rules=RULES):
 
 
 def test_a_new_version_keeps_the_old_baseline_and_compares_with_it(tmp_path):
-    old_files = {'src/k.c': 'aaa', 'reframe_tests/netregress/base.py': 'bbb'}
-    new_files = {'src/k.c': 'ccc', 'reframe_tests/netregress/base.py': 'bbb'}
+    old_files = {'src/k.c': 'aaa', 'reframe_tests/netregress/measure/base.py': 'bbb'}
+    new_files = {'src/k.c': 'ccc', 'reframe_tests/netregress/measure/base.py': 'bbb'}
     old = _record(tmp_path, 'v1', old_files, [900.0, 910.0, 920.0, 930.0, 940.0])
     text = old.path.read_text()
     rules = bandrules.BandRules(window=5, min_runs=3, spread_factor=3.0, floor={}, cap=(-0.33, 0.5))
@@ -416,7 +417,7 @@ def test_save_refuses_a_symlinked_baseline(tmp_path):
 
 def test_a_run_compares_with_the_earlier_version_and_says_so(tmp_path, monkeypatch):
     """What the checks use (netregress.bands): the older baseline's bands, the warning in nr_reference_source."""
-    from netregress import bands
+    from netregress.judge import bands
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     files = {'src/k.c': 'aaa'}
     monkeypatch.setattr(measurement, 'measured_files', lambda root=None: dict(files))
@@ -475,7 +476,7 @@ def test_a_check_whose_own_file_changed_is_recorded_not_judged_against_an_earlie
     """OSU's options changed (osu_latency -u 0 on a network): its gige round trips of 128 KiB-1 MiB read 12-14x
     below the earlier version's baseline. An earlier version's figures of a check measured otherwise now are not
     its figures; the other checks are still judged against it, with the warning."""
-    from netregress import bands
+    from netregress.judge import bands
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     own = 'tests/python/test_baselines.py'
     files = {'src/k.c': 'aaa', own: 'aaa'}

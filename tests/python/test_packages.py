@@ -18,7 +18,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def test_the_measuring_package_imports_nothing_of_the_post_run_package():
-    files = sorted((ROOT / 'reframe_tests' / 'netregress').glob('*.py'))
+    files = sorted((ROOT / 'reframe_tests' / 'netregress').rglob('*.py'))
     files += sorted((ROOT / 'reframe_tests' / 'checks').glob('*.py'))
     assert len(files) > 20
     leaks = {f.relative_to(ROOT).as_posix(): sorted(m for m in imported_modules(f)

@@ -2,8 +2,8 @@
 import pytest
 import yaml
 
-from netregress import references
-from netregress.references import MissingReferenceError, ReferenceError, ReferenceSet
+from netregress.judge import references
+from netregress.judge.references import MissingReferenceError, ReferenceError, ReferenceSet
 
 DOC = {
     'schema': references.SCHEMA,
@@ -100,7 +100,7 @@ def test_stored_reference_files_are_valid(repo_root):
 
 
 def test_a_one_sided_band_is_allowed_and_a_band_open_on_both_sides_is_not():
-    from netregress.references import ReferenceError as RefError, _entry
+    from netregress.judge.references import ReferenceError as RefError, _entry
     ref = _entry({'value': 900.0, 'lower': -0.05, 'upper': None, 'unit': 'Mbit/s', 'comment': 'not slower than'},
                  {}, 'x')
     assert ref.as_reframe() == (900.0, -0.05, None, 'Mbit/s')       # ReFrame: no upper bound

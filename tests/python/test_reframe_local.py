@@ -192,7 +192,8 @@ def test_host_baseline_judges_cpu_bound_figures_by_the_wide_band(sandbox, tmp_pa
     """local's host baseline judges a CPU-bound round trip (assert_cpu_bound False) by the wide band its spread
     supports (4x-10x): the stand-in's 25 us passes against a baseline of 10 us and fails against 0.83 us (30x);
     figures the baseline has not seen (the peer's, the ratio) are recorded; committed references assert it tightly."""
-    from netregress import bandrules, baselines, measurement
+    from netregress.judge import bandrules, baselines
+    from netregress import measurement
     from netregress_postrun import refstool
     rules = bandrules.load()
 

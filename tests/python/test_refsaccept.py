@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from netregress import references
+from netregress.judge import references
 from netregress_postrun import refsaccept, refstool
 
 LAT = {'kind': 'latency', 'label': '8 B latency', 'better': 'lower'}

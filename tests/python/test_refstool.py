@@ -4,8 +4,8 @@ import json
 import pytest
 import yaml
 
-from netregress import references
-from netregress.figures import asserted
+from netregress.judge import references
+from netregress.judge.figures import asserted
 from netregress_postrun import refsbaseline, refstool
 
 
@@ -141,7 +141,8 @@ import os                                   # noqa: E402
 import subprocess                           # noqa: E402
 from pathlib import Path                    # noqa: E402
 
-from netregress import bandrules, baselines, measurement            # noqa: E402
+from netregress.judge import bandrules, baselines            # noqa: E402
+from netregress import measurement            # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ nr_take_site() {
     esac
   done
   if [ -n "${NETREGRESS_SITE:-}" ]; then
-    "$nr_py" -m netregress.site check >/dev/null || exit 2
+    "$nr_py" -m netregress.measure.site check >/dev/null || exit 2
     NETREGRESS_SITE=$(cd "$NETREGRESS_SITE" && pwd)
   fi
 }

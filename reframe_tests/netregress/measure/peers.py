@@ -15,7 +15,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import figures
+from ..judge import figures
 from .base import stage_file
 from .mpicheck import MpiCheck
 from .plugins import ExitStatusPlugin
@@ -221,7 +221,7 @@ _MOVED = {'Iperf3Check': 'iperf', 'Iperf3YardstickPlugin': 'iperf', 'iperf3_mbps
 
 
 def __getattr__(name: str):
-    """``from netregress.peers import Iperf3YardstickPlugin`` still works (PEP 562: imported on first use, since
+    """``from netregress.measure.peers import Iperf3YardstickPlugin`` still works (PEP 562: imported on first use, since
     those modules import this one)."""
     if name in _MOVED:
         import importlib

@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 import yaml
 
-from . import paths, references, statefiles
-from . import measurement
+from .. import paths, statefiles
+from . import references
+from .. import measurement
 
 if TYPE_CHECKING:                   # the band rules import this module's BaselineError
     from .bandrules import BandRules

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping
 
-from . import interconnects
+from ..measure import interconnects
 from .baselines import BaselineError
 
 

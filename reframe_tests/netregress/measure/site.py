@@ -26,7 +26,7 @@ import shlex
 from pathlib import Path
 from typing import Mapping
 
-from . import paths
+from .. import paths
 
 #: The environment variable that names the site directory.
 ENV = 'NETREGRESS_SITE'
@@ -246,11 +246,11 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m netregress.site check``: load the site (if any) and print what it defines; exit 2 naming what is
+    """``python -m netregress.measure.site check``: load the site (if any) and print what it defines; exit 2 naming what is
     wrong."""
     import argparse
     import sys
-    ap = argparse.ArgumentParser(prog='python -m netregress.site', description=__doc__.split('\n\n')[0])
+    ap = argparse.ArgumentParser(prog='python -m netregress.measure.site', description=__doc__.split('\n\n')[0])
     ap.add_argument('action', choices=['check'])
     ap.parse_args(argv)
     from . import interconnects

@@ -37,8 +37,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import bands, figures, interconnects, provenance, results, slurm
-from .bands import fraction_of
+from ..judge import bands, figures
+from . import interconnects, provenance, results, slurm
+from ..judge.bands import fraction_of
 
 COUNTERS_FILE = 'counters.txt'
 
@@ -485,7 +486,7 @@ _MOVED = {'MpiCheck': 'mpicheck', 'MpiKernelCheck': 'mpicheck', 'TcpPairCheck': 
 
 
 def __getattr__(name: str):
-    """``from netregress.base import MpiCheck`` still works (PEP 562: imported on first use, since those modules
+    """``from netregress.measure.base import MpiCheck`` still works (PEP 562: imported on first use, since those modules
     import this one)."""
     if name in _MOVED:
         import importlib

@@ -3,14 +3,14 @@ import pytest
 
 from netregress.judge import bandrules, baselines, references
 from netregress import measurement
-from netregress_postrun import refstool, runsummary
+from netregress_postrun import refswrite, runsummary
 
 RULES = bandrules.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
                             cap=(-0.33, 0.5))
 
 
 def m(value, metric='throughput_mbps', unit='Mbit/s', test='tcp.stream.blocking', system='vc'):
-    return refstool.Measurement(system=system, partition='gige', environ='gnu', interconnect='gige', test=test,
+    return refswrite.Measurement(system=system, partition='gige', environ='gnu', interconnect='gige', test=test,
                                 metric=metric, value=value, unit=unit)
 
 
@@ -82,7 +82,7 @@ def test_a_ratio_band_stands_on_the_spread_of_the_same_ratio_of_every_mpi_build(
     base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
 
     def ratio(env, value, test='mpitest.latency'):
-        return refstool.Measurement(system='vc', partition='fast', environ=env, interconnect='fast', test=test,
+        return refswrite.Measurement(system='vc', partition='fast', environ=env, interconnect='fast', test=test,
                                     metric='ratio_to_yardstick', value=value, unit='ratio')
     # LAM/MPI's three runs within 1%, MPICH's within 10%: LAM's band stands on MPICH's spread (4 x 10%)
     for lam, mpich in ((6.6, 1.5), (6.65, 1.35), (6.6, 1.4)):

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..measure import interconnects
-from .baselines import BaselineError
+
+
+class BaselineError(Exception):
+    """A baseline file, or the band rules it is judged by, is unreadable or malformed."""
 
 
 @dataclass(frozen=True)

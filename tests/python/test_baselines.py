@@ -206,64 +206,6 @@ def test_a_case_skipped_for_a_skipped_fixture_counts_under_the_fixture_reason():
     assert '1 x skipped due to skipped dependencies' in text      # a dependency not in the report: ReFrame's words
 
 
-def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
-    (tmp_path / 'src').mkdir()
-    (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 0; }\n')
-    lib = tmp_path / 'reframe_tests' / 'netregress'
-    lib.mkdir(parents=True)
-    (lib / 'base.py').write_text('PIN = "taskset -c 0"\n')
-    post = tmp_path / 'reframe_tests' / 'netregress_postrun'
-    post.mkdir()
-    (post / 'report.py').write_text('TITLE = "a"\n')
-    (tmp_path / 'config').mkdir()
-    (tmp_path / 'config' / 'settings.py').write_text('site_configuration = {}\n')
-    table = tmp_path / 'config' / 'interconnects.yaml'
-    table.write_text('baselines: {spread_factor: 4}\ninterconnects: {shm: {nodes: 1}}\n')
-    first = measurement.measurement_version(tmp_path)
-    (post / 'report.py').write_text('TITLE = "b"\n')
-    table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 1}}\n')
-    assert measurement.measurement_version(tmp_path) == first         # reading and judging figures
-    (lib / 'baselines.py').write_text('CAP = 15\n')
-    assert measurement.measurement_version(tmp_path) == first         # the band rules of the measuring package
-    (lib / 'spackparts.py').write_text('WIDTH = 2\n')
-    (lib / 'measurement.py').write_text('SETUP_MODULES = {"spackparts.py"}\n')
-    assert measurement.measurement_version(tmp_path) == first         # set-up, and the list of what is hashed
-    (lib / 'base.py').write_text('PIN = ""\n')
-    second = measurement.measurement_version(tmp_path)
-    assert second != first                                           # how the checks launch the kernels
-    table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 2}}\n')
-    assert measurement.measurement_version(tmp_path) not in (first, second)
-
-
-# -- measurement version: what can change a figure, not comments ----------------------------------------------------
-
-def _tree(root):
-    (root / 'src').mkdir(parents=True)
-    (root / 'src' / 'k.c').write_text('/* kernel */\nint main(void) { return 0; } // done\n')
-    lib = root / 'reframe_tests' / 'netregress'
-    lib.mkdir(parents=True)
-    (lib / 'base.py').write_text('"""Docs."""\nPIN = "taskset -c 0"  # pin\n')
-    (root / 'config').mkdir()
-    (root / 'config' / 'interconnects.yaml').write_text('interconnects: {shm: {nodes: 1}}\n')
-    return lib
-
-
-def test_comments_and_docstrings_do_not_change_the_measurement_version(tmp_path):
-    lib = _tree(tmp_path)
-    first = measurement.measurement_version(tmp_path)
-    (tmp_path / 'src' / 'k.c').write_text('/* the kernel,\n   reworded */\nint main(void)\n{\n'
-                                          '    return 0;   /* ok */\n}\n')
-    (lib / 'base.py').write_text('"""Other docs, longer."""\n\n# a comment\nPIN = "taskset -c 0"\n')
-    assert measurement.measurement_version(tmp_path) == first
-    (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 1; }\n')
-    second = measurement.measurement_version(tmp_path)
-    assert second != first
-    (tmp_path / 'src' / 'k.c').write_text('int main(void) { puts("/* not a comment */"); return 1; }\n')
-    assert measurement.measurement_version(tmp_path) not in (first, second)    # a string is code
-    changed = measurement.changed_files({'src/k.c': 'x', 'gone.py': 'y'}, measurement.measured_files(tmp_path))
-    assert 'src/k.c' in changed and 'gone.py' in changed and 'reframe_tests/netregress/base.py' in changed
-
-
 # -- a new measurement version: a new baseline beside the old one, compared with the old one meanwhile -------------
 
 def _record(base_dir, version, files, values, rules=RULES):

@@ -52,16 +52,14 @@ DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')   # override: a
 #: This run against the last stored value of each figure from a session that passed (num_failures == 0).
 PERF_REPORT_SPEC = '19700101T000000+0000:now?num_failures==0/last:/+job_nodelist+result'
 
-# Checks import the library as `netregress`.
-if str(ROOT / 'reframe_tests') not in sys.path:
-    # appended, not inserted: ReFrame loads this file inside utility.temp_sys_path, which pops the entry at the
-    # position it appended its own; an insertion in front shifts that and it popped site-packages instead (so
-    # polars, needed by the results storage, could no longer be imported)
-    sys.path.append(str(ROOT / 'reframe_tests'))
-
-
-from netregress.judge.baselines import BaselineError, state_dir  # noqa: E402  (after the path above)
-from netregress.paths import run_dir  # noqa: E402
+# The checks and this file import the library as `netregress`: installed into ReFrame's Python (pyproject.toml;
+# tools/bootstrap does it), or on PYTHONPATH (the tools put this checkout's there)
+try:
+    from netregress.judge.baselines import BaselineError, state_dir
+    from netregress.paths import run_dir
+except ImportError as err:    # one line, not a trace
+    sys.exit(f'config/settings.py: {err}: install netregress into the Python that runs ReFrame '
+             f'(pip install -e . in the checkout; tools/bootstrap does it)')
 
 #: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).
 RUN = run_dir()

@@ -152,3 +152,7 @@ def _system_of(path: Path) -> str:
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return path.stem
     return str(data.get('system') or path.stem) if isinstance(data, dict) else path.stem
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

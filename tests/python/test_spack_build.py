@@ -695,7 +695,7 @@ def test_bootstrap_honours_netregress_deps(tmp_path):
     out = subprocess.run([str(ROOT / 'tools' / 'bootstrap'), '--check', '--for', 'test', '--no-kernels'],
                          capture_output=True, text=True, timeout=120, env={**{k: v for k, v in os.environ.items() if k != 'NETREGRESS_SITE'}, 'NETREGRESS_DEPS': str(deps)})
     assert out.returncode == 1
-    assert f'{deps}/venv (ReFrame-HPC' in out.stdout and f'{deps}/mpi/openmpi5' in out.stdout
+    assert f'{deps}/venv (-e {ROOT}[dev]' in out.stdout and f'{deps}/mpi/openmpi5' in out.stdout
     assert f'Spack: set up after the venv ({deps}/venv) exists' in out.stdout
     assert '/.deps' not in out.stdout
 

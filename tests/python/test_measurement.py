@@ -23,6 +23,7 @@ EDITS = [
     ('fabric script', 'tools/lib/vcluster-fabric.sh', '\nnr_edit=1\n', True),
     ('cluster settings', 'config/vcluster.env', '\nNR_EDIT=1\n', True),
     ('MPI settings', 'config/settings.py', '\nNR_EDIT = 1\n', True),
+    ('MPI builds', 'config/mpi_builds.toml', '\n[nr_edit]\nfamily = "x"\n', True),
     ('a tool', 'tools/refs', '\nnr_edit=1\n', False),
 ]
 #: The same files, edited where only a reader sees it.

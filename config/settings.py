@@ -8,60 +8,60 @@ cluster, the virtual one too, is a site layered over this file (docs/site.md): c
 cluster of network-namespace nodes made by tools/vcluster) and config/sites/example/ (a template for a real
 centre). A site's systems are loaded after this file, so ReFrame selects them first; ``--system`` always wins.
 
-Everything is resolved from this file's location (no absolute paths): MPI builds and kernels under .deps/ (made by
-tools/bootstrap), everything a run writes under run/. One programming environment per MPI build (openmpi4, mpich4,
-openmpi5, mpich5, intelmpi, lam7) plus ``gnu`` (no MPI: TCP kernels, NPtcp, iperf3).
+Everything is resolved from this file's location: MPI builds and kernels under .deps/ (made by tools/bootstrap),
+everything a run writes under run/. One programming environment per MPI build of config/mpi_builds.toml, plus
+``gnu`` (no MPI: TCP kernels, NPtcp, iperf3). The netregress package must be importable by ReFrame's Python
+(tools/bootstrap installs it into its venv; the tools also put the checkout's on PYTHONPATH).
 
-Environment extras read by the netregress library (reframe_tests/netregress):
+Environment extras read by the library (reframe_tests/netregress):
   mpi_family   row of config/interconnects.yaml that forces this MPI onto an interconnect
   launch       launcher command template ({ntasks}, {ntasks_per_node}, {nodes}); a partition's extra
-               ``launch: {environment: template}`` wins, because on Slurm each MPI needs its own PMI
-               (config/sites/vcluster/settings.py)
+               ``launch: {environment: template}`` wins: on Slurm each MPI needs its own PMI
   mpicc        MPI C compiler for the cmake build path
   kernels      directory with prebuilt kernels (tools/bootstrap: .deps/kernels/<env>/bin)
-  netpipe_mpi  NetPIPE MPI module built against this MPI (absent = none exists; the check says so)
+  netpipe_mpi  NetPIPE MPI module built against this MPI (absent: none exists, the check says so)
   imb          IMB-MPI1 executable (Intel MPI ships one)
   run_as       user the environment's jobs run as when the suite runs as root (LAM/MPI refuses root): Slurm jobs
-               are submitted with sbatch --uid=USER and the stage directory is handed to USER (netregress/launch.py)
+               are submitted with sbatch --uid=USER and the stage directory is handed to USER (measure/launch.py)
   spack_mpi    'none': Spack has no package for this MPI; its Spack-built tools are skipped with that reason
-  known_faults defects of this MPI build that checks skip, visibly, with the reason: [{checks: [check names],
+  no_fortran   why the build cannot compile Fortran MPI programs (NAS's Fortran benchmarks skip with it)
+  known_faults defects of this build that checks skip, visibly, with the reason: [{checks: [check names],
                interconnects: [names] (only runs on these), oversubscribed: true (only runs with more ranks
-               than CPUs), reason: '...'}]; an entry with `failure` (a regular expression) skips nothing: a
+               than CPUs), reason: '...'}]; an entry with ``failure`` (a regular expression) skips nothing: a
                failed run whose problems match it is marked as that fault, and if the case then passes on
-               ReFrame's retry the run is not failed for it (listed, netregress_postrun/runreport.py)
-Partition extras: launch ({environment: launcher template}, see above), references ('host': the references are this host's baseline, recorded by its first run and kept
-under run/state or $NETREGRESS_STATE (netregress/baselines.py); absent: the committed reference_values/<system>.yaml,
-where a missing reference fails), time_limit / max_pending_time (per job; ReFrame's defaults where absent),
-interconnects ({ic: {iface, subnet}}), on_node / on_each_node (command prefixes that run a
-task on one / every node of the job), build_path (prebuilt | cmake | spack; see docs/validation.md), host_cpus (the
-CPUs that nodes sharing one host have between them: oversubscription is judged against it, config/interconnects.yaml;
-on Slurm, tools/validate fails a run whose jobs overlapped in time, netregress_postrun/coverage.py),
-pin_ranks (with host_cpus: MPI rank r runs on CPU r mod host_cpus), pair_cpu (both ends of a TCP pair, our kernels,
-iperf3 and NPtcp, run on this CPU: nodes that share one host's CPUs, base.py pair_cpu_prefix), assert_cpu_bound
-(False: against a host baseline, CPU-bound absolute figures are recorded, not asserted; ratios and link-bound
-streams are, base.py asserted_absolute).
+               ReFrame's retry the run is not failed for it (netregress_postrun/runreport.py). How each known
+               fault was found: docs/history.md.
+Partition extras:
+  launch       {environment: launcher template} (above)
+  references   'host': this host's baseline (kept under run/state or $NETREGRESS_STATE, judge/baselines.py);
+               absent: the committed reference_values/<system>.yaml, where a missing reference fails
+  time_limit, max_pending_time   per job (ReFrame's defaults where absent)
+  interconnects {ic: {iface, subnet}}
+  on_node, on_each_node          command prefixes that run a task on one / every node of the job
+  build_path   prebuilt | cmake | spack (docs/validation.md)
+  host_cpus    CPUs that nodes sharing one host have between them: oversubscription is judged against it; on
+               Slurm, tools/validate fails a run whose jobs overlapped in time (netregress_postrun/coverage.py)
+  pin_ranks    with host_cpus: MPI rank r runs on CPU r mod host_cpus
+  pair_cpu     both ends of a TCP pair (our kernels, iperf3, NPtcp) run on this CPU (measure/base.py)
+  assert_cpu_bound  False: against a host baseline, CPU-bound absolute figures are recorded, not asserted
 Partition features ``ic-<name>`` say which interconnects a partition offers; checks select partitions by them.
 """
 import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+try:
+    from netregress.judge.baselines import BaselineError, state_dir
+    from netregress.measure import mpibuilds
+    from netregress.paths import run_dir
+except ImportError as err:    # one line, not a trace, when ReFrame's Python lacks the package
+    sys.exit(f'config/settings.py: {err}: install netregress into the Python that runs ReFrame '
+             f'(pip install -e . in the checkout; tools/bootstrap does it)')
 
+ROOT = Path(__file__).resolve().parents[1]
 DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')   # override: a developer's scratch tree
 #: This run against the last stored value of each figure from a session that passed (num_failures == 0).
 PERF_REPORT_SPEC = '19700101T000000+0000:now?num_failures==0/last:/+job_nodelist+result'
-
-# Checks import the library as `netregress`.
-if str(ROOT / 'reframe_tests') not in sys.path:
-    # appended, not inserted: ReFrame loads this file inside utility.temp_sys_path, which pops the entry at the
-    # position it appended its own; an insertion in front shifts that and it popped site-packages instead (so
-    # polars, needed by the results storage, could no longer be imported)
-    sys.path.append(str(ROOT / 'reframe_tests'))
-
-
-from netregress.baselines import BaselineError, state_dir  # noqa: E402  (after the path above)
-from netregress.paths import run_dir  # noqa: E402
 
 #: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).
 RUN = run_dir()
@@ -73,9 +73,6 @@ except BaselineError as err:              # someone else's or a world-writable s
 # Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
 sys.dont_write_bytecode = True
 
-def _mpi(env):
-    return DEPS / 'mpi' / env
-
 
 def _kernels(env):
     return str(DEPS / 'kernels' / env / 'bin')
@@ -85,87 +82,16 @@ def _kernels(env):
 # files, e.g. a site's private ones or a drill's) makes them strict like a site system: a missing reference fails.
 EMBEDDED_REFERENCES = 'committed' if os.environ.get('NETREGRESS_REFERENCES') else 'host'
 
-#: The unprivileged user LAM/MPI jobs run as when the suite runs as root (tools/bootstrap creates it).
-LAM_USER = os.environ.get('NETREGRESS_LAM_USER') or 'netregress'
-LAMRUN = str(ROOT / 'tools' / 'lamrun')
+#: The MPI builds of this machine (config/mpi_builds.toml: how each is installed, compiled against, started and
+#: configured, its known faults); one ReFrame environment each.
+try:
+    MPI_BUILDS = mpibuilds.load(ROOT / 'config' / 'mpi_builds.toml', mpibuilds.Places.here(ROOT))
+except mpibuilds.MpiBuildError as err:
+    sys.exit(f'config/settings.py: {err}')
+#: How each build starts ranks on one machine.
+LOCAL_LAUNCH = {name: list(b.launch['local']) for name, b in MPI_BUILDS.items()}
 
-OMPI_ROOT_VARS = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1']]
 
-# MPI builds: (name, compiler, family, extras, env_vars) shared by every system on this machine.
-MPI_BUILDS = {
-    'openmpi4': dict(cc='mpicc.openmpi', family='openmpi4', env_vars=OMPI_ROOT_VARS,
-                     extras={'netpipe_mpi': '/usr/bin/NPopenmpi',
-                             # measured 2026-11-26 on vcluster: about 1 launch in 30-80 of Debian's Open MPI 4.1.4
-                             # over btl tcp died of SIGSEGV inside MPI_Init (a call through a NULL pointer from
-                             # mca_btl_tcp.so in opal_progress's event loop, from a kept core); never mid-run
-                             'known_faults': [{'failure': r'Segmentation fault',
-                                               'reason': 'Debian Open MPI 4.1.4 now and then dies of SIGSEGV in '
-                                                         'MPI_Init (btl tcp, about 1 launch in 30-80)'}]}),
-    'mpich4': dict(cc='mpicc.mpich', family='mpich-ucx', env_vars=[],
-                   extras={'netpipe_mpi': '/usr/bin/NPmpich2',
-                           # measured 2026-11-23 on vcluster: half the 4-rank runs across 2 nodes wrote their
-                           # complete result, then never returned from MPI_Finalize (UCX tcp) until the time limit;
-                           # oversubscribed, its ranks spin (UCX has no yield setting, MPICH 4.0 no ch4 throttle):
-                           # a 2-s collectives run took 110 s and 1 MB rates swung 20x between runs
-                           # and 2026-11-23 again with 2 ranks: nr-mpitest fast nonblocking stream printed 'Test
-                           # done!' and its complete result, then sat in MPI_Finalize until the time limit (1 of ~30
-                           # 2-rank runs across nodes); one such hang fails the whole validation run
-                           # and 2026-11-23 on one node (local, UCX tcp over lo): the 2-rank 1 MiB ping-pong wrote its
-                           # complete result 2 s into the job, then hung until the 90-s limit (1 of ~30 such runs
-                           # over three validation runs): the hang is UCX tcp's, not the number of nodes
-                           'known_faults': [{'checks': ['mpi_collectives', 'mpi_ebb', 'mpi_latency', 'mpi_throughput',
-                                                        'mpi_sweep', 'netpipe_mpi', 'imb_pingpong', 'osu', 'nas'],
-                                             'interconnects': ['tcp', 'fast', 'gige', 'eth'],
-                                             'reason': 'Debian MPICH 4.0.2 over UCX tcp hangs in MPI_Finalize '
-                                                       'after a complete run now and then (4 ranks across nodes: '
-                                                       'about 1 run in 2; 2 ranks: about 1 in 30, on one node too)'},
-                                            # measured: NPB BT on 4 ranks over TCP loopback hit the time limit
-                                            # once (retry passed), 2026-11-23
-                                            {'checks': ['mpi_collectives', 'mpi_ebb', 'nas'], 'oversubscribed': True,
-                                             'reason': 'Debian MPICH 4.0.2 over UCX cannot yield an idle rank: '
-                                                       'with more ranks than CPUs it measures the scheduler'}]}),
-    # The PyPI wheels ship no Fortran MPI bindings (no mpifort/mpif77, no libmpi_mpifh / libmpifort): the NAS
-    # benchmarks written in Fortran cannot be built with them (reframe_tests/checks/nas.py skips those, declared)
-    'openmpi5': dict(cc=str(_mpi('openmpi5') / 'bin' / 'mpicc'), family='openmpi5', env_vars=OMPI_ROOT_VARS,
-                     extras={'no_fortran': 'the PyPI Open MPI 5.0.11 wheel ships no Fortran MPI bindings '
-                                           '(no mpifort, no libmpi_mpifh)',
-                             # measured 2026-11-28 on vcluster, twice (NPmpi over gige, osu_latency over fast): a
-                             # rank died of SIGSEGV inside MPI_Init at mca_pml_ob1_recv_frag_callback_match, a
-                             # fragment from a peer that left the PMIx fence first (Open MPI pull request 13559);
-                             # cores kept; four times in about 700 of its jobs across nodes over 19 runs
-                             'known_faults': [{'failure': r'Segmentation fault',
-                                               'reason': 'PyPI Open MPI 5.0.11 now and then dies of SIGSEGV in '
-                                                         'MPI_Init (an early ob1 fragment, across nodes)'}]}),
-    'mpich5': dict(cc=str(_mpi('mpich5') / 'bin' / 'mpicc'), family='mpich-ofi', env_vars=[],
-                   extras={'no_fortran': 'the PyPI MPICH 5.0.2 wheel ships no Fortran MPI bindings '
-                                         '(no mpifort, no libmpifort)'}),
-    # LAM/MPI 7.1.4 (Debian lam-runtime, lam4-dev), seed 004's second MPI. tools/lamrun boots a LAM universe per job
-    # and takes it down again; LAM refuses to run as root, so when the suite runs as root its jobs run as the
-    # unprivileged `run_as` user (tools/bootstrap creates it): Slurm jobs are submitted with sbatch --uid, a local
-    # job's lamrun switches user itself (netregress/launch.py). No Spack package exists for LAM (spack_mpi: none).
-    # NPmpi and NPB: tools/bootstrap builds them against LAM from the archives of the Spack source mirror, if any.
-    'lam7': dict(cc='mpicc.lam', family='lam', env_vars=[],
-                 extras={'run_as': LAM_USER, 'spack_mpi': 'none',
-                         **({'netpipe_mpi': str(DEPS / 'kernels' / 'lam7' / 'bin' / 'NPmpi')}
-                            if (DEPS / 'kernels' / 'lam7' / 'bin' / 'NPmpi').exists() else {}),
-                         **({'npb_dir': str(DEPS / 'kernels' / 'lam7' / 'npb' / 'bin')}
-                            if (DEPS / 'kernels' / 'lam7' / 'npb' / 'bin').is_dir() else {})}),
-    'intelmpi': dict(cc=str(_mpi('intelmpi') / 'bin' / 'mpicc'), family='intelmpi',
-                     env_vars=[['I_MPI_ROOT', str(_mpi('intelmpi'))],
-                               ['LD_LIBRARY_PATH', f'{_mpi("intelmpi")}/lib:$LD_LIBRARY_PATH']],
-                     extras={'imb': str(_mpi('intelmpi') / 'bin' / 'IMB-MPI1')}),
-}
-
-# How each build starts ranks, per system.
-LOCAL_LAUNCH = {
-    'openmpi4': ['mpirun.openmpi', '--oversubscribe', '--bind-to', 'none', '-np', '{ntasks}'],
-    'mpich4': ['mpiexec.mpich', '-n', '{ntasks}'],
-    'openmpi5': [str(_mpi('openmpi5') / 'bin' / 'mpirun'), '--oversubscribe', '--bind-to', 'none',
-                 '-np', '{ntasks}'],
-    'mpich5': [str(_mpi('mpich5') / 'bin' / 'mpiexec'), '-n', '{ntasks}'],
-    'intelmpi': [str(_mpi('intelmpi') / 'bin' / 'mpiexec'), '-n', '{ntasks}'],
-    'lam7': [LAMRUN, '--user', LAM_USER, '-np', '{ntasks}'],
-}
 def _environments(launch):
     """One environment per MPI build of this machine, for any system that lists it (a site's partitions may too,
     with its own way of starting ranks: the partition extra ``launch``, netregress/launch.py)."""
@@ -176,14 +102,15 @@ def _environments(launch):
         'extras': {'kernels': _kernels('openmpi4')},   # TCP kernels do not link MPI: any build's copy works
     }]
     for name, b in MPI_BUILDS.items():
-        features = ['mpi', 'kernels'] + (['imb'] if 'imb' in b['extras'] else [])
+        features = ['mpi', 'kernels'] + (['imb'] if 'imb' in b.extras else [])
+        faults = {'known_faults': [dict(f) for f in b.known_faults]} if b.known_faults else {}
         envs.append({
             'name': name,
-            'cc': b['cc'],
+            'cc': b.cc,
             'features': features,
-            'env_vars': b['env_vars'],
-            'extras': {'mpi_family': b['family'], 'mpicc': b['cc'], 'launch': launch[name],
-                       'kernels': _kernels(name), **b['extras']},
+            'env_vars': b.env_vars,
+            'extras': {'mpi_family': b.family, 'mpicc': b.cc, 'launch': launch[name],
+                       'kernels': _kernels(name), **b.extras, **faults},
         })
     return envs
 
@@ -211,7 +138,7 @@ local = {
             'private_netns': True,      # each job in its own network namespace: lo counters are its own
             'references': EMBEDDED_REFERENCES,
             'time_limit': '90s',
-            'host_cpus': os.cpu_count(),    # no more ranks than CPUs (base.py: oversubscribed runs measure the scheduler)
+            'host_cpus': os.cpu_count(),    # no more ranks than CPUs (oversubscribed runs measure the scheduler)
             'pin_ranks': True,              # MPI rank r on CPU r mod host_cpus (base.py)
             'pair_cpu': 0,                  # TCP client and server on one CPU (base.py: unpinned runs were bimodal)
             'assert_cpu_bound': False,      # its host baseline asserts ratios and link-bound streams only (base.py)

@@ -10,8 +10,8 @@ import os
 import reframe as rfm
 from reframe.core.builtins import fixture, run_after, run_before
 
-from netregress import spack_build
-from netregress.peers import ImbPingPongCheck
+from netregress.measure import spack_build
+from netregress.measure.peers import ImbPingPongCheck
 
 
 class ImbSpackBuild(spack_build.SpackPackageBuild):

@@ -2,8 +2,8 @@
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after
 
-from netregress import interconnects
-from netregress.iperf import Iperf3Check
+from netregress.measure import interconnects
+from netregress.measure.iperf import Iperf3Check
 
 
 def _ip_interconnects():

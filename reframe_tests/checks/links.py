@@ -6,7 +6,7 @@ vcluster, ``eth`` at a site). The logic (pairing, job script, judgement) is in `
 import reframe as rfm
 from reframe.core.builtins import run_after
 
-from netregress.allpairs import AllPairsLinkCheck
+from netregress.measure.allpairs import AllPairsLinkCheck
 
 
 @rfm.simple_test

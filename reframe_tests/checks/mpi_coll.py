@@ -6,9 +6,9 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, variable
 
-from netregress import figures
-from netregress.mpicheck import MpiKernelCheck
-from netregress.references import metric_name
+from netregress.judge import figures
+from netregress.measure.mpicheck import MpiKernelCheck
+from netregress.judge.references import metric_name
 
 #: The 13 tests in the paper's order, test 2 with fixed and cycled root (names as nr-mpicoll reports them).
 COLL_TESTS = ['p2p', 'bcast', 'bcast_cycled', 'reduce', 'allreduce', 'gather', 'allgather', 'scatter', 'alltoall',

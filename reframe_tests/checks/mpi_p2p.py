@@ -12,11 +12,12 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
-from netregress import figures, results
-from netregress.iperf import Iperf3YardstickPlugin
-from netregress.mpicheck import MpiKernelCheck
-from netregress.plugins import SweepPlugin
-from netregress.roundtrip import MpiRoundTripPeerPlugin
+from netregress.judge import figures
+from netregress.measure import results
+from netregress.measure.iperf import Iperf3YardstickPlugin
+from netregress.measure.mpicheck import MpiKernelCheck
+from netregress.measure.plugins import SweepPlugin
+from netregress.measure.roundtrip import MpiRoundTripPeerPlugin
 
 
 class MpitestBenchmark(MpiKernelCheck):

@@ -17,11 +17,12 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 from reframe.core.exceptions import BuildSystemError
 
-from netregress import figures, spack_build
-from netregress.base import stage_file
-from netregress.mpicheck import MpiCheck
-from netregress.plugins import ExitStatusPlugin
-from netregress.osu_npb import NPB_C, NPB_NAMES, npb_cases, npb_problems, npb_value, parse_npb, read_text
+from netregress.judge import figures
+from netregress.measure import spack_build
+from netregress.measure.base import stage_file
+from netregress.measure.mpicheck import MpiCheck
+from netregress.measure.plugins import ExitStatusPlugin
+from netregress.measure.osu_npb import NPB_C, NPB_NAMES, npb_cases, npb_problems, npb_value, parse_npb, read_text
 
 NPB_PACKAGE = 'npb'
 #: Candidate process counts; each benchmark runs on the smallest it accepts: IS EP CG MG FT LU on 2, BT and SP

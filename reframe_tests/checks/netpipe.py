@@ -11,8 +11,8 @@ import os
 import reframe as rfm
 from reframe.core.builtins import fixture, parameter, run_after, run_before
 
-from netregress import interconnects, spack_build
-from netregress.peers import NETPIPE_OUT, NetpipeMpiCheck, NetpipeTcpCheck
+from netregress.measure import interconnects, spack_build
+from netregress.measure.peers import NETPIPE_OUT, NetpipeMpiCheck, NetpipeTcpCheck
 
 
 def _ip_interconnects():

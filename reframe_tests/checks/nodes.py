@@ -4,8 +4,8 @@
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after
 
-from netregress import interconnects
-from netregress.nodeprobe import NodeLoopbackCheck
+from netregress.measure import interconnects
+from netregress.measure.nodeprobe import NodeLoopbackCheck
 
 
 def _node_fabrics():

@@ -17,14 +17,15 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 
-from netregress import figures, spack_build
-from netregress.base import stage_file
-from netregress.mpicheck import MpiCheck
-from netregress.plugins import ExitStatusPlugin
-from netregress.osu_npb import (OSU_BENCHMARKS, OSU_WINDOW_BENCHMARKS, osu_default_iterations, osu_problems,
+from netregress.judge import figures
+from netregress.measure import spack_build
+from netregress.measure.base import stage_file
+from netregress.measure.mpicheck import MpiCheck
+from netregress.measure.plugins import ExitStatusPlugin
+from netregress.measure.osu_npb import (OSU_BENCHMARKS, OSU_WINDOW_BENCHMARKS, osu_default_iterations, osu_problems,
                                 osu_value, parse_osu, read_text)
-from netregress.results import failed_tasks
-from netregress.references import metric_name
+from netregress.measure.results import failed_tasks
+from netregress.judge.references import metric_name
 
 OSU_PACKAGE = 'osu-micro-benchmarks'
 OSU_MPI_DIR = 'libexec/osu-micro-benchmarks/mpi'     # <prefix>/<this>/{pt2pt,collective}/<benchmark>

@@ -7,11 +7,12 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, variable
 
-from netregress import figures, interconnects
-from netregress.iperf import Iperf3YardstickPlugin
-from netregress.plugins import SweepPlugin
-from netregress.roundtrip import TcpRoundTripPeerPlugin
-from netregress.tcppair import TcpKernelCheck
+from netregress.judge import figures
+from netregress.measure import interconnects
+from netregress.measure.iperf import Iperf3YardstickPlugin
+from netregress.measure.plugins import SweepPlugin
+from netregress.measure.roundtrip import TcpRoundTripPeerPlugin
+from netregress.measure.tcppair import TcpKernelCheck
 
 
 # Ping-pong with TCP_NODELAY, as NetPIPE's NPtcp always runs: with Nagle's algorithm a request/response pattern waits

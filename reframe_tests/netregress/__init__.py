@@ -1,30 +1,20 @@
-"""netregress: the measuring library every netregress check builds on.
+"""netregress: the library every netregress check builds on, in three packages by role.
 
-It holds no site data: systems, partitions and MPI builds come from the ReFrame configuration and its ``extras``
-(netregress.site loads ours and a site's), how an interconnect is forced for an MPI family from the interconnect
-table, what a result must reach from the references. It imports nothing from ``netregress_postrun``, the package
-that reads finished runs (tests/python/test_packages.py keeps it so); what is in this package is what the host
-baseline's measurement version hashes.
+``measure/``
+    what makes a figure: the abstract checks (``base``, ``mpicheck``, ``tcppair``, ``peers``, ``iperf``,
+    ``roundtrip``, ``allpairs``, ``nodeprobe``), build fixtures (``build``, ``spack_build``), launchers (``launch``),
+    the interconnect table (``interconnects``) and the site layer that finds it (``site``), provenance witnesses
+    (``provenance``, ``cpulimit``), output parsers (``results``, ``osu_npb``), Slurm's view (``slurm``) and the
+    link test's plans (``linkplan``).
+``judge/``
+    what a figure is and what it is held to: ``figures``, ``references``, ``baselines``, ``bandrules``, ``bands``,
+    ``linkverdict``.
+``setup/``
+    what prepares a machine and makes no figure: the Spack environment split (``spackparts``), carried locks
+    (``carriedlock``), source snapshots (``snapshots``).
 
-Modules:
-  paths          repository-relative locations (config, run directory, prebuilt kernels)
-  site           the site layer: ReFrame settings, interconnects, references, Spack environments of a site
-  results        the one helper that reads a kernel's JSON result (sanity + performance)
-  references     reference lookup: missing reference -> error, never a silent pass
-  baselines      the host baseline of the embedded systems and its bands
-  figures        what a figure is (latency, ratio, link-bound or CPU-bound throughput)
-  interconnects  loader for the interconnect x MPI-family table
-  provenance     /proc/net/dev arithmetic and MPI transport reports
-  launch         a launcher built from the environment's launch template
-  slurm          Slurm's node states and node lists, as the checks need them
-  build          build fixtures (prebuilt | cmake | spack seam); spack_build: the Spack path
-  base           the abstract check: NetregressCheck (interconnect, placement, counters, sanity, references)
-  bands          where each figure's reference and band come from (host baseline, committed, fixed bands)
-  plugins        exit status, exponential sweeps, our kernels' build fixture and JSON result
-  mpicheck       MpiCheck, MpiKernelCheck: an MPI environment forced onto the interconnect
-  tcppair        TcpPairCheck, TcpKernelCheck: a server on the first node, a client on the last
-  peers          NetPIPE and IMB checks; roundtrip: a peer's round trip beside ours; iperf: iperf3 and yardstick
-  allpairs       every link of a fabric (linkplan: rounds and job scripts; linkverdict: results and verdicts);
-                 nodeprobe: every node
-  osu_npb        OSU and NAS output parsing
+At the root: ``paths`` (repository locations), ``statefiles`` (files that must survive), ``measurement`` (the
+measurement version: a hash of ``measure/``, the checks, the kernel sources, the settings and the virtual
+cluster's fabric; a change elsewhere starts no new host baseline) and ``sitecheck`` (``--site`` checked by the
+tools). No module here imports ``netregress_postrun``, the package that reads finished runs (test_packages).
 """

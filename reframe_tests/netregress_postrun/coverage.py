@@ -26,7 +26,7 @@ import datetime
 import sys
 from typing import Iterable, Mapping, Sequence
 
-from netregress import interconnects, site, slurm
+from netregress.measure import interconnects, site, slurm
 from . import runreport
 
 # --- coverage of a run ----------------------------------------------------------------------------------------------

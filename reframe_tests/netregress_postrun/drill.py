@@ -42,7 +42,9 @@ from typing import Callable
 
 import yaml
 
-from netregress import bandrules, paths, site, slurm
+from netregress.judge import bandrules
+from netregress import paths
+from netregress.measure import site, slurm
 from . import runreport
 
 ROOT = paths.repo_root()

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import bandrules, baselines, interconnects, paths, site
+from netregress.judge import bandrules, baselines
+from netregress.measure import interconnects, site
+from netregress import paths
 from . import runreport
 
 #: Seconds a ReFrame query may take (it decodes every stored session it selects).

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from netregress import slurm
+from netregress.measure import slurm
 from . import runreport
 
 #: Job ids per sacct call (its command line stays short).

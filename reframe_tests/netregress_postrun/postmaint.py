@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import paths, site, slurm
+from netregress import paths
+from netregress.measure import site, slurm
 from . import coverage, history, runreport, runsummary
 
 REPORT_NAME = 'report-maintenance.json'
@@ -176,7 +177,7 @@ def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) ->
 def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
                runner: slurm.Runner = slurm.run_command) -> list[str]:
     """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs)."""
-    from netregress import allpairs, interconnects, linkplan
+    from netregress.measure import allpairs, interconnects, linkplan
     table = interconnects.load()
     wanted = set(reservation_nodes(args.reservation, runner=runner)) if args.reservation else None
     lines = []

@@ -30,10 +30,11 @@ from typing import Iterable, Mapping
 
 import yaml
 
-from netregress import interconnects, references
+from netregress.measure import interconnects
+from netregress.judge import references
 from . import runreport
-from .refstool import (Measurement, RefsError, _usable, check_figures, check_report, dump, measurements, merge,
-                       read_reference_text, refuse_undeclared, validate_text, write_reference_file)
+from .refswrite import (Measurement, RefsError, usable, check_figures, check_report, dump, measurements, merge,
+                        read_reference_text, refuse_undeclared, validate_text, write_reference_file)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def failed_cases(reps: Iterable[runreport.RunReport], system: str, scope: Scope)
                 continue
             if not scope.holds(tc.get('partition'), tc.get('environ'), tc.get('interconnect')):
                 continue
-            if tc.get('result') in ('fail', 'abort') and not _usable(tc):
+            if tc.get('result') in ('fail', 'abort') and not usable(tc):
                 out.append(f'{runreport.case_name(tc)} ({rep.path.name}): {runreport.failure(tc)}')
         for tc in rep.hidden.values():
             if tc.get('system') == system and scope.holds(tc.get('partition'), tc.get('environ'),

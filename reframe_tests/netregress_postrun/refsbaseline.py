@@ -1,7 +1,7 @@
 """This host's baseline, the references of the embedded systems (``tools/refs record|show|reset|bands``): a passing
 run's figures added under the state directory's lock, the baseline shown with its band widths and a run against it,
 a measurement version's baseline forgotten. The conversion of reports into committed references is
-:mod:`.refstool`'s.
+:mod:`.refswrite`'s.
 """
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from typing import Iterable
 
 import tabulate
 
-from netregress import bandrules, baselines, interconnects, measurement, references, site
-from netregress.figures import asserted
+from netregress.judge import bandrules, baselines, references
+from netregress.measure import interconnects, site
+from netregress import measurement
+from netregress.judge.figures import asserted
 from . import runreport
-from .refstool import check_figures, check_report, measurements, refuse_undeclared
+from .refswrite import check_figures, check_report, measurements, refuse_undeclared
 
 
 def band_table(bands: Iterable[tuple[float, float]]) -> str:

@@ -55,7 +55,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from netregress import baselines
+from netregress.judge import baselines
 from . import history
 from .reporthistory import (ask_history, find_shifts, plot_history, shift_lines, write_changepoints_csv,
                             write_changes_csv, write_history_csv)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from netregress import site
+from netregress.measure import site
 from . import runreport
 from .runreport import RunReport, case_status, test_name
 

@@ -34,7 +34,7 @@ from typing import Iterator, Mapping
 
 from reframe.utility import nodelist_abbrev, nodelist_expand
 
-from netregress.results import KNOWN_FAILURE_MARK
+from netregress.measure.results import KNOWN_FAILURE_MARK
 
 #: The run reports of a run directory (tools/validate writes one per system).
 REPORT_GLOB = 'report-*.json'

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from netregress import bandrules, baselines, interconnects, site
+from netregress.judge import bandrules, baselines
+from netregress.measure import interconnects, site
 from . import runreport
 
 

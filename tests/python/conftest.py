@@ -1,11 +1,15 @@
-"""Shared pytest setup: import the ReFrame library as `netregress`, and small factories for test data."""
-import sys
+"""Shared pytest setup and small factories for test data.
+
+The tests import this checkout's library (pyproject.toml's pytest ``pythonpath``), installed or not; ReFrame and
+the tools a test starts get it through PYTHONPATH, whichever checkout the venv has installed.
+"""
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / 'reframe_tests'))
+os.environ['PYTHONPATH'] = os.pathsep.join(filter(None, [str(ROOT / 'reframe_tests'), os.environ.get('PYTHONPATH')]))
 
 
 @pytest.fixture
@@ -16,7 +20,7 @@ def repo_root() -> Path:
 @pytest.fixture
 def table():
     """The real interconnect table."""
-    from netregress import interconnects
+    from netregress.measure import interconnects
     return interconnects.load(ROOT / 'config' / 'interconnects.yaml')
 
 

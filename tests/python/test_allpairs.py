@@ -6,7 +6,8 @@ import subprocess
 import pytest
 
 pytest.importorskip('reframe')
-from netregress import allpairs, cpulimit, linkplan, linkverdict, slurm  # noqa: E402
+from netregress.measure import allpairs, cpulimit, linkplan, slurm  # noqa: E402
+from netregress.judge import linkverdict  # noqa: E402
 
 
 def nodes(n, prefix='n'):

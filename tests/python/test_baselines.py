@@ -1,15 +1,16 @@
 """Host baselines (netregress.baselines), their bands, and what a run report means (netregress_postrun.runsummary)."""
 import pytest
 
-from netregress import bandrules, baselines, measurement, references
-from netregress_postrun import refstool, runsummary
+from netregress.judge import bandrules, baselines, references
+from netregress import measurement
+from netregress_postrun import refswrite, runsummary
 
 RULES = bandrules.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
                             cap=(-0.33, 0.5))
 
 
 def m(value, metric='throughput_mbps', unit='Mbit/s', test='tcp.stream.blocking', system='vc'):
-    return refstool.Measurement(system=system, partition='gige', environ='gnu', interconnect='gige', test=test,
+    return refswrite.Measurement(system=system, partition='gige', environ='gnu', interconnect='gige', test=test,
                                 metric=metric, value=value, unit=unit)
 
 
@@ -81,7 +82,7 @@ def test_a_ratio_band_stands_on_the_spread_of_the_same_ratio_of_every_mpi_build(
     base = baselines.Baseline('vc', baselines.baseline_path('vc', tmp_path, version='v1'))
 
     def ratio(env, value, test='mpitest.latency'):
-        return refstool.Measurement(system='vc', partition='fast', environ=env, interconnect='fast', test=test,
+        return refswrite.Measurement(system='vc', partition='fast', environ=env, interconnect='fast', test=test,
                                     metric='ratio_to_yardstick', value=value, unit='ratio')
     # LAM/MPI's three runs within 1%, MPICH's within 10%: LAM's band stands on MPICH's spread (4 x 10%)
     for lam, mpich in ((6.6, 1.5), (6.65, 1.35), (6.6, 1.4)):
@@ -205,64 +206,6 @@ def test_a_case_skipped_for_a_skipped_fixture_counts_under_the_fixture_reason():
     assert '1 x skipped due to skipped dependencies' in text      # a dependency not in the report: ReFrame's words
 
 
-def test_what_measures_makes_a_baseline_stale_and_what_reads_does_not(tmp_path):
-    (tmp_path / 'src').mkdir()
-    (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 0; }\n')
-    lib = tmp_path / 'reframe_tests' / 'netregress'
-    lib.mkdir(parents=True)
-    (lib / 'base.py').write_text('PIN = "taskset -c 0"\n')
-    post = tmp_path / 'reframe_tests' / 'netregress_postrun'
-    post.mkdir()
-    (post / 'report.py').write_text('TITLE = "a"\n')
-    (tmp_path / 'config').mkdir()
-    (tmp_path / 'config' / 'settings.py').write_text('site_configuration = {}\n')
-    table = tmp_path / 'config' / 'interconnects.yaml'
-    table.write_text('baselines: {spread_factor: 4}\ninterconnects: {shm: {nodes: 1}}\n')
-    first = measurement.measurement_version(tmp_path)
-    (post / 'report.py').write_text('TITLE = "b"\n')
-    table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 1}}\n')
-    assert measurement.measurement_version(tmp_path) == first         # reading and judging figures
-    (lib / 'baselines.py').write_text('CAP = 15\n')
-    assert measurement.measurement_version(tmp_path) == first         # the band rules of the measuring package
-    (lib / 'spackparts.py').write_text('WIDTH = 2\n')
-    (lib / 'measurement.py').write_text('SETUP_MODULES = {"spackparts.py"}\n')
-    assert measurement.measurement_version(tmp_path) == first         # set-up, and the list of what is hashed
-    (lib / 'base.py').write_text('PIN = ""\n')
-    second = measurement.measurement_version(tmp_path)
-    assert second != first                                           # how the checks launch the kernels
-    table.write_text('baselines: {spread_factor: 3}\ninterconnects: {shm: {nodes: 2}}\n')
-    assert measurement.measurement_version(tmp_path) not in (first, second)
-
-
-# -- measurement version: what can change a figure, not comments ----------------------------------------------------
-
-def _tree(root):
-    (root / 'src').mkdir(parents=True)
-    (root / 'src' / 'k.c').write_text('/* kernel */\nint main(void) { return 0; } // done\n')
-    lib = root / 'reframe_tests' / 'netregress'
-    lib.mkdir(parents=True)
-    (lib / 'base.py').write_text('"""Docs."""\nPIN = "taskset -c 0"  # pin\n')
-    (root / 'config').mkdir()
-    (root / 'config' / 'interconnects.yaml').write_text('interconnects: {shm: {nodes: 1}}\n')
-    return lib
-
-
-def test_comments_and_docstrings_do_not_change_the_measurement_version(tmp_path):
-    lib = _tree(tmp_path)
-    first = measurement.measurement_version(tmp_path)
-    (tmp_path / 'src' / 'k.c').write_text('/* the kernel,\n   reworded */\nint main(void)\n{\n'
-                                          '    return 0;   /* ok */\n}\n')
-    (lib / 'base.py').write_text('"""Other docs, longer."""\n\n# a comment\nPIN = "taskset -c 0"\n')
-    assert measurement.measurement_version(tmp_path) == first
-    (tmp_path / 'src' / 'k.c').write_text('int main(void) { return 1; }\n')
-    second = measurement.measurement_version(tmp_path)
-    assert second != first
-    (tmp_path / 'src' / 'k.c').write_text('int main(void) { puts("/* not a comment */"); return 1; }\n')
-    assert measurement.measurement_version(tmp_path) not in (first, second)    # a string is code
-    changed = measurement.changed_files({'src/k.c': 'x', 'gone.py': 'y'}, measurement.measured_files(tmp_path))
-    assert 'src/k.c' in changed and 'gone.py' in changed and 'reframe_tests/netregress/base.py' in changed
-
-
 # -- a new measurement version: a new baseline beside the old one, compared with the old one meanwhile -------------
 
 def _record(base_dir, version, files, values, rules=RULES):
@@ -276,8 +219,8 @@ def _record(base_dir, version, files, values, rules=RULES):
 
 
 def test_a_new_version_keeps_the_old_baseline_and_compares_with_it(tmp_path):
-    old_files = {'src/k.c': 'aaa', 'reframe_tests/netregress/base.py': 'bbb'}
-    new_files = {'src/k.c': 'ccc', 'reframe_tests/netregress/base.py': 'bbb'}
+    old_files = {'src/k.c': 'aaa', 'reframe_tests/netregress/measure/base.py': 'bbb'}
+    new_files = {'src/k.c': 'ccc', 'reframe_tests/netregress/measure/base.py': 'bbb'}
     old = _record(tmp_path, 'v1', old_files, [900.0, 910.0, 920.0, 930.0, 940.0])
     text = old.path.read_text()
     rules = bandrules.BandRules(window=5, min_runs=3, spread_factor=3.0, floor={}, cap=(-0.33, 0.5))
@@ -416,7 +359,7 @@ def test_save_refuses_a_symlinked_baseline(tmp_path):
 
 def test_a_run_compares_with_the_earlier_version_and_says_so(tmp_path, monkeypatch):
     """What the checks use (netregress.bands): the older baseline's bands, the warning in nr_reference_source."""
-    from netregress import bands
+    from netregress.judge import bands
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     files = {'src/k.c': 'aaa'}
     monkeypatch.setattr(measurement, 'measured_files', lambda root=None: dict(files))
@@ -475,7 +418,7 @@ def test_a_check_whose_own_file_changed_is_recorded_not_judged_against_an_earlie
     """OSU's options changed (osu_latency -u 0 on a network): its gige round trips of 128 KiB-1 MiB read 12-14x
     below the earlier version's baseline. An earlier version's figures of a check measured otherwise now are not
     its figures; the other checks are still judged against it, with the warning."""
-    from netregress import bands
+    from netregress.judge import bands
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     own = 'tests/python/test_baselines.py'
     files = {'src/k.c': 'aaa', own: 'aaa'}

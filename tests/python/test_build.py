@@ -5,7 +5,7 @@ import stat
 import pytest
 
 pytest.importorskip('reframe')
-from netregress.build import choose_build_path  # noqa: E402
+from netregress.measure.build import choose_build_path  # noqa: E402
 
 
 def make_exes(directory, names):
@@ -66,7 +66,7 @@ def test_build_kernels_rejects_bad_input(tmp_path, args, code, message):
 
 def test_the_fixture_and_run_tests_use_build_kernels():
     """No second hand-written cmake invocation for the kernels anywhere."""
-    build_py = (ROOT / 'reframe_tests' / 'netregress' / 'build.py').read_text()
+    build_py = (ROOT / 'reframe_tests' / 'netregress' / 'measure' / 'build.py').read_text()
     assert "'build-kernels'" in build_py and "f'cmake -S" not in build_py
     run_tests = (ROOT / 'tools' / 'run-tests').read_text()
     assert 'tools/build-kernels' in run_tests and 'cmake -S' not in run_tests

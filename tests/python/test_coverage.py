@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from netregress import site, slurm
+from netregress.measure import site, slurm
 from netregress_postrun import coverage
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is

@@ -13,10 +13,10 @@ pytest.importorskip('reframe')
 
 import reframe.utility.sanity as sn  # noqa: E402
 
-from netregress import figures, references  # noqa: E402
-from netregress.allpairs import AllPairsLinkCheck  # noqa: E402
-from netregress.nodeprobe import NodeLoopbackCheck  # noqa: E402
-from netregress.osu_npb import OSU_BENCHMARKS  # noqa: E402
+from netregress.judge import figures, references  # noqa: E402
+from netregress.measure.allpairs import AllPairsLinkCheck  # noqa: E402
+from netregress.measure.nodeprobe import NodeLoopbackCheck  # noqa: E402
+from netregress.measure.osu_npb import OSU_BENCHMARKS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 REFRAME = Path(sys.executable).parent / 'reframe'

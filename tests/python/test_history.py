@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from netregress import baselines
+from netregress.judge import baselines
 from netregress_postrun import history
 from reports_fixture import BW, LAT, T0, case, history_reports, report
 

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from netregress import slurm
+from netregress.measure import slurm
 from netregress_postrun import jobtime
 
 

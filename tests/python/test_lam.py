@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from netregress import launch, provenance, site, spack_build
+from netregress.measure import launch, provenance, site, spack_build
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
 pytestmark = pytest.mark.usefixtures('vcluster_site')

@@ -2,9 +2,9 @@
 import statistics
 import subprocess
 
-from netregress import nodeprobe
-from netregress import cpulimit
-from netregress.cpulimit import CpuLimit
+from netregress.measure import nodeprobe
+from netregress.measure import cpulimit
+from netregress.measure.cpulimit import CpuLimit
 
 
 def judge(passes, min_fraction=0.8, notes=None, order=None):

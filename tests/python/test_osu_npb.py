@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip('reframe')
 from reframe.core.exceptions import SanityError  # noqa: E402
 
-from netregress import osu_npb  # noqa: E402
+from netregress.measure import osu_npb  # noqa: E402
 
 FIX = Path(__file__).parent / 'fixtures'
 MAX = 1 << 20

@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip('reframe')
 from reframe.core.exceptions import SanityError  # noqa: E402
 
-from netregress import iperf, peers, roundtrip  # noqa: E402
-from netregress.tcppair import background_server_cmds  # noqa: E402
+from netregress.measure import iperf, peers, roundtrip  # noqa: E402
+from netregress.measure.tcppair import background_server_cmds  # noqa: E402
 
 NP_OUT = """      1   0.285132   0.00002676
       2   0.570921   0.00002673

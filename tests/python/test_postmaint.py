@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from netregress import baselines
+from netregress.judge import baselines
 from netregress_postrun import postmaint
 from reports_fixture import LAT, T0, case, history_reports, report
 

@@ -1,6 +1,6 @@
 """Provenance arithmetic: counter parsing and deltas, the crossed/not-crossed decision, transport reports."""
-from netregress import provenance
-from netregress.provenance import Counters, check_counters, check_transports, transports
+from netregress.measure import provenance
+from netregress.measure.provenance import Counters, check_counters, check_transports, transports
 
 
 def snapshots(make_net_dev, before, after):

@@ -192,8 +192,9 @@ def test_host_baseline_judges_cpu_bound_figures_by_the_wide_band(sandbox, tmp_pa
     """local's host baseline judges a CPU-bound round trip (assert_cpu_bound False) by the wide band its spread
     supports (4x-10x): the stand-in's 25 us passes against a baseline of 10 us and fails against 0.83 us (30x);
     figures the baseline has not seen (the peer's, the ratio) are recorded; committed references assert it tightly."""
-    from netregress import bandrules, baselines, measurement
-    from netregress_postrun import refstool
+    from netregress.judge import bandrules, baselines
+    from netregress import measurement
+    from netregress_postrun import refswrite
     rules = bandrules.load()
 
     def run_against(rtt_us):
@@ -202,7 +203,7 @@ def test_host_baseline_judges_cpu_bound_figures_by_the_wide_band(sandbox, tmp_pa
         base = baselines.Baseline('local', baselines.baseline_path('local'))
         base.measured_by = measurement.measurement_version()
         for _ in range(3):
-            base.add([refstool.Measurement(system='local', partition='default', environ='gnu', interconnect='tcp',
+            base.add([refswrite.Measurement(system='local', partition='default', environ='gnu', interconnect='tcp',
                                            test='tcp.rtt', metric='rtt_us', value=rtt_us, unit='us')], rules, 'test')
         base.save()
         return run(sandbox, 'tcp_rtt', env={'NETREGRESS_REFERENCES': '', 'NETREGRESS_STATE': str(state)})

@@ -6,8 +6,8 @@ import os
 import pytest
 import yaml
 
-from netregress import references
-from netregress_postrun import refsaccept, refstool
+from netregress.judge import references
+from netregress_postrun import refsaccept, refstool, refswrite
 
 LAT = {'kind': 'latency', 'label': '8 B latency', 'better': 'lower'}
 BW = {'kind': 'throughput', 'label': '1 MiB stream', 'better': 'higher'}
@@ -48,7 +48,7 @@ def ref_dir(tmp_path):
                                                                  comment='one-sided: no lower bound')}}}}}}
     d = tmp_path / 'refs'
     d.mkdir()
-    (d / 'vc.yaml').write_text(refstool.dump(doc))
+    (d / 'vc.yaml').write_text(refswrite.dump(doc))
     return d
 
 
@@ -112,7 +112,7 @@ def test_accept_refuses_failed_figures_naming_each_case_and_writes_nothing(tmp_p
     # a figure out of its band fails its case too: a run to accept from passes
     out_of_band = case('openmpi4', {'rtt_us': 8.0}, result='fail', phase='performance',
                        reason='performance error: failed to meet reference: rtt_us=8')
-    with pytest.raises(refstool.RefsError, match='failed to meet reference'):
+    with pytest.raises(refswrite.RefsError, match='failed to meet reference'):
         refsaccept.accept([write_report(tmp_path / 'b.json', [out_of_band])], ref_dir, table,
                           refsaccept.Scope(environ='openmpi4'))
     assert (ref_dir / 'vc.yaml').read_text() == text
@@ -124,9 +124,9 @@ def test_accept_needs_a_scope_and_refuses_undeclared_figures(tmp_path, ref_dir, 
     assert 'accept needs a scope' in capsys.readouterr().out
     old = case('openmpi4', {'rtt_us': 8.0})
     del old['nr_figures']
-    with pytest.raises(refstool.RefsError, match=r'^mpitest.latency rtt_us \(vc:gige\+openmpi4 gige\): undeclared'):
+    with pytest.raises(refswrite.RefsError, match=r'^mpitest.latency rtt_us \(vc:gige\+openmpi4 gige\): undeclared'):
         refsaccept.accept([write_report(tmp_path / 'old.json', [old])], ref_dir, table, refsaccept.Scope('openmpi4'))
-    with pytest.raises(refstool.RefsError, match='nothing to accept'):
+    with pytest.raises(refswrite.RefsError, match='nothing to accept'):
         refsaccept.accept([report], ref_dir, table, refsaccept.Scope(interconnect='ib'))
 
 
@@ -144,7 +144,7 @@ def test_the_file_is_intact_when_the_write_fails(tmp_path, ref_dir, table, monke
     def fail(src, dst):
         raise OSError(28, 'No space left on device')
     monkeypatch.setattr(os, 'replace', fail)
-    with pytest.raises(refstool.RefsError, match='No space left on device.*the old one is intact'):
+    with pytest.raises(refswrite.RefsError, match='No space left on device.*the old one is intact'):
         refsaccept.accept([new_run(tmp_path)], ref_dir, table, refsaccept.Scope('openmpi4'))
     assert (ref_dir / 'vc.yaml').read_text() == text
     assert sorted(p.name for p in ref_dir.iterdir()) == ['vc.yaml']           # no temporary file left behind

@@ -4,9 +4,9 @@ import json
 import pytest
 import yaml
 
-from netregress import references
-from netregress.figures import asserted
-from netregress_postrun import refsbaseline, refstool
+from netregress.judge import references
+from netregress.judge.figures import asserted
+from netregress_postrun import refsbaseline, refstool, refswrite
 
 
 def report(*cases):
@@ -30,7 +30,7 @@ def case(value, metric='bw_mbps', unit='Mbit/s', result='pass', fail_phase=None,
 
 
 def test_measurements_skip_failed_sanity_failed_bands_and_fixtures():
-    got = refstool.measurements(report(
+    got = refswrite.measurements(report(
         case(940.0), case(1.0, result='fail', fail_phase='sanity'), case(2.0, fixture=True),
         case(930.0, fail_phase='performance', result='fail', reason='no reference for vc:gige gnu ...'),
         case(300.0, fail_phase='performance', result='fail', reason='failed to meet reference(s): bw_mbps=300')))
@@ -40,13 +40,13 @@ def test_measurements_skip_failed_sanity_failed_bands_and_fixtures():
 
 def test_measurements_take_the_last_attempt_of_a_retried_case():
     first, retry = case(300.0, name='t'), case(940.0, name='t')
-    got = refstool.measurements({'runs': [{'testcases': [first]}, {'testcases': [retry]}]})
+    got = refswrite.measurements({'runs': [{'testcases': [first]}, {'testcases': [retry]}]})
     assert [m.value for m in got] == [940.0]
 
 
 def test_merge_new_entry_takes_interconnect_tolerance(table):
-    found = refstool.measurements(report(case(940.0), case(950.0), case(945.0)))
-    doc = refstool.merge(None, 'vc', found, table)
+    found = refswrite.measurements(report(case(940.0), case(950.0), case(945.0)))
+    doc = refswrite.merge(None, 'vc', found, table)
     entry = doc['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']
     lower, upper, comment = table.tolerance('gige', 'throughput')
     assert entry == {'value': 945.0, 'lower': lower, 'upper': upper, 'unit': 'Mbit/s', 'comment': comment}
@@ -55,18 +55,18 @@ def test_merge_new_entry_takes_interconnect_tolerance(table):
 def test_merge_keeps_hand_tuned_tolerance_unless_reset(table):
     old = {'schema': references.SCHEMA, 'system': 'vc', 'references': {'gige': {'gnu': {'gige': {'tcp.stream': {
         'bw_mbps': {'value': 900.0, 'lower': -0.01, 'upper': 0.02, 'unit': 'Mbit/s', 'comment': 'tuned'}}}}}}}
-    found = refstool.measurements(report(case(940.0)))
-    kept = refstool.merge(old, 'vc', found, table)['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']
+    found = refswrite.measurements(report(case(940.0)))
+    kept = refswrite.merge(old, 'vc', found, table)['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']
     assert kept == {'value': 940.0, 'lower': -0.01, 'upper': 0.02, 'unit': 'Mbit/s', 'comment': 'tuned'}
     assert old['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']['value'] == 900.0   # not mutated
-    reset = refstool.merge(old, 'vc', found, table, reset_tolerance=True)
+    reset = refswrite.merge(old, 'vc', found, table, reset_tolerance=True)
     assert reset['references']['gige']['gnu']['gige']['tcp.stream']['bw_mbps']['comment'] != 'tuned'
 
 
 def test_per_size_metrics_and_latency_kind(table):
-    found = refstool.measurements(report(case(12.0, metric='lat_us@8', unit='us'),
+    found = refswrite.measurements(report(case(12.0, metric='lat_us@8', unit='us'),
                                          case(30.0, metric='lat_us@1024', unit='us')))
-    doc = refstool.merge(None, 'vc', found, table)
+    doc = refswrite.merge(None, 'vc', found, table)
     entry = doc['references']['gige']['gnu']['gige']['tcp.stream']['lat_us']
     assert set(entry['sizes']) == {8, 1024}
     assert entry['sizes'][8]['lower'] == table.tolerance('gige', 'latency')[0]
@@ -75,25 +75,25 @@ def test_per_size_metrics_and_latency_kind(table):
 def test_write_round_trips_and_shows_diff(tmp_path, table):
     rep = tmp_path / 'r.json'
     rep.write_text(json.dumps(report(case(940.0), case(12.0, metric='lat_us@8', unit='us'))))
-    diff, used = refstool.write([rep], tmp_path, table, dry_run=True)
+    diff, used = refswrite.write([rep], tmp_path, table, dry_run=True)
     assert used == 2 and '+    gnu:' in diff and not (tmp_path / 'vc.yaml').exists()
-    refstool.write([rep], tmp_path, table)
+    refswrite.write([rep], tmp_path, table)
     refs = references.load_file(tmp_path / 'vc.yaml', 'vc')
     assert refs.lookup('gige', 'gnu', 'gige', 'tcp.stream', 'bw_mbps').value == 940.0
     assert refs.lookup('gige', 'gnu', 'gige', 'tcp.stream', 'lat_us@8').value == 12.0
     assert yaml.safe_load((tmp_path / 'vc.yaml').read_text())['schema'] == references.SCHEMA
-    diff, _ = refstool.write([rep], tmp_path, table)
+    diff, _ = refswrite.write([rep], tmp_path, table)
     assert diff == ''                                   # idempotent
 
 
 def test_the_declared_kind_chooses_the_band_whatever_the_names_say(table):
     # a stream named like a sweep, declared link-bound: the declaration decides, not the test or metric name
-    found = refstool.measurements(report(case(940.0, metric='throughput_mbps@1048576', test='tcp.sweep.stream',
+    found = refswrite.measurements(report(case(940.0, metric='throughput_mbps@1048576', test='tcp.sweep.stream',
                                               kind='throughput'),
                                          case(1.2, metric='ratio_to_peer', unit='ratio', test='mpitest.latency',
                                               kind='cpu_bound')))
     assert [m.kind for m in found] == ['throughput', 'cpu_bound']
-    doc = refstool.merge(None, 'vc', found, table)
+    doc = refswrite.merge(None, 'vc', found, table)
     sweep = doc['references']['gige']['gnu']['gige']['tcp.sweep.stream']['throughput_mbps']['sizes'][1048576]
     assert (sweep['lower'], sweep['upper']) == table.tolerance('gige', 'throughput')[:2]
     peer = doc['references']['gige']['gnu']['gige']['mpitest.latency']['ratio_to_peer']
@@ -109,8 +109,8 @@ def test_write_refuses_undeclared_figures_naming_each_and_writes_nothing(tmp_pat
     rep = tmp_path / 'old.json'
     rep.write_text(json.dumps(report(case(940.0), case(12.0, metric='rtt_us', unit='us', test='tcp.rtt',
                                                        kind='undeclared'))))
-    with pytest.raises(refstool.RefsError) as err:
-        refstool.write([rep], tmp_path, table)
+    with pytest.raises(refswrite.RefsError) as err:
+        refswrite.write([rep], tmp_path, table)
     assert str(err.value).startswith('tcp.rtt rtt_us (vc:gige+gnu gige): undeclared figure')
     assert '\n' not in str(err.value) and not (tmp_path / 'vc.yaml').exists()
     assert refstool.main(['write', str(rep), '--dir', str(tmp_path)]) == 2
@@ -120,7 +120,7 @@ def test_write_refuses_undeclared_figures_naming_each_and_writes_nothing(tmp_pat
 def test_oversubscribed_runs_get_the_oversubscribed_band(table):
     crowded = case(5000.0, metric='reduce_rate_kbps@1000000', unit='KB/s', test='mpicoll', env='mpich4')
     crowded['oversubscribed'] = True
-    doc = refstool.merge(None, 'vc', refstool.measurements(report(crowded)), table)
+    doc = refswrite.merge(None, 'vc', refswrite.measurements(report(crowded)), table)
     entry = doc['references']['gige']['mpich4']['gige']['mpicoll']['reduce_rate_kbps']
     lower, upper, comment = table.tolerance('gige', 'oversubscribed')
     assert entry['sizes'][1000000] == {'value': 5000.0, 'lower': lower, 'upper': upper}
@@ -141,7 +141,8 @@ import os                                   # noqa: E402
 import subprocess                           # noqa: E402
 from pathlib import Path                    # noqa: E402
 
-from netregress import bandrules, baselines, measurement            # noqa: E402
+from netregress.judge import bandrules, baselines            # noqa: E402
+from netregress import measurement            # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -239,8 +240,8 @@ def test_write_replaces_the_file_atomically_never_through_a_symlink(tmp_path, ta
     victim.write_text('precious\n')
     (tmp_path / 'refs').mkdir()
     (tmp_path / 'refs' / 'vc.yaml').symlink_to(victim)
-    with pytest.raises(refstool.RefsError, match='symbolic link'):
-        refstool.write([rep], tmp_path / 'refs', table)
+    with pytest.raises(refswrite.RefsError, match='symbolic link'):
+        refswrite.write([rep], tmp_path / 'refs', table)
     assert victim.read_text() == 'precious\n'
 
 
@@ -250,20 +251,20 @@ def test_write_refuses_a_malformed_existing_file(tmp_path, table):
     for text, message in (('{unclosed', 'not valid YAML'), ('- 1\n', 'top level is list'),
                           ('schema: netregress-references/1\nreferences: {gige: 5}\n', 'malformed reference tree')):
         (tmp_path / 'vc.yaml').write_text(text)
-        with pytest.raises(refstool.RefsError, match=message):
-            refstool.write([rep], tmp_path, table)
+        with pytest.raises(refswrite.RefsError, match=message):
+            refswrite.write([rep], tmp_path, table)
         assert (tmp_path / 'vc.yaml').read_text() == text
 
 
 def _ref_file(value='940.0', lower='-0.05', upper='0.05', header=True):
-    return ((refstool.HEADER.format(system='vc', schema=references.SCHEMA) if header else '')
+    return ((refswrite.HEADER.format(system='vc', schema=references.SCHEMA) if header else '')
             + f'schema: {references.SCHEMA}\nsystem: vc\nreferences:\n  gige:\n    gnu:\n      gige:\n'
             f'        tcp.stream:\n          bw_mbps: {{value: {value}, lower: {lower}, upper: {upper}, '
             f'unit: Mbit/s, comment: c}}\n')
 
 
 @pytest.mark.parametrize('text, message', [
-    (refstool.HEADER.format(system='vc', schema=references.SCHEMA), 'no references (an empty file, or one cut'),
+    (refswrite.HEADER.format(system='vc', schema=references.SCHEMA), 'no references (an empty file, or one cut'),
     ('', 'no references (an empty file'),
     (f'schema: {references.SCHEMA}\nsystem: vc\nreferences: {{}}\n', 'no references (an empty tree'),
     (_ref_file(value='.inf'), 'value: expected a finite number, got inf'),

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip('reframe')
 from reframe.core.exceptions import SanityError  # noqa: E402
 
-from netregress import results  # noqa: E402
+from netregress.measure import results  # noqa: E402
 
 DOC = {'schema': 'netregress-result/1', 'tool': 'nr-tcptest', 'status': 'ok', 'mode': 'stream-exp',
        'hosts': {'client': 'n1', 'server': 'n2'},

@@ -29,7 +29,7 @@ def test_reframe_lists_checks_without_skipping_files(system, tmp_path):
 
 
 def test_launch_template_placeholders():
-    from netregress.launch import TemplateLauncher
+    from netregress.measure.launch import TemplateLauncher
 
     class Job:
         num_tasks, num_tasks_per_node = 4, 2

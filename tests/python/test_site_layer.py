@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip('reframe')
-from netregress import interconnects, site, spack_build  # noqa: E402
+from netregress.measure import interconnects, site, spack_build  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / 'config' / 'sites' / 'example'

@@ -20,7 +20,8 @@ yaml = pytest.importorskip('yaml')
 from reframe.core.buildsystems import CustomBuild, Spack  # noqa: E402
 from reframe.core.exceptions import BuildSystemError  # noqa: E402
 
-from netregress import carriedlock, spack_build, spackparts  # noqa: E402
+from netregress.setup import carriedlock, spackparts  # noqa: E402
+from netregress.measure import spack_build  # noqa: E402
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +34,7 @@ SYSTEMS = tuple(SITES)
 @pytest.fixture(autouse=True)
 def use_site(monkeypatch):
     """``use_site(system)``: NETREGRESS_SITE set to the site of ``system``; the vcluster's until then."""
-    from netregress import site
+    from netregress.measure import site
 
     def use(system):
         monkeypatch.setenv('NETREGRESS_SITE', str(SITES[system] or SITES['vcluster']))
@@ -117,7 +118,7 @@ def test_every_description_pins_each_mpi_and_lists_the_packages(use_site):
 def test_site_template_names_agree_with_settings_and_ci(use_site):
     """The example system is `site-example` in the example site's settings and Spack description and in both CI
     templates."""
-    from netregress import site
+    from netregress.measure import site
     for system in SYSTEMS:
         use_site(system)
         assert system in site.systems(), f'the Spack description of {system} names no ReFrame system'
@@ -194,7 +195,7 @@ def test_an_installed_package_is_linked_not_installed_again(deps, tmp_path, monk
         fx = configured('openmpi4')
         assert isinstance(fx.build_system, CustomBuild) and fx.postbuild_cmds == []
         args = (tmp_path / 'spack-args').read_text().splitlines()
-        assert args[:4] == ['-e', str(env), 'python', str(ROOT / 'reframe_tests/netregress/spack_installed.py')]
+        assert args[:4] == ['-e', str(env), 'python', str(ROOT / 'reframe_tests/netregress/measure/spack_installed.py')]
         asked = args[4:]
         assert f'{osu} ^openmpi@4.1' in asked and f'{osu} ^mpich@5.0' in asked
         assert not any(a.startswith('netregress@') for a in asked)   # a develop spec always goes through install
@@ -661,7 +662,7 @@ def test_a_carried_lock_names_why_it_is_not_adopted(tmp_path):
 def test_a_description_is_current_by_its_meaning_not_its_comments(tmp_path):
     """A reworded comment or another indentation keeps every lock made from the description; a changed value does
     not. Locks made before recorded the bytes' digest, which stays accepted while the bytes are the same."""
-    from netregress import site
+    from netregress.measure import site
     desc = tmp_path / 'spack.yaml'
     desc.write_text('spack:\n  # one DAG per MPI\n  concretizer:\n    unify: when_possible\n  specs: [a, b]\n')
     meaning, raw = site.spack_description_digests(desc)
@@ -694,7 +695,7 @@ def test_bootstrap_honours_netregress_deps(tmp_path):
     out = subprocess.run([str(ROOT / 'tools' / 'bootstrap'), '--check', '--for', 'test', '--no-kernels'],
                          capture_output=True, text=True, timeout=120, env={**{k: v for k, v in os.environ.items() if k != 'NETREGRESS_SITE'}, 'NETREGRESS_DEPS': str(deps)})
     assert out.returncode == 1
-    assert f'{deps}/venv (ReFrame-HPC' in out.stdout and f'{deps}/mpi/openmpi5' in out.stdout
+    assert f'{deps}/venv (-e {ROOT}[dev]' in out.stdout and f'{deps}/mpi/openmpi5' in out.stdout
     assert f'Spack: set up after the venv ({deps}/venv) exists' in out.stdout
     assert '/.deps' not in out.stdout
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from netregress import snapshots
+from netregress.setup import snapshots
 
 ROOT = Path(__file__).resolve().parents[2]
 SHA = 'ab' * 32

@@ -71,7 +71,7 @@ def test_make_clean_keeps_the_history(tmp_path):
 
 
 def test_the_state_directory_follows_netregress_state_then_the_prefix(tmp_path, monkeypatch):
-    from netregress import baselines
+    from netregress.judge import baselines
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'explicit'))
     monkeypatch.setenv('RFM_PREFIX', str(tmp_path / 'prefix'))
     assert baselines.state_dir() == tmp_path / 'explicit'

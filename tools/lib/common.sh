@@ -1,6 +1,6 @@
 # Sourced by the tools: the venv's Python and ReFrame, the library on PYTHONPATH, and the site layer.
 #   nr_take_site "$@"   takes --site DIR (or --site=DIR) out of the arguments into NETREGRESS_SITE, checks the site
-#                       (netregress.site: one line naming what is wrong, exit 2) and leaves the rest in NR_ARGS
+#                       (netregress.sitecheck: one line naming what is wrong, exit 2) and leaves the rest in NR_ARGS
 #   nr_config_args      the ReFrame -C arguments: config/settings.py, then the site's settings.py
 root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 NR_DEPS=${NETREGRESS_DEPS:-$root/.deps}
@@ -22,7 +22,7 @@ nr_take_site() {
     esac
   done
   if [ -n "${NETREGRESS_SITE:-}" ]; then
-    "$nr_py" -m netregress.site check >/dev/null || exit 2
+    "$nr_py" -m netregress.sitecheck check >/dev/null || exit 2
     NETREGRESS_SITE=$(cd "$NETREGRESS_SITE" && pwd)
   fi
 }

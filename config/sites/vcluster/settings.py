@@ -14,25 +14,18 @@ site: a missing reference fails), else this host's baseline (netregress/baseline
 import os
 from pathlib import Path
 
-from netregress.paths import repo_root, run_dir   # importable: config/settings.py, loaded first, puts it on the path
+from netregress.measure import mpibuilds
+from netregress.paths import repo_root, run_dir
 
 HERE = Path(__file__).resolve().parent
-LAMRUN = str(repo_root() / 'tools' / 'lamrun')       # the netregress checkout in use (the site may be a copy)
 REFERENCES = Path(os.environ.get('NETREGRESS_REFERENCES') or HERE / 'references')
 
-# How each MPI build starts ranks under Slurm: Open MPIs via PMIx; Debian MPICH through its own Hydra (its srun
-# --mpi=pmi2 path hangs in MPI_Finalize in ~10% of runs); MPICH 5 and Intel MPI via PMI-2. --kill-on-bad-exit: a
-# rank that dies ends the step at once instead of leaving its partner blocked until the job's time limit. LAM's own
-# Slurm boot module starts one lamd per node of the allocation.
-KILL = '--kill-on-bad-exit=1'
-LAUNCH = {
-    'openmpi4': ['srun', KILL, '--mpi=pmix'],
-    'openmpi5': ['srun', KILL, '--mpi=pmix'],
-    'mpich4': ['mpiexec.mpich', '-launcher', 'slurm', '-rmk', 'slurm', '-n', '{ntasks}', '-ppn', '{ntasks_per_node}'],
-    'mpich5': ['srun', KILL, '--mpi=pmi2'],
-    'intelmpi': ['srun', KILL, '--mpi=pmi2'],
-    'lam7': [LAMRUN, '-np', '{ntasks}'],
-}
+# How each MPI build starts ranks under Slurm (config/mpi_builds.toml, `launch.slurm`): Open MPIs via PMIx, Debian
+# MPICH through its own Hydra, MPICH 5 and Intel MPI via PMI-2, LAM through its Slurm boot module;
+# --kill-on-bad-exit: a rank that dies ends the step at once instead of leaving its partner blocked until the job's
+# time limit. The build's environment (its `env`) is the same whichever launcher starts it.
+LAUNCH = {name: list(b.launch['slurm']) for name, b in mpibuilds.load(mpibuilds.table_file(repo_root())).items()}
+
 # --overlap: helper steps (servers, counter snapshots) run beside other steps of the job (Slurm >= 20.11 gives steps
 # exclusive CPUs otherwise); --label: the per-node snapshots arrive interleaved and are told apart by task label.
 ON_NODE = ['srun', '--mpi=none', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}']

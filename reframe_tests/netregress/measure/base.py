@@ -37,8 +37,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import bands, figures, interconnects, provenance, results, slurm
-from .bands import fraction_of
+from ..judge import bands, figures
+from . import interconnects, provenance, results, slurm
+from ..judge.bands import fraction_of
 
 COUNTERS_FILE = 'counters.txt'
 
@@ -476,18 +477,3 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
             more = f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''
             raise PerformanceError(f'{missing[0]}{more}')
 
-
-#: Names that lived in this module before it was split (site checks import them from here): name -> its module.
-_MOVED = {'MpiCheck': 'mpicheck', 'MpiKernelCheck': 'mpicheck', 'TcpPairCheck': 'tcppair', 'TcpKernelCheck': 'tcppair',
-          'SERVER_OUT': 'tcppair', 'server_address_cmds': 'tcppair', 'background_server_cmds': 'tcppair',
-          'ExitStatusPlugin': 'plugins', 'SweepPlugin': 'plugins', 'KernelMixin': 'plugins',
-          'reference_source': 'bands'}
-
-
-def __getattr__(name: str):
-    """``from netregress.base import MpiCheck`` still works (PEP 562: imported on first use, since those modules
-    import this one)."""
-    if name in _MOVED:
-        import importlib
-        return getattr(importlib.import_module(f'{__package__}.{_MOVED[name]}'), name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -15,7 +15,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import figures
+from ..judge import figures
 from .base import stage_file
 from .mpicheck import MpiCheck
 from .plugins import ExitStatusPlugin
@@ -213,17 +213,3 @@ class ImbPingPongCheck(ExitStatusPlugin, MpiCheck):
     def witnesses(self) -> list:
         return [self.exit_witness, self.imb_witness] + super().witnesses()
 
-
-#: Names that lived in this module before it was split (site checks import them from here): name -> its module.
-_MOVED = {'Iperf3Check': 'iperf', 'Iperf3YardstickPlugin': 'iperf', 'iperf3_mbps': 'iperf',
-          'RoundTripPeerPlugin': 'roundtrip', 'MpiRoundTripPeerPlugin': 'roundtrip',
-          'TcpRoundTripPeerPlugin': 'roundtrip'}
-
-
-def __getattr__(name: str):
-    """``from netregress.peers import Iperf3YardstickPlugin`` still works (PEP 562: imported on first use, since
-    those modules import this one)."""
-    if name in _MOVED:
-        import importlib
-        return getattr(importlib.import_module(f'{__package__}.{_MOVED[name]}'), name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -39,21 +39,16 @@ import platform
 import re
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import yaml
 
-from . import paths, references, statefiles
-from . import measurement
-
-if TYPE_CHECKING:                   # the band rules import this module's BaselineError
-    from .bandrules import BandRules
+from .. import paths, statefiles
+from . import references
+from .. import measurement
+from .bandrules import BandRules, BaselineError
 
 SCHEMA = 'netregress-baseline/1'
-
-
-class BaselineError(Exception):
-    """A baseline file is unreadable or malformed."""
 
 
 # -- where and for which host -----------------------------------------------------------------------------------
@@ -286,7 +281,7 @@ class Baseline:
         return str(self.runs[-1].get('recorded_utc', '')) if self.runs else ''
 
     @classmethod
-    def for_run(cls, system: str, rules: 'BandRules', directory: Path | None = None, host: str | None = None,
+    def for_run(cls, system: str, rules: BandRules, directory: Path | None = None, host: str | None = None,
                 version: str | None = None, files: Mapping[str, str] | None = None
                 ) -> tuple['Baseline | None', str | None]:
         """(baseline a run compares with, warning or None). This version's baseline once it has ``min_runs`` runs;
@@ -328,7 +323,7 @@ class Baseline:
         return None
 
     def add(self, measurements: Iterable, rules: BandRules, source: str) -> int:
-        """Append one run's figures (``refstool.Measurement``); keep the last ``rules.window`` per metric.
+        """Append one run's figures (``refswrite.Measurement``); keep the last ``rules.window`` per metric.
         :class:`BaselineError` (nothing added) for a figure that is not a finite number >= 0."""
         self._require_complete('take figures')
         mine = [m for m in measurements if m.system == self.system]

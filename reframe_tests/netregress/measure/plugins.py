@@ -17,7 +17,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import figures, references, results
+from ..judge import figures, references
+from . import results
 from .base import RESULT_FILE, stage_file
 from .build import MpiKernelBuild
 

@@ -10,8 +10,9 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import figures, results
-from .bands import fraction_of
+from ..judge import figures
+from . import results
+from ..judge.bands import fraction_of
 from .base import stage_file
 from .peers import parse_imb_pingpong, parse_netpipe
 from .tcppair import background_server_cmds, server_address_cmds

@@ -12,8 +12,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping
 
-from . import interconnects
-from .baselines import BaselineError
+from ..measure import interconnects
+
+
+class BaselineError(Exception):
+    """A baseline file, or the band rules it is judged by, is unreadable or malformed."""
 
 
 @dataclass(frozen=True)

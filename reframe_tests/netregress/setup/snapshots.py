@@ -28,7 +28,7 @@ import re
 import shutil
 from pathlib import Path
 
-from . import statefiles
+from .. import statefiles
 
 MANIFEST = 'netregress-snapshots.yaml'
 DATA_FILE = 'snapshots.json'

@@ -47,10 +47,12 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
-from . import baselines, cpulimit, figures, interconnects, provenance, results, slurm, statefiles
+from ..judge import baselines, figures
+from . import cpulimit, interconnects, provenance, results, slurm
+from .. import statefiles
 from .base import COUNTERS_FILE
 from .linkplan import LinkPlan, full_plan, runs_to_cover, sample_plan, topology_plan
-from .linkverdict import (LINKS_TABLE, LinkResult, collect_links, format_table, payload_per_host, slow_links,
+from ..judge.linkverdict import (LINKS_TABLE, LinkResult, collect_links, format_table, payload_per_host, slow_links,
                           summary, unmeasured_links)
 from .mpicheck import MpiKernelCheck
 

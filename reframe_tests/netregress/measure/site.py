@@ -26,7 +26,7 @@ import shlex
 from pathlib import Path
 from typing import Mapping
 
-from . import paths
+from .. import paths
 
 #: The environment variable that names the site directory.
 ENV = 'NETREGRESS_SITE'
@@ -244,29 +244,3 @@ def read_env_file(path: Path) -> dict[str, str]:
         out[key] = ' '.join(words)
     return out
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m netregress.site check``: load the site (if any) and print what it defines; exit 2 naming what is
-    wrong."""
-    import argparse
-    import sys
-    ap = argparse.ArgumentParser(prog='python -m netregress.site', description=__doc__.split('\n\n')[0])
-    ap.add_argument('action', choices=['check'])
-    ap.parse_args(argv)
-    from . import interconnects
-    try:
-        site = directory()
-        names = list(systems())
-        table = interconnects.load()
-    except (SiteError, interconnects.InterconnectError) as err:
-        print(f'site: {err}', file=sys.stderr)
-        return 2
-    print(f'site: {site or "none (the embedded configuration)"}')
-    print(f'  ReFrame settings: {" + ".join(str(f) for f in settings_files())}; systems: {", ".join(names)}')
-    print(f'  interconnects: {" + ".join(str(f) for f in interconnect_files())} ({", ".join(table.names)})')
-    print(f'  references: {reference_dir()}')
-    return 0
-
-
-if __name__ == '__main__':
-    raise SystemExit(main())

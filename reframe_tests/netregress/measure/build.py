@@ -32,7 +32,8 @@ from reframe.core.builtins import run_before, variable, sanity_function
 import reframe.utility.sanity as sn
 from reframe.core.logging import getlogger
 
-from . import paths, spack_build
+from .. import paths
+from . import spack_build
 
 BUILD_PATHS = ('auto', 'prebuilt', 'cmake', 'spack')
 MPI_KERNELS = ('nr-mpitest', 'nr-mpicoll', 'nr-ebb')

@@ -14,8 +14,9 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from . import figures, interconnects
-from .bands import fraction_of
+from ..judge import figures
+from . import interconnects
+from ..judge.bands import fraction_of
 from .plugins import ExitStatusPlugin
 from .tcppair import SERVER_OUT, TcpPairCheck, background_server_cmds, server_address_cmds
 

@@ -40,7 +40,8 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
-from . import figures, interconnects, results, slurm
+from ..judge import figures
+from . import interconnects, results, slurm
 from .cpulimit import CPU_LIMIT_SH, CpuLimit, own_cpu_quotas, read_cpu_limit, shared_cpu_quota
 from .linkplan import SLURM_ON_NAMED_NODE
 from .base import NetregressCheck

@@ -15,7 +15,8 @@ from pathlib import Path
 import reframe.utility.sanity as sn
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from . import bandrules, baselines, measurement, paths, references
+from . import bandrules, baselines, references
+from .. import measurement, paths
 
 
 def apply(check) -> None:

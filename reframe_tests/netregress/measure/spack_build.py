@@ -44,7 +44,8 @@ from reframe.core.builtins import run_before, sanity_function, variable
 from reframe.core.exceptions import BuildSystemError
 from reframe.core.logging import getlogger
 
-from . import paths, site
+from .. import paths
+from . import site
 
 PREFIX_LINK = 'spack-prefix'
 KERNEL_PACKAGE = 'netregress'
@@ -363,7 +364,7 @@ def status(system: str) -> tuple[str, bool]:
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
-    ap = argparse.ArgumentParser(prog='python -m netregress.spack_build')
+    ap = argparse.ArgumentParser(prog='python -m netregress.measure.spack_build')
     sub = ap.add_subparsers(dest='cmd', required=True)
     st = sub.add_parser('status', help='what the Spack path gives a run on SYSTEM (exit 1: present but unusable)')
     st.add_argument('--system', required=True)

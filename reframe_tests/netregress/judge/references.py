@@ -31,7 +31,7 @@ from typing import Mapping
 
 import yaml
 
-from . import site
+from ..measure import site
 
 #: libyaml's parser where PyYAML was built with it (PyPI's wheels are): a host baseline of 3,000 figures parses in
 #: 0.25 s instead of 1.3 s, and every run reads each of its measurement versions' files; the same safe constructor

@@ -1,0 +1,277 @@
+"""Report -> reference conversion: the figures of ReFrame run reports merged into reference files.
+
+:func:`measurements` takes every measured performance variable of every netregress test case whose kernel and
+provenance were fine (:func:`usable`: passed, or failed only because its reference was missing); :func:`merge`
+folds them into a reference document (several measurements of one variable: their median; a new entry gets the
+interconnect's default tolerance and comment from ``config/interconnects.yaml``, an existing one keeps its own
+unless ``reset_tolerance``); :func:`write` checks every file, prints its diff and writes it atomically. Figures
+whose check did not declare them (``nr_figures``) are refused: their band kind is unknown. ``tools/refs write`` and
+``diff`` are this module (:mod:`.refstool`); ``accept`` (:mod:`.refsaccept`) and the host-baseline commands
+(:mod:`.refsbaseline`) build on it.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import io
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import yaml
+
+from netregress.judge import baselines, references
+from netregress.measure import interconnects, site
+from netregress import statefiles
+from . import runreport
+
+HEADER = ('# netregress reference performance for system {system!r} (schema {schema}).\n'
+          '# Written by tools/refs from ReFrame run reports; values come from real runs on that system.\n'
+          '# Keys: partition / environment / interconnect / test / metric [/ sizes / bytes].\n'
+          '# lower/upper are fractions of value; edit them and the comment by hand, tools/refs keeps them.\n')
+
+
+@dataclass(frozen=True)
+class Measurement:
+    system: str
+    partition: str
+    environ: str
+    interconnect: str
+    test: str
+    metric: str            # may carry @size
+    value: float
+    unit: str
+    oversubscribed: bool = False
+    #: what the check declared the figure to be (``nr_figures``), ``undeclared`` for a report that predates it
+    figure_kind: str = runreport.UNDECLARED
+
+    @property
+    def kind(self) -> str:
+        """Band kind: 'oversubscribed', else the declared kind ('throughput', 'cpu_bound', 'latency', 'ratio')."""
+        return 'oversubscribed' if self.oversubscribed else self.figure_kind
+
+    @property
+    def where(self) -> str:
+        return f'{self.system}:{self.partition}+{self.environ} {self.interconnect}'
+
+
+class RefsError(Exception):
+    """Figures that may not become references, or a reference file that cannot be written; one line per reason."""
+
+
+def refuse_undeclared(found: Iterable[Measurement]) -> None:
+    """:class:`RefsError` naming every figure whose check did not declare what it is (its band needs the kind)."""
+    lines = sorted({f'{m.test} {m.metric} ({m.where}): undeclared figure (the run report predates nr_figures; '
+                    f'its band kind is unknown): rerun the check to record it' for m in found
+                    if m.figure_kind == runreport.UNDECLARED})
+    if lines:
+        raise RefsError('\n'.join(lines))
+
+
+def usable(tc: Mapping) -> bool:
+    """A test case whose numbers may become references: it passed, or its only failure was a missing reference
+    (a site's first baseline). A figure that failed its band, or a run whose sanity failed, never becomes one."""
+    if tc.get('fixture'):
+        return False
+    if tc.get('result') == 'pass':
+        return True
+    reason = tc.get('fail_reason') or ''
+    return (tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance'
+            and 'no reference for' in reason and 'failed to meet reference' not in reason)
+
+
+def measurements(report: Mapping) -> list[Measurement]:
+    """All usable netregress performance values of one ReFrame run report (the last attempt of each case)."""
+    out = []
+    for tc in runreport.final_cases(report):
+        if not usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+            continue
+        for pv in runreport.perfvalues(tc):
+            if pv.value is None:
+                continue
+            out.append(Measurement(system=pv.system, partition=pv.partition, environ=tc['environ'],
+                                   interconnect=tc['interconnect'], test=tc['ref_test'], metric=pv.var,
+                                   value=pv.value, unit=pv.unit, oversubscribed=bool(tc.get('oversubscribed')),
+                                   figure_kind=runreport.declaration(tc, pv.var).kind))
+    return out
+
+
+def _round(value: float) -> float:
+    return float(f'{value:.4g}')
+
+
+def merge(data: Mapping | None, system: str, found: Iterable[Measurement],
+          table: interconnects.InterconnectTable, reset_tolerance: bool = False) -> dict:
+    """Return a new reference document: ``data`` updated with the medians of ``found``."""
+    doc = copy.deepcopy(dict(data or {}))
+    doc['schema'] = references.SCHEMA
+    doc['system'] = system
+    tree = doc.setdefault('references', {}) or {}
+    doc['references'] = tree
+    groups: dict[tuple, list[Measurement]] = {}
+    for m in found:
+        if m.system == system:
+            groups.setdefault((m.partition, m.environ, m.interconnect, m.test, m.metric), []).append(m)
+    for (part, env, ic, test, metric), ms in sorted(groups.items()):
+        value = _round(statistics.median(m.value for m in ms))
+        unit = ms[-1].unit
+        kind = 'oversubscribed' if any(m.oversubscribed for m in ms) else ms[-1].figure_kind
+        lower, upper, comment = table.tolerance(ic, kind)
+        base, size = references.split_metric(metric)
+        node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
+        if size is None:
+            entry = node.get(base)
+            if entry is None or reset_tolerance or 'sizes' in entry:
+                node[base] = {'value': value, 'lower': lower, 'upper': upper, 'unit': unit, 'comment': comment}
+            else:
+                entry['value'] = value
+                entry['unit'] = unit
+        else:
+            entry = node.get(base)
+            if entry is None or 'sizes' not in entry:
+                entry = node[base] = {'unit': unit, 'comment': comment, 'sizes': {}}
+            if reset_tolerance:
+                entry['comment'] = comment
+            sizes = entry['sizes']
+            old = sizes.get(size)
+            if old is None or reset_tolerance:
+                sizes[size] = {'value': value, 'lower': lower, 'upper': upper}
+            else:
+                old['value'] = value
+            entry['sizes'] = dict(sorted(sizes.items()))
+    return doc
+
+
+class _Flow(dict):
+    pass
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Flow, lambda d, data: d.represent_mapping('tag:yaml.org,2002:map', data.items(),
+                                                                    flow_style=True))
+
+
+def _flowify(node):
+    if isinstance(node, dict):
+        if node and all(k in ('value', 'lower', 'upper') for k in node):
+            return _Flow(node)
+        return {k: _flowify(v) for k, v in node.items()}
+    return node
+
+
+def dump(doc: Mapping) -> str:
+    """YAML text of a reference document (per-size entries one line each)."""
+    buf = io.StringIO()
+    buf.write(HEADER.format(system=doc.get('system'), schema=references.SCHEMA))
+    yaml.dump(_flowify(dict(doc)), buf, Dumper=_Dumper, sort_keys=False, width=118, default_flow_style=False)
+    return buf.getvalue()
+
+
+def check_report(source, report: Mapping) -> None:
+    """:class:`RefsError` naming the report and the figure when a usable case (one whose figures would become
+    references) holds a figure that is not a number: NaN, infinity or text never enter a reference or a baseline,
+    and a run holding one is not recorded at all (its other figures came from the same run)."""
+    for tc in runreport.final_cases(report):
+        if not usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+            continue
+        for pv in runreport.perfvalues(tc):
+            if pv.value is None and pv.raw is not None:
+                raise RefsError(f'{source}: {pv.partition}/{tc.get("environ")}/{tc["interconnect"]}/'
+                                f'{tc["ref_test"]}/{pv.var}: {pv.raw!r} is not a finite figure')
+
+
+def check_figures(source, found: Iterable[Measurement]) -> None:
+    """:class:`RefsError` naming the report and the figure for a value that is not a finite number >= 0."""
+    for m in found:
+        try:
+            baselines.figure_value(m.value, f'{source}: {m.partition}/{m.environ}/{m.interconnect}/{m.test}/'
+                                            f'{m.metric}')
+        except baselines.BaselineError as err:
+            raise RefsError(str(err)) from None
+
+
+def read_reference_text(path: Path) -> tuple[str, dict | None]:
+    """(text, document) of an existing reference file ('' and None when there is none); :class:`RefsError` for one
+    that is not valid YAML or not a mapping (a file cut to its header is a new file: its text stays in the diff)."""
+    if path.is_symlink():
+        raise RefsError(f'{path}: a symbolic link (to {os.readlink(path)}): refusing to write through it')
+    if not path.exists():
+        return '', None
+    try:
+        before = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise RefsError(f'{path}: unreadable ({err})') from None
+    try:
+        data = yaml.safe_load(before) if before else None
+    except yaml.YAMLError as err:
+        raise RefsError(f'{path}: not valid YAML ({" ".join(str(err).split())}): fix or move it, nothing '
+                        f'written') from None
+    if data is not None and not isinstance(data, dict):
+        raise RefsError(f'{path}: not a reference file (top level is {type(data).__name__}, not a mapping)')
+    return before, data
+
+
+def validate_text(text: str, system: str, path: Path) -> int:
+    """Parse a reference document as the checks will, every entry; its number of references (:class:`RefsError`
+    naming the entry otherwise)."""
+    try:
+        n = references.ReferenceSet(yaml.safe_load(text), system, source=str(path)).count()
+    except references.ReferenceError as err:
+        raise RefsError(str(err)) from None
+    if not n:
+        raise RefsError(f'{path}: would hold no references')
+    return n
+
+
+def write(reports: list[Path], directory: Path, table: interconnects.InterconnectTable, *,
+          system: str | None = None, dry_run: bool = False, reset_tolerance: bool = False) -> tuple[str, int]:
+    """Merge the reports into the reference files; return (diff text, number of measurements used). Every file is
+    checked before any is written; each is written atomically (never through a symlink). :class:`RefsError`:
+    nothing written."""
+    found: list[Measurement] = []
+    for path in reports:
+        doc = runreport.read(path)
+        check_report(path, doc)
+        got = measurements(doc)
+        check_figures(path, got)
+        found += got
+    if system:
+        found = [m for m in found if m.system == system]
+    refuse_undeclared(found)
+    diffs, writes = [], []
+    for sys_name in sorted({m.system for m in found}):
+        path = references.reference_file(sys_name, directory)
+        before, data = read_reference_text(path)
+        try:
+            after = dump(merge(data, sys_name, found, table, reset_tolerance=reset_tolerance))
+        except (AttributeError, TypeError) as err:
+            raise RefsError(f'{path}: malformed reference tree ({err}): fix it by hand, nothing written') from None
+        validate_text(after, sys_name, path)         # the written file must be readable by the checks
+        diffs.append(''.join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                                  fromfile=f'{path} (before)', tofile=f'{path} (after)')))
+        writes.append((path, after))
+    if not dry_run:
+        for path, after in writes:
+            write_reference_file(path, after)
+    return ''.join(diffs), len(found)
+
+
+def write_reference_file(path: Path, text: str) -> None:
+    """``text`` into the reference file ``path`` atomically (:func:`netregress.statefiles.atomic_write`)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        statefiles.atomic_write(path, text, what='reference file')
+    except statefiles.StateError as err:
+        raise RefsError(str(err)) from None
+    except OSError as err:
+        raise RefsError(f'{path.parent}: cannot create the reference directory ({err.strerror})') from None
+
+
+def latest_report(run_dir: Path) -> Path | None:
+    reports = sorted((run_dir / 'reports').glob('*.json'), key=lambda p: p.stat().st_mtime)
+    return reports[-1] if reports else None

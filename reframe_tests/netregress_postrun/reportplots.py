@@ -299,7 +299,7 @@ def plot_ebb(sec: Section, out: Path, run_end: float | None) -> None:
 MAP_NOT_MEASURED, MAP_FAILED, MAP_SUSPECT, MAP_FIRST = 0, 1, 2, 3
 MAP_SHARE_TOP = 1.2
 #: Suspect directions and switches the page lists beside a link map (all are in links.json and links.txt).
-MAP_LISTED = 30
+MAP_LISTED, MAP_SWITCHES = 30, 12
 #: Widest a link map is shown on the page (CSS pixels; the PNG itself has one pixel per direction, the page links it).
 MAP_SHOWN_PX = 900
 
@@ -390,8 +390,11 @@ def link_listing(doc: Mapping) -> dict:
                 name = f'{kind} {entry.get(key)}' + (f' cable {entry.get("cable")}' if kind == 'uplink' else '')
                 switches.append((name + (f' ({way})' if way else ''), block.get('ok', 0), block.get('slow', 0),
                                  block.get('failed', 0), block.get('median_share')))
-    return {'named': named, 'suspects': rows, 'more': max(0, total - len(rows)), 'switches': switches[:MAP_LISTED],
-            'more_switches': max(0, len(switches) - MAP_LISTED), 'left_out': list(doc.get('nodes_left_out') or [])}
+    # the most suspect first: a slow element's own switch before those its destinations are seen from
+    switches.sort(key=lambda x: -(x[2] + x[3]) / max(1, x[1] + x[3]))
+    return {'named': named, 'suspects': rows, 'more': max(0, total - len(rows)),
+            'switches': switches[:MAP_SWITCHES], 'more_switches': max(0, len(switches) - MAP_SWITCHES),
+            'left_out': list(doc.get('nodes_left_out') or [])}
 
 
 def plot_links(sec: Section, out: Path, run_end: float | None) -> None:

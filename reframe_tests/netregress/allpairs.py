@@ -159,6 +159,17 @@ def compact_result(doc: Mapping) -> dict:
     return out
 
 
+def by_slurm_names(data: LinkData, nodes: list[str]) -> LinkData:
+    """``data`` with each rank named as Slurm names its node (``nodes``) where the host the kernel reported is that
+    node or its short name is: the switch tree and the plan speak Slurm's names. Unchanged where a host matches no
+    node or two ranks match one (ranks on one machine): then the tree cannot place them either."""
+    short = {n.split('.')[0]: n for n in nodes}
+    names = [h if h in nodes else short.get(h.split('.')[0]) for h in data.nodes]
+    if None in names or len(set(names)) != len(names) or names == data.nodes:
+        return data
+    return LinkData(names, data.matrix, data.errors, data.rechecked, data.bytes_per_host)
+
+
 def write_link_files(where: str, doc: Mapping, data: LinkData, verdict: Verdict, about: Mapping) -> None:
     """What is kept of one link-test job in directory ``where``: ``linkmatrix.bin`` (where the kernel did not
     write it), ``links.json`` (``about`` the run: partition, plan, the order of the switch tree...; the summaries,
@@ -357,8 +368,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
         return len(self.nodes)
 
     def contention(self) -> np.ndarray | None:
-        """Each direction's least contention under the plan and the switch tree, in rank order (None without a
-        tree, or where no round shares a switch link)."""
+        """Each direction's least contention under the plan and the switch tree, in the order of :attr:`nodes`
+        (None without a tree, or where no round shares a switch link)."""
         if getattr(self, '_contention', None) is None and getattr(self, 'topology', None) is not None:
             at = {n: i for i, n in enumerate(self.nodes)}
             least = plan_contention(self.link_plan, self.topology, [at[n] for n in self.link_plan.nodes],
@@ -443,6 +454,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
         if self.cpu_quota_note:
             getlogger().warning(f'{self.display_name}: {self.cpu_quota_note}')
         recorded = self.recorded_only()
+        data = self._data = by_slurm_names(data, self.nodes)
         fabric = Fabric.of(self.topology, data.nodes) if getattr(self, 'topology', None) else None
         self._verdict = judge(data, min_fraction=0.0 if 'min_to_median' in recorded else self.min_link_fraction,
                               rate_mbps=None if 'fraction_of_link' in recorded else self.rate_mbps,
@@ -454,15 +466,14 @@ class AllPairsLinkCheck(MpiKernelCheck):
         return problems
 
     def aligned(self, data: LinkData) -> np.ndarray | None:
-        """:meth:`contention` in the order of the job's ranks (the hosts the result names)."""
+        """:meth:`contention` in the order of the job's ranks (``data.nodes``, by Slurm's names)."""
         least = self.contention()
         if least is None or list(data.nodes) == list(self.nodes):
             return least
         at = {n: i for i, n in enumerate(self.nodes)}
-        try:
-            order = np.array([at[h] for h in data.nodes])
-        except KeyError:
-            return None             # hosts by another name: judged without the plan's contention
+        if not all(h in at for h in data.nodes):
+            return None             # hosts the tree does not know: judged as read
+        order = np.array([at[h] for h in data.nodes])
         return least[np.ix_(order, order)]
 
     def write_links(self, data: LinkData) -> None:

@@ -510,3 +510,12 @@ def test_the_checks_sanity_and_performance_judge_a_real_job_once_and_name_the_no
     assert json.loads((tmp_path / 'links.json').read_text())['nodes_left_out'] == ['node5: not responding (down*)']
     with pytest.raises(PerformanceError, match='6 of 12 directions below 0.85 x the median link'):
         stub.name_slow_links()
+
+
+def test_ranks_are_named_as_slurm_names_their_nodes_where_the_hosts_say_so():
+    m = np.zeros((3, 3), dtype=np.float32)
+    data = linkmatrix.LinkData(['n2.cluster', 'n1.cluster', 'n3'], m, bytes_per_host={'n3': 1.0})
+    named = allpairs.by_slurm_names(data, ['n1', 'n2', 'n3'])
+    assert named.nodes == ['n2', 'n1', 'n3'] and named.bytes_per_host == {'n3': 1.0}
+    for hosts in (['vm', 'vm', 'vm'], ['n1', 'x', 'n3']):       # ranks on one machine; a host Slurm does not name
+        assert allpairs.by_slurm_names(linkmatrix.LinkData(hosts, m), ['n1', 'n2', 'n3']).nodes == hosts

@@ -320,14 +320,20 @@ def topology_plan(topology: Topology, nodes: Sequence[str] | None = None,
     members = [[n for n in leaf if n in scope] for leaf in topology.leaves.values()]
     members = [m for m in members if m]
     order = [n for m in members for n in m]
-    at = {n: i for i, n in enumerate(order)}
+    sizes = np.array([len(m) for m in members], dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    place = np.arange(sizes.max(initial=0))[None, :]
+    here = place < sizes[:, None]                       # (leaf, place) holds a node
+    grid = np.where(here, starts[:, None] + place, -1)  # its position in ``order``
     rounds = []
-    for s in range(1, max((len(m) for m in members), default=0)):
-        pairs = [(at[m[p]], at[m[(p + s) % len(m)]]) for m in members if s < len(m) for p in range(len(m))]
-        rounds.append(np.array(pairs, dtype=np.int64))
+    for s in range(1, int(sizes.max(initial=0))):
+        inside = here & (sizes[:, None] > s)
+        rounds.append(np.stack([grid[inside], (starts[:, None] + (place + s) % np.maximum(sizes, 1)[:, None])[inside]],
+                               axis=1))
     for s in range(1, len(members)):
-        pairs = [(at[a], at[b]) for i, m in enumerate(members) for a, b in zip(m, members[(i + s) % len(members)])]
-        rounds.append(np.array(pairs, dtype=np.int64))
+        other = grid[(np.arange(len(members)) + s) % len(members)]
+        both = (grid >= 0) & (other >= 0)
+        rounds.append(np.stack([grid[both], other[both]], axis=1))
     inside = max((len(m) for m in members), default=1) - 1
     note = f'{len(members)} leaf switches: {inside} rounds inside them, {len(members) - 1} across'
     return LinkPlan('topology', tuple(order), split_rounds(rounds, len(order), max_streams), note)

@@ -14,8 +14,8 @@ so a plan's passes and a recheck count their best; a round that failed fails the
 read. At 1,000 nodes the file is 4 MB; it is read as a memory map (:func:`read_matrix`), not parsed.
 
 :class:`LinkData` is the matrix with what the JSON result adds about its directions: the host of each rank, the
-error of each failed direction, the directions measured again alone (``recheck.pairs``) and the bytes each node
-moved. :func:`from_result` reads both forms: the result that keeps the matrix in ``linkmatrix.bin`` and only the
+error of each failed direction, the directions measured again alone (``recheck.pairs`` whose ``streams`` is 1, or
+that have none) and the bytes each node moved. :func:`from_result` reads both forms: the result that keeps the matrix in ``linkmatrix.bin`` and only the
 suspect directions in full, and today's that lists every pair of every round.
 """
 from __future__ import annotations
@@ -156,8 +156,10 @@ def from_result(doc: Mapping, where: Path | str) -> LinkData:
         if isinstance(p, Mapping) and isinstance(p.get('src'), int) and isinstance(p.get('dst'), int):
             key = (_rank(p['src'], n, 'failed'), _rank(p['dst'], n, 'failed'))
             errors.setdefault(key, f'round {p.get("round", "?")}: {p.get("error") or "moved nothing"}')
+    # a recheck counts as alone when its round ran it by itself (``streams`` 1, or today's kernel: always)
     rechecked = [(_rank(x.get('src'), n, 'recheck'), _rank(x.get('dst'), n, 'recheck'))
-                 for x in (doc.get('recheck') or {}).get('pairs') or [] if isinstance(x, Mapping)]
+                 for x in (doc.get('recheck') or {}).get('pairs') or []
+                 if isinstance(x, Mapping) and x.get('streams', 1) == 1]
     hosts: dict[str, float] = {}
     for rank, moved in per_rank.items():
         hosts[nodes[rank]] = hosts.get(nodes[rank], 0.0) + moved

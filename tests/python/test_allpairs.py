@@ -234,7 +234,7 @@ def test_the_compact_result_reads_the_matrix_file_and_its_suspects(tmp_path):
     linkmatrix.write_matrix(tmp_path / linkmatrix.MATRIX_FILE, m)
     doc = {'nodes': ['a', 'b', 'c'], 'rounds': [{'index': 0, 'wall_s': 0.5, 'failed_pairs': 1}],
            'suspects': [{'src': 2, 'dst': 0, 'round': 1, 'error': 'stalled'}],
-           'recheck': {'pairs': [{'src': 0, 'dst': 1, 'round': 3}]},
+           'recheck': {'pairs': [{'src': 0, 'dst': 1, 'round': 3}, {'src': 1, 'dst': 2, 'round': 4, 'streams': 2}]},
            'per_node': [{'rank': r, 'sent_bytes': 10, 'received_bytes': 5} for r in range(3)]}
     data = linkmatrix.from_result(doc, tmp_path)
     assert data.errors == {(2, 0): 'round 1: stalled'} and data.rechecked.tolist() == [[0, 1]]

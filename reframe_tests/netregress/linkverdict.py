@@ -52,11 +52,11 @@ SHARE_BINS, SHARE_MAX = 400, 2.0
 BLOCK_ROWS = 64
 #: Contentions told apart when judging a node's directions (more count as the last).
 CONTENTIONS = 16
-#: Element ids a direction has (:class:`Elements`): node out, in, both ways (sender's and receiver's), uplink up
-#: and down, a leaf's uplinks up and down, spine, fabric.
-COLUMNS = 10
+#: Element ids a direction has (:class:`Elements`): node out, in, both ways (sender's and receiver's), uplink cable
+#: up, down, both ways (the way up's and the way down's), a leaf's uplinks up and down, spine, fabric.
+COLUMNS = 12
 #: The columns of the elements a cap on a node's own link explains (node out, in, both; the fabric: every node's).
-CAPPED = (0, 1, 2, 3, 9)
+CAPPED = (0, 1, 2, 3, 11)
 
 
 # --- the tree in the job's rank order -------------------------------------------------------------------------
@@ -104,8 +104,8 @@ class Fabric:
 
 class Elements:
     """The elements of a fabric of n ranks as one id space: node out [0, n), node in [n, 2n), node both ways [2n,
-    3n), then per leaf and cable the way up and the way down, per leaf all its uplinks up and down (where cables
-    are told apart), per spine, and the fabric. A direction belongs to at most :data:`COLUMNS` of them."""
+    3n), then per leaf and cable the way up, the way down and both, per leaf all its uplinks up and down (where
+    cables are told apart), per spine, and the fabric. A direction belongs to at most :data:`COLUMNS` of them."""
 
     def __init__(self, n: int, fabric: Fabric | None):
         self.n, self.fabric = n, fabric
@@ -114,7 +114,7 @@ class Elements:
         spines = fabric.spines if fabric else 0
         whole_leaf = leaves if cables > 1 else 0
         sizes = [('out', n), ('in', n), ('node', n), ('up', leaves * cables), ('down', leaves * cables),
-                 ('leaf_up', whole_leaf),
+                 ('cable', leaves * cables), ('leaf_up', whole_leaf),
                  ('leaf_down', whole_leaf), ('spine', spines), ('fabric', 1)]
         self.start: dict[str, int] = {}
         at = 0
@@ -142,19 +142,19 @@ class Elements:
         ids[:, 1] = self.start['in'] + dst
         ids[:, 2] = self.start['node'] + src
         ids[:, 3] = self.start['node'] + dst
-        ids[:, 9] = self.start['fabric']
+        ids[:, 11] = self.start['fabric']
         f = self.fabric
         if f is not None and len(src):
             ls, ld = f.leaf[src], f.leaf[dst]
             cross = (ls != ld) & (ls >= 0) & (ld >= 0)
             u = f.cable[dst]
-            ids[:, 4] = np.where(cross, self.start['up'] + ls * f.cables + u, -1)
-            ids[:, 5] = np.where(cross, self.start['down'] + ld * f.cables + u, -1)
+            for col, kind, leaf in ((4, 'up', ls), (5, 'down', ld), (6, 'cable', ls), (7, 'cable', ld)):
+                ids[:, col] = np.where(cross, self.start[kind] + leaf * f.cables + u, -1)
             if f.cables > 1:
-                ids[:, 6] = np.where(cross, self.start['leaf_up'] + ls, -1)
-                ids[:, 7] = np.where(cross, self.start['leaf_down'] + ld, -1)
+                ids[:, 8] = np.where(cross, self.start['leaf_up'] + ls, -1)
+                ids[:, 9] = np.where(cross, self.start['leaf_down'] + ld, -1)
             if f.spines:
-                ids[:, 8] = np.where(cross, self.start['spine'] + u % f.spines, -1)
+                ids[:, 10] = np.where(cross, self.start['spine'] + u % f.spines, -1)
         return ids
 
 
@@ -233,12 +233,6 @@ def _hist_median(hist: np.ndarray) -> np.ndarray:
     return np.where(total > 0, (np.minimum(at, SHARE_BINS - 1) + 0.5) * (SHARE_MAX / SHARE_BINS), np.nan)
 
 
-def _normalised(raw: np.ndarray, contention: np.ndarray | None) -> np.ndarray:
-    """A block's rates as the verdict reads them: times their contention; NaN where not measured or failed."""
-    out = np.where(raw > 0, raw, np.nan).astype(np.float32)
-    return out * contention if contention is not None else out
-
-
 def _row_groups(n: int, fabric: Fabric | None) -> list[tuple[int, np.ndarray]]:
     """(leaf index or -1, ranks) to read at once: a leaf's ranks, or blocks of :data:`BLOCK_ROWS`."""
     if fabric is None:
@@ -263,18 +257,21 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
     values = []
     for i0 in range(0, n, BLOCK_ROWS):
         i1 = min(n, i0 + BLOCK_ROWS)
-        rows = _normalised(np.asarray(m[i0:i1]), None if contention is None else contention[i0:i1])
-        cols = _normalised(np.asarray(m[:, i0:i1]).T, None if contention is None else contention[:, i0:i1].T)
-        link = np.fmin(rows, cols)
+        rows, cols = np.asarray(m[i0:i1]), np.asarray(m[:, i0:i1]).T
         upper = np.arange(n)[None, :] > np.arange(i0, i1)[:, None]
-        values.append(link[upper & ~np.isnan(link)])
-    values = np.concatenate(values) if values else np.zeros(0, dtype=np.float32)
+        r, c = np.nonzero(((rows > 0) | (cols > 0)) & upper)
+        there, back = rows[r, c], cols[r, c]
+        if contention is not None:
+            there, back = there * contention[i0 + r, c], back * contention[c, i0 + r]
+        values.append(np.fmin(np.where(there > 0, there, np.nan), np.where(back > 0, back, np.nan)))
+    values = np.concatenate(values).astype(np.float32) if values else np.zeros(0, dtype=np.float32)
     median = _upper_median(values) if len(values) else None
     floor = (min_fraction * median) if median else 0.0
     if rate_mbps:
         floor = max(floor, rate_fraction * rate_mbps)
 
     elements = Elements(n, fabric)
+    start = elements.start
     ok_counts = np.zeros(elements.count, dtype=np.int64)
     failed_counts = np.zeros(elements.count, dtype=np.int64)
     cables = fabric.cables if fabric else 1
@@ -290,82 +287,95 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
     slow_parts, failed_parts = [], []
     directions = 0
 
-    # pass 2: a group of rows (a leaf's) at a time: what they send, counted and binned per element; the suspects
-    none = SHARE_BINS                                   # the bin of a direction not measured ok
+    def shares(raw: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rate times contention, share of the median link) of directions measured ok."""
+        norm = raw * contention[src, dst] if contention is not None else raw
+        return norm, norm / median
+
+    # pass 2: a group of rows (a leaf's) at a time, the directions run in it listed: what they send, counted and
+    # binned per element; the suspects
     for ell, rows in groups:
         raw = np.asarray(m[rows])
-        norm = _normalised(raw, None if contention is None else contention[rows])
-        ok, failed = raw > 0, raw == FAILED
+        r, c = np.nonzero(~np.isnan(raw))               # every direction run, ok or failed
+        v, src = raw[r, c], rows[r]
+        ok, failed = v > 0, v == FAILED
         directions += int(ok.sum() + failed.sum())
-        share = np.where(ok, norm / median, np.inf) if median else np.full(raw.shape, np.inf)
+        norm = np.full(len(v), np.nan, dtype=np.float32)
+        share = np.full(len(v), np.inf)
+        if median:
+            norm[ok], share[ok] = shares(v[ok], src[ok], c[ok])
         slow = ok & (norm < floor)
-        for mask, parts in ((slow, slow_parts), (failed, failed_parts)):
-            r, c = np.nonzero(mask)
-            parts.append((rows[r], c, raw[r, c], norm[r, c]))
+        slow_parts.append((src[slow], c[slow], v[slow], norm[slow]))
+        failed_parts.append((src[failed], c[failed], v[failed], norm[failed]))
         for mask, counts in ((ok, ok_counts), (failed, failed_counts)):
-            counts[elements.start['out'] + rows] += mask.sum(axis=1)
-            counts[elements.start['in']:elements.start['in'] + n] += mask.sum(axis=0)
-            counts[elements.start['fabric']] += int(mask.sum())
-        local = np.arange(len(rows))[:, None]
+            counts[start['out'] + rows] += np.bincount(r[mask], minlength=len(rows))
+            counts[start['in']:start['in'] + n] += np.bincount(c[mask], minlength=n)
+            counts[start['fabric']] += int(mask.sum())
+        ran = c
+        r, c, share = r[ok], c[ok], share[ok]
         if contention is not None:
-            cc = np.where(ok, np.minimum(contention[rows], CONTENTIONS - 1), 0)
-            by_contention[rows] += _counted(local * CONTENTIONS + cc, len(rows), CONTENTIONS)
-            by_contention[n:2 * n] += _counted(np.arange(n)[None, :] * CONTENTIONS + cc, n, CONTENTIONS)
-            by_contention[3 * n] += np.bincount(cc.ravel(), minlength=CONTENTIONS)
-        min_out[rows] = share.min(axis=1)
-        b = np.where(ok, _bins(np.where(ok, share, 0.0)), none)
-        hist['out'][rows] += _counted(local * (none + 1) + b, len(rows), none + 1)[:, :none]
+            cc = np.minimum(contention[rows[r], c], CONTENTIONS - 1).astype(np.int64)
+            by_contention[rows] += _counted(r * CONTENTIONS + cc, len(rows), CONTENTIONS)
+            by_contention[n:2 * n] += _counted(c * CONTENTIONS + cc, n, CONTENTIONS)
+            by_contention[3 * n] += np.bincount(cc, minlength=CONTENTIONS)
+        least = np.full(len(rows), np.inf)
+        np.minimum.at(least, r, share)
+        min_out[rows] = least
+        b = _bins(share)
+        hist['out'][rows] += _counted(r * SHARE_BINS + b, len(rows), SHARE_BINS)
         if fabric is None or ell < 0:
             continue
-        inside, crossing = fabric.leaf == ell, (fabric.leaf != ell) & (fabric.leaf >= 0)
-        hist['inside'][ell] += np.bincount(b[:, inside].ravel(), minlength=none + 1)[:none]
-        hist['up'][ell * cables:(ell + 1) * cables] += _counted(
-            fabric.cable[crossing][None, :] * (none + 1) + b[:, crossing], cables, none + 1)[:, :none]
+        to = fabric.leaf[c]
+        inside, cross = to == ell, (to != ell) & (to >= 0)
+        hist['inside'][ell] += np.bincount(b[inside], minlength=SHARE_BINS)
+        hist['up'][ell * cables:(ell + 1) * cables] += _counted(fabric.cable[c[cross]] * SHARE_BINS + b[cross],
+                                                                 cables, SHARE_BINS)
         for mask, counts in ((ok, ok_counts), (failed, failed_counts)):
-            w = mask.sum(axis=0) * crossing
-            counts[elements.start['up'] + ell * cables:elements.start['up'] + (ell + 1) * cables] += \
-                np.bincount(fabric.cable, weights=w, minlength=cables).astype(np.int64)
-            key = np.where(crossing, fabric.leaf * cables + fabric.cable, 0)
-            counts[elements.start['down']:elements.start['down'] + leaves * cables] += \
-                np.bincount(key, weights=w, minlength=leaves * cables).astype(np.int64)
-    by_contention[:, 0] = 0                             # c 0: not measured ok
+            dst = ran[mask]
+            dst = dst[(fabric.leaf[dst] != ell) & (fabric.leaf[dst] >= 0)]
+            counts[start['up'] + ell * cables:start['up'] + (ell + 1) * cables] += \
+                np.bincount(fabric.cable[dst], minlength=cables)
+            counts[start['down']:start['down'] + leaves * cables] += \
+                np.bincount(fabric.leaf[dst] * cables + fabric.cable[dst], minlength=leaves * cables)
     if contention is None:                              # every direction as read
         by_contention[:2 * n, 1] = ok_counts[:2 * n]
-        by_contention[3 * n, 1] = ok_counts[elements.start['fabric']]
+        by_contention[3 * n, 1] = ok_counts[start['fabric']]
 
     # pass 3: a block of columns at a time: what the nodes receive, binned, and what comes from other leaves (the
     # way down an uplink)
     crossing_in = np.zeros((n, SHARE_BINS), dtype=np.int64) if fabric is not None else None
-    for j0 in range(0, n, BLOCK_ROWS):
+    for j0 in range(0, n, BLOCK_ROWS if median else n):
         j1 = min(n, j0 + BLOCK_ROWS)
         raw = np.asarray(m[:, j0:j1])
-        ok = raw > 0
-        norm = _normalised(raw, None if contention is None else contention[:, j0:j1])
-        share = np.where(ok, norm / median, np.inf) if median else np.full(raw.shape, np.inf)
-        min_in[j0:j1] = share.min(axis=0)
-        b = np.where(ok, _bins(np.where(ok, share, 0.0)), none)
-        local = np.arange(j1 - j0)[None, :]
-        hist['in'][j0:j1] += _counted(local * (none + 1) + b, j1 - j0, none + 1)[:, :none]
+        r, c = np.nonzero(raw > 0)
+        if not median or not len(r):
+            continue
+        _, share = shares(raw[r, c], r, j0 + c)
+        least = np.full(j1 - j0, np.inf)
+        np.minimum.at(least, c, share)
+        min_in[j0:j1] = least
+        b = _bins(share)
+        hist['in'][j0:j1] += _counted(c * SHARE_BINS + b, j1 - j0, SHARE_BINS)
         if fabric is not None:
-            lr, lc = fabric.leaf[:, None], fabric.leaf[None, j0:j1]
-            other = (lr != lc) & (lr >= 0) & (lc >= 0)
-            crossing_in[j0:j1] = _counted(local * (none + 1) + np.where(other, b, none), j1 - j0, none + 1)[:, :none]
+            other = (fabric.leaf[r] != fabric.leaf[j0 + c]) & (fabric.leaf[r] >= 0) & (fabric.leaf[j0 + c] >= 0)
+            crossing_in[j0:j1] = _counted(c[other] * SHARE_BINS + b[other], j1 - j0, SHARE_BINS)
     if fabric is not None:
         placed = fabric.leaf >= 0
         np.add.at(hist['down'], (fabric.leaf * cables + fabric.cable)[placed], crossing_in[placed])
     by_contention[2 * n:3 * n] = by_contention[:n] + by_contention[n:2 * n]
     for counts in (ok_counts, failed_counts):
-        counts[elements.start['node']:elements.start['node'] + n] = counts[:n] + counts[n:2 * n]
+        counts[start['node']:start['node'] + n] = counts[:n] + counts[n:2 * n]
     if fabric is not None:
         for counts in (ok_counts, failed_counts):
-            up = counts[elements.start['up']:elements.start['up'] + leaves * cables].reshape(leaves, cables)
-            down = counts[elements.start['down']:elements.start['down'] + leaves * cables].reshape(leaves, cables)
+            up = counts[start['up']:start['up'] + leaves * cables].reshape(leaves, cables)
+            down = counts[start['down']:start['down'] + leaves * cables].reshape(leaves, cables)
+            counts[start['cable']:start['cable'] + leaves * cables] = (up + down).ravel()
             if cables > 1:
-                counts[elements.start['leaf_up']:elements.start['leaf_up'] + leaves] = up.sum(axis=1)
-                counts[elements.start['leaf_down']:elements.start['leaf_down'] + leaves] = down.sum(axis=1)
+                counts[start['leaf_up']:start['leaf_up'] + leaves] = up.sum(axis=1)
+                counts[start['leaf_down']:start['leaf_down'] + leaves] = down.sum(axis=1)
             if fabric.spines:
                 s = fabric.spines
-                counts[elements.start['spine']:elements.start['spine'] + s] = \
+                counts[start['spine']:start['spine'] + s] = \
                     np.bincount(np.arange(cables) % s, weights=up.sum(axis=0), minlength=s).astype(np.int64)
 
     def joined(parts) -> dict[str, np.ndarray]:
@@ -543,8 +553,8 @@ def _describe(elements: Elements, kind: str, index: int, covered: np.ndarray, me
     def name(k: str, i: int) -> tuple[str, str, str]:
         if k in ('out', 'in', 'node'):
             return 'node', f'node {nodes[i]}', 'both' if k == 'node' else k
-        if k in ('up', 'down'):
-            return 'uplink', f.uplink_name(i // f.cables, i % f.cables), k
+        if k in ('up', 'down', 'cable'):
+            return 'uplink', f.uplink_name(i // f.cables, i % f.cables), 'both' if k == 'cable' else k
         if k in ('leaf_up', 'leaf_down'):
             return 'uplinks', f'the uplinks of leaf switch {f.leaves[i]}', k.split('_')[1]
         if k == 'spine':
@@ -667,28 +677,31 @@ def suspects_json(v: Verdict, limit: int = MAX_LISTED) -> dict:
             'named_slow': [x.as_dict() for x in v.slow_named], 'named_failed': [x.as_dict() for x in v.failed_named]}
 
 
-def format_table(v: Verdict) -> str:
-    """The table for people (``links.txt``): the named elements, then every suspect direction."""
+def format_table(v: Verdict, limit: int = MAX_LISTED) -> str:
+    """The table for people (``links.txt``): the named elements, then the suspect directions (at most ``limit``
+    of each kind, the slowest first; links.json and linkmatrix.bin have the rest)."""
     lines = []
     for title, named in (('failed', v.failed_named), ('slow', v.slow_named)):
         for x in named:
             if x.kind != 'link':
                 lines.append(f'{title}: {phrase(x, title == "slow")}')
     rows = [('direction', 'Mbit/s', 'share', 'contention', 'problem')]
-    for i in range(len(v.failed['src'])):
+    for i in range(min(limit, len(v.failed['src']))):
         a, b = int(v.failed['src'][i]), int(v.failed['dst'][i])
         rows.append((f'{v.nodes[a]}->{v.nodes[b]}', '-', '-', '-', f'failed: {v.errors.get((a, b), "moved nothing")}'))
-    for i in range(len(v.slow['src'])):
+    for i in range(min(limit, len(v.slow['src']))):
         a, b = int(v.slow['src'][i]), int(v.slow['dst'][i])
         rows.append((f'{v.nodes[a]}->{v.nodes[b]}', f'{v.slow["mbps"][i]:.1f}', f'{v.slow["share"][i]:.3f}',
                      str(int(v.slow['contention'][i])), 'slow'))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     table = '\n'.join('  '.join(c.ljust(w) for c, w in zip(r[:-1], widths)) + '  ' + r[-1] for r in rows)
+    left = max(0, len(v.failed['src']) - limit) + max(0, len(v.slow['src']) - limit)
     stats = v.summary()
     tail = '\n'.join(f'{k} = {val:.3f}' if k == 'min_to_median' else f'{k} = {val:.1f}' for k, val in stats.items())
     head = (f'{v.directions} directions measured, {len(v.slow["src"])} slow, {len(v.failed["src"])} failed, '
             f'{v.rechecked} measured again alone; listed: the suspect ones only (linkmatrix.bin has every one)')
-    return '\n'.join([head, *lines, '', table, '', tail]).rstrip() + '\n'
+    more = [f'{left} more suspect directions not listed (the slowest {limit} of each kind are)'] if left else []
+    return '\n'.join([head, *lines, '', table, *more, '', tail]).rstrip() + '\n'
 
 
 # --- InfiniBand ports --------------------------------------------------------------------------------------------

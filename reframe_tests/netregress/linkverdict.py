@@ -15,9 +15,10 @@ port (every direction from it, to it, or both), one uplink cable of a leaf switc
 switch (with d-mod-k routing: the pairs whose destination routes through it), the whole fabric; a direction no
 element explains is named itself. A downgraded link speed reads as a node's cable at a stable rate.
 
-Time and memory are linear in the directions measured: the matrix is read in blocks of rows (a leaf's rows where
-the tree is known), per node and per switch only counts and histograms of the share of the median are kept, and
-the suspect directions alone are listed. The pure functions are tested in tests/python/test_allpairs.py;
+Time and memory grow with the directions measured, not as lists of N x N records: the matrix file is scanned in
+blocks of rows (a leaf's rows where the tree is known) and of columns, only the directions run in a block are
+worked on, per node and per switch only counts and histograms of the share of the median are kept, and the suspect
+directions alone are listed. The pure functions are tested in tests/python/test_allpairs.py;
 ``python -m netregress.linkverdict RESULT.json`` judges a job's output by hand (the scale benchmark too).
 """
 from __future__ import annotations
@@ -176,7 +177,10 @@ class Named:
     alternatives: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v != [] or k != 'alternatives'}
+        out = dict(self.__dict__)
+        if not self.alternatives:
+            del out['alternatives']
+        return out
 
 
 @dataclass

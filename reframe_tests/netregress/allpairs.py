@@ -153,8 +153,6 @@ def compact_result(doc: Mapping) -> dict:
     out = {k: v for k, v in doc.items() if k != 'matrix_mbps'}
     out['rounds'] = [{k: v for k, v in r.items() if k != 'pairs'} for r in doc.get('rounds') or []
                      if isinstance(r, Mapping)]
-    summary = dict(doc.get('summary') or {})
-    out['summary'] = summary
     out['compacted'] = f'every pair of every round and matrix_mbps: in {MATRIX_FILE} and {LINKS_JSON}'
     return out
 
@@ -370,12 +368,14 @@ class AllPairsLinkCheck(MpiKernelCheck):
     def contention(self) -> np.ndarray | None:
         """Each direction's least contention under the plan and the switch tree, in the order of :attr:`nodes`
         (None without a tree, or where no round shares a switch link)."""
-        if getattr(self, '_contention', None) is None and getattr(self, 'topology', None) is not None:
-            at = {n: i for i, n in enumerate(self.nodes)}
-            least = plan_contention(self.link_plan, self.topology, [at[n] for n in self.link_plan.nodes],
-                                    len(self.nodes))
-            self._contention = least if least.max() > 1 else False
-        return getattr(self, '_contention', None) or None
+        if not hasattr(self, '_contention'):
+            self._contention = None
+            if getattr(self, 'topology', None) is not None:
+                at = {n: i for i, n in enumerate(self.nodes)}
+                least = plan_contention(self.link_plan, self.topology, [at[n] for n in self.link_plan.nodes],
+                                        len(self.nodes))
+                self._contention = least if least.max() > 1 else None
+        return self._contention
 
     @run_after('setup')
     def set_linkmap_options(self):

@@ -536,3 +536,34 @@ def test_the_table_lists_at_most_the_slowest_suspects_of_each_kind():
     text = linkverdict.format_table(v, limit=4)
     assert sum(1 for x in text.splitlines() if x.startswith('n0002->')) == 4
     assert '7 more suspect directions not listed (the slowest 4 of each kind are)' in text
+
+
+def test_the_check_expects_the_taper_its_plan_met_on_the_switch_tree(tmp_path):
+    """The check's own methods with Slurm's switch tree (2:1, d-mod-k): the plan's contention goes into the verdict
+    in the job's rank order, and nr-linkmap is asked to recheck only what is slow even at its share."""
+    from types import SimpleNamespace
+
+    class Stub(SimpleNamespace):
+        pass
+
+    for name in ('measurements', 'verdict', 'recorded_only', 'aligned', 'contention', 'write_links', 'links_witness',
+                 'set_linkmap_options'):
+        setattr(Stub, name, getattr(allpairs.AllPairsLinkCheck, name))
+    topo = tree(4, 8, 4)                                     # 2:1
+    ranks = list(reversed(topo.order))                       # the job's rank order is not the tree's
+    plan = linkplan.full_plan(ranks, topo)
+    m = measure(topo, plan, ranks, (('cable', 'n0013', 0.5),))
+    linkmatrix.write_matrix(tmp_path / 'linkmatrix.bin', m)
+    (tmp_path / 'result.json').write_text(json.dumps({'schema': 'netregress-result/1', 'tool': 'nr-linkmap',
+                                                      'status': 'ok', 'nodes': ranks, 'rounds': []}))
+    stub = Stub(stagedir=str(tmp_path), result_path=str(tmp_path / 'result.json'), nodes=ranks, nodes_left_out=[],
+                interconnect='ib', rate_mbps=None, current_partition=SimpleNamespace(extras={}, fullname='site:ib'),
+                min_link_fraction=0.85, min_rate_fraction=0.95, link_plan=plan, topology=topo, display_name='links',
+                cpu_quota_note='', round_time_s=0.5, message_size='1M', round_timeout_s=10.0, recheck_max=64,
+                link_transport='mpi', measure_rtt=False, ic=SimpleNamespace(counters='infiniband'))
+    assert stub.links_witness() == []
+    (message,) = linkverdict.slow_problems(stub.verdict())
+    assert 'the slow links all involve node n0013 (its cable, port or NIC, both ways' in message
+    stub.set_linkmap_options()
+    assert stub.kernel_opts[stub.kernel_opts.index('--recheck-below') + 1] == '0.425'
+    assert (tmp_path / 'plan.txt').read_text().splitlines()[1].startswith('n0001>n0002 n0002>n0003')

@@ -5,8 +5,9 @@
 :func:`topology_plan` make rounds (:class:`LinkPlan`, whose text is nr-linkmap's plan file) that follow it so that,
 under static routing, concurrent streams share no switch link the fabric does not make them share;
 :func:`round_contention` says how many streams share the busiest link of each stream (what the verdict expects of
-a tapered tree); :func:`estimate` is the cost model ``ci/post-maintenance --plan`` prints. ``netregress.allpairs``
-describes the method, ``netregress.linkverdict`` judges what the job wrote.
+a tapered tree); :class:`CostModel` (its constants fitted in config/linkcost.yaml where present, :func:`cost_models`)
+is what :func:`describe` prints for ``ci/post-maintenance --plan``. ``netregress.allpairs`` describes the method,
+``netregress.linkverdict`` judges what the job wrote.
 
 Why shifts. mpiGraph's pattern (round k: the node at position i sends to position i+k, every node at once) in the
 order of the switch tree is free of contention on a fat tree with destination-mod-k routing: the nodes of a leaf send

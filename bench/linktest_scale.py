@@ -129,7 +129,8 @@ def fit(rows: list[dict]) -> linkplan.CostModel:
         a.append([1.0, r['nodes'], job['rounds']])
         b.append(job['run_s'] - job['rounds'] * ROUND_TIME_S)
     (start, per_node, per_round), *_ = np.linalg.lstsq(np.array(a), np.array(b), rcond=None)
-    return linkplan.CostModel(start_s=max(0.0, start), per_node_s=max(0.0, per_node), round_s=max(0.0, per_round),
+    return linkplan.CostModel(name='vcluster', fitted=f'bench/linktest_scale.py, {len(a)} link jobs',
+                              start_s=max(0.0, start), per_node_s=max(0.0, per_node), round_s=max(0.0, per_round),
                               rtt_pair_s=0.0)
 
 
@@ -163,7 +164,8 @@ def main() -> int:
     for n in (400, 1000):
         names = [f'n{i}' for i in range(n)]
         for plan in (linkplan.full_plan(names), linkplan.sample_plan(names, sample_matchings_for(n), 0, 1),
-                     linkplan.topology_plan({f'leaf{j}': names[j * 40:(j + 1) * 40] for j in range(n // 40)})):
+                     linkplan.topology_plan(linkplan.Topology({f'leaf{j}': tuple(names[j * 40:(j + 1) * 40])
+                                                               for j in range(n // 40)}))):
             est = model.estimate_s(n, len(plan.rounds), ROUND_TIME_S)
             print(f'{n} nodes, {plan.name}: {len(plan.rounds)} rounds, 3 job steps, {est / 60:.1f} min '
                   f'(replaced check: {3 * n * (n - 1)} steps, {3 * n * (n - 1) * OLD_STEP_S / 86400:.1f} days)')

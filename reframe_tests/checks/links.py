@@ -1,7 +1,8 @@
-"""Every link of every node fabric: an all-pairs nr-tcptest run over all nodes of the partition (N-1 rounds).
+"""Every link of every node fabric: one nr-linkmap job over every usable node of the partition in scope.
 
-One test case per interconnect that spans nodes and shows its traffic on an interface (``fast`` and ``gige`` on the
-vcluster, ``eth`` at a site). The logic (pairing, job script, judgement) is in ``netregress.allpairs``.
+One test case per interconnect that spans nodes (``fast`` and ``gige`` on the vcluster, ``eth`` and ``ib`` at a
+site). The logic (plans in the order of the switch tree, the job, the verdict that names a cable, an uplink or a
+spine) is in ``netregress.allpairs``.
 """
 import reframe as rfm
 from reframe.core.builtins import run_after
@@ -11,8 +12,8 @@ from netregress.measure.allpairs import AllPairsLinkCheck
 
 @rfm.simple_test
 class link_allpairs(AllPairsLinkCheck):
-    """Throughput (both directions) and 8-byte RTT of all N(N-1)/2 links; slowest link against the median link
-    and, where the fabric has a line rate, against that rate."""
+    """Throughput of every direction of the links the plan measures, each against what its round let it read: the
+    median link and, where the fabric has a line rate, that rate."""
 
     tags = {'links', 'ci'}
 

@@ -8,7 +8,8 @@ Slurm's view (which nodes are down, drained or not responding) is :func:`netregr
 
 :func:`uncovered_nodes`
     the run's view (a ReFrame JSON run report): every node of a partition that no passing test case moved payload
-    over the fabric on, e.g. ``gige4: no passing check moved payload over its fabric there``.
+    over the fabric on, e.g. ``gige4: no passing check moved payload over its fabric there``, with why the all-node
+    checks left it out where they did (Slurm could not use it: :func:`left_out_nodes`).
 :func:`overlapping_jobs`
     where the nodes share one host's CPUs (the vcluster: partition extra ``host_cpus``), the run's jobs must have run
     one at a time (Slurm keeps them so with a license, not ReFrame): every pair that ``sacct`` shows running at the
@@ -67,12 +68,25 @@ def uncovered_nodes(report: dict, partition_nodes: dict[str, list[str]], *, syst
     test cases to one system (a report normally holds one).
     """
     used = covered_nodes(report, system=system)
+    why = left_out_nodes(report)
     problems = []
     for part, nodes in partition_nodes.items():
         for node in nodes:
             if node not in used.get(part, set()):
-                problems.append(f'{node}: no passing check moved payload over its fabric there')
+                problems.append(f'{node}: no passing check moved payload over its fabric there'
+                                + (f' (the all-node checks left it out: {why[node]})' if node in why else ''))
     return problems
+
+
+def left_out_nodes(report: Mapping) -> dict[str, str]:
+    """{node: why} for the nodes in scope that an all-node check (links, node probe) left out because Slurm could
+    not use them (their ``nodes_left_out``: ``node: why`` each)."""
+    out: dict[str, str] = {}
+    for tc in runreport.testcases(report):
+        for entry in tc.get('nodes_left_out') or []:
+            node, _, why = str(entry).partition(': ')
+            out.setdefault(node, why or 'unusable')
+    return out
 
 
 def _sacct_time(text: str) -> datetime.datetime | None:

@@ -6,7 +6,9 @@ the maintenance ticket, and what changed since before the maintenance.
   node of the system's Slurm partitions) and take as many as they need (a 2-node check gets 2 of them, not the
   whole list); afterwards every node of the set must have run at least one passing check (:mod:`netregress_postrun.coverage`).
   The all-node checks (links, node loopback) ask by name for exactly the nodes of their partition inside the set
-  (netregress.slurm.allocate_scoped_nodes reads the same ``-J`` options).
+  (netregress.slurm.allocate_scoped_nodes reads the same ``-J`` options); a node of the set that Slurm cannot use
+  is left out of them and named, and stays uncovered. ``--exclude LIST`` takes nodes out of the set (either way):
+  no job uses them, none needs to be covered.
 * The verdict counts ReFrame 4's results (``pass``, ``fail``, ``abort``, ``skip``; the last attempt of each case
   decides, a failure outside the performance stage is never excused by a retry: :mod:`netregress_postrun.runsummary`) and
   names every failing case with its reason.
@@ -94,6 +96,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument('--links', choices=LINK_PLANS, default='full',
                     help='which links the link test measures: full (every pair, default), sample (a rotating '
                          'share per run), topology (inside every leaf switch and across uplinks)')
+    ap.add_argument('--exclude', help="Slurm host list of nodes of the set not to use nor cover ('n[003,007]')")
     ap.add_argument('--plan', action='store_true',
                     help="print the link test's rounds, job steps and estimated time per partition, run nothing")
     args, unknown = ap.parse_known_args(argv)
@@ -105,16 +108,34 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError('which nodes? give --reservation NAME or --nodes NODELIST')
     if args.partition and not args.system:
         raise UsageError('--partition needs --system')
-    for what in ('reservation', 'nodes', 'system', 'partition', 'tags'):
+    for what in ('reservation', 'nodes', 'exclude', 'system', 'partition', 'tags'):
         value = getattr(args, what)
         if value is not None and (not value.strip() or (what != 'tags' and _UNSAFE.search(value))):
             raise UsageError(f'--{what} {value!r}: empty, or contains spaces or shell metacharacters')
+    args.exclude_nodes = excluded(args)
     return args
 
 
-USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--system NAME] [--partition NAME] '
-         '[--tags EXPR] [--links full|sample|topology] [--plan] [--output DIR] [--threshold PCT] [--no-compare] '
-         '[--dry-run]')
+USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--exclude NODELIST] [--system NAME] '
+         '[--partition NAME] [--tags EXPR] [--links full|sample|topology] [--plan] [--output DIR] [--threshold PCT] '
+         '[--no-compare] [--dry-run]')
+
+
+def _hostlist(expr: str, option: str) -> list[str]:
+    try:
+        return slurm.expand_hostlist(expr)
+    except ValueError as err:
+        raise UsageError(f'{option} {expr!r} is not a Slurm host list ({err})') from None
+
+
+def excluded(args: argparse.Namespace) -> list[str]:
+    """The nodes of ``--exclude`` (none without it); :class:`UsageError` when it names none."""
+    if not getattr(args, 'exclude', None):
+        return []
+    nodes = _hostlist(args.exclude, '--exclude')
+    if not nodes:
+        raise UsageError(f'--exclude {args.exclude!r} names no node')
+    return nodes
 
 
 def selected_system() -> str:
@@ -127,11 +148,14 @@ def selected_system() -> str:
 
 def node_plan(system: str, partition: str | None, nodes_expr: str, *,
               runner: slurm.Runner = slurm.run_command,
-              slurm_parts: Mapping[str, str] | None = None) -> Plan:
-    """The partitions' nodes against the set ``nodes_expr``: what to exclude and what to cover."""
-    wanted = slurm.expand_hostlist(nodes_expr)
-    if not wanted:
+              slurm_parts: Mapping[str, str] | None = None, exclude: Sequence[str] = ()) -> Plan:
+    """The partitions' nodes against the set ``nodes_expr`` less ``exclude``: what to exclude and what to cover."""
+    listed = _hostlist(nodes_expr, '--nodes')
+    if not listed:
         raise UsageError(f'--nodes {nodes_expr!r} names no node')
+    wanted = [n for n in listed if n not in exclude]
+    if not wanted:
+        raise UsageError(f'--exclude leaves no node of --nodes {nodes_expr!r}')
     if slurm_parts is None:
         try:
             slurm_parts = coverage.slurm_partitions(system)
@@ -160,9 +184,11 @@ def node_plan(system: str, partition: str | None, nodes_expr: str, *,
         else:
             plan.notes.append(f'{part}: none of its {len(nodes)} nodes is in --nodes: its checks cannot run')
         plan.exclude += [n for n in nodes if n not in wanted and n not in plan.exclude]
-    unknown = [n for n in wanted if n not in known]
+    unknown = [n for n in listed if n not in known]
     if unknown:
         raise UsageError(f'--nodes names nodes in no partition of {system}: {", ".join(unknown)}')
+    if exclude:
+        plan.notes.append(f'--exclude: {slurm.abbrev([n for n in listed if n in exclude])} not used, not covered')
     return plan
 
 
@@ -179,7 +205,13 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
     """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs)."""
     from netregress.measure import allpairs, interconnects, linkplan
     table = interconnects.load()
+    try:
+        models = linkplan.cost_models()
+    except ValueError as err:
+        raise UsageError(f'link cost constants: {err}') from None
     wanted = set(reservation_nodes(args.reservation, runner=runner)) if args.reservation else None
+    if wanted is not None:
+        wanted -= set(getattr(args, 'exclude_nodes', []))
     lines = []
     for part in site.slurm_partitions(system):
         if args.partition and part['name'] != args.partition:
@@ -208,7 +240,7 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
             except (slurm.SlurmQueryError, ValueError) as err:
                 lines.append(f'{where}: no {args.links} plan: {err}')
                 continue
-            lines.append(f'{where}: {linkplan.describe(lp, allpairs.ROUND_TIME_S)}')
+            lines.append(f'{where}: {linkplan.describe(lp, allpairs.ROUND_TIME_S, models=models)}')
     return lines
 
 
@@ -251,6 +283,8 @@ def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -
         cmd += ['-S', f'link_allpairs.plan={args.links}']
     if args.reservation:
         cmd += ['-J', f'reservation={args.reservation}']
+        if getattr(args, 'exclude_nodes', None):
+            cmd += ['-J', f'exclude={",".join(args.exclude_nodes)}']
     elif plan is not None:
         if plan.exclude:
             cmd += ['-J', f'exclude={",".join(plan.exclude)}']
@@ -334,7 +368,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         if args.nodes:
             system = system or selected_system()
             try:
-                plan = node_plan(system, args.partition, args.nodes, runner=runner)
+                plan = node_plan(system, args.partition, args.nodes, runner=runner, exclude=args.exclude_nodes)
             except SlurmUnavailable as err:
                 if not args.dry_run:
                     raise
@@ -384,7 +418,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     systems = sorted({tc.get('system') for run in data['runs'] for tc in run.get('testcases') or []} - {None})
     used = set().union(set(), *coverage.covered_nodes(data).values())
     if args.reservation:
-        nodes = reservation_nodes(args.reservation, runner=runner)
+        nodes = [n for n in reservation_nodes(args.reservation, runner=runner) if n not in args.exclude_nodes]
         if nodes:      # a reservation's node is covered when a passing check of any partition used it
             uncovered = [f'{n}: no passing check moved payload over its fabric there' for n in nodes if n not in used]
         else:

@@ -25,7 +25,9 @@ test case decides (as in :mod:`netregress_postrun.runsummary`, which also suppli
 
 Figures (matplotlib, Agg): throughput against message size per MPI build (log axes; the sweep checks' asserted
 points, or every point of their ``result.json`` where the output or stage directory still holds it), the
-collective rates as grouped bars, and the all-pairs link table (``links.json`` of ``link_allpairs``) as a heat map.
+collective rates as grouped bars, and the link map of ``link_allpairs`` (its ``linkmatrix.bin``, one pixel per
+direction in the order of the switch tree; the named elements, suspect directions and switches of its
+``links.json`` listed beside it).
 A file in an output directory written after the run ended belongs to a later run and is not used.
 
 The MPI library of each build is the one its kernels ran with: the ``mpi.library`` their ``result.json`` records
@@ -62,14 +64,14 @@ from .reporthistory import (ask_history, find_shifts, plot_history, shift_lines,
 from .reportmodel import (NOT_MEASURED, REPORT_DIR, Cell, Figure, Metric, Order, Report, ReportError, Row, Section,
                           Table, build_sections, case_figures, cell_text, describe, fmt_number, fmt_ratio,
                           is_mpi_case, load_run, ratio_to_best, row_label, size_label, split_var)
-from .reportplots import (case_file, link_matrix, plot_collectives, plot_ebb, plot_links, plot_sweeps,
+from .reportplots import (case_file, link_map_pixels, plot_collectives, plot_ebb, plot_links, plot_sweeps,
                           read_json, size_curves)
 from .reportwriters import write_csv, write_html, write_markdown
 from .runreport import REPORT_GLOB, RunReport, case_name, case_status, failure, one_line, test_name
 
 __all__ = ['Cell', 'Figure', 'Metric', 'NOT_MEASURED', 'Order', 'REPORT_DIR', 'REPORT_GLOB', 'Report', 'ReportError',
            'Row', 'RunReport', 'Section', 'Table', 'case_figures', 'case_name', 'case_status', 'cell_text', 'collect',
-           'default_out', 'describe', 'fmt_number', 'fmt_ratio', 'link_matrix', 'load_run', 'main', 'mpi_libraries',
+           'default_out', 'describe', 'fmt_number', 'fmt_ratio', 'link_map_pixels', 'load_run', 'main', 'mpi_libraries',
            'ratio_to_best', 'row_label', 'size_curves', 'size_label', 'split_var', 'test_name', 'write_report']
 
 #: The figures this module writes (an earlier report's are removed before a new one is written).

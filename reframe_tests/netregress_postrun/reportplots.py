@@ -1,22 +1,23 @@
-"""The run report's figures (matplotlib, Agg): size curves, collective bars, ebb histogram, all-pairs heat map.
+"""The run report's figures (matplotlib, Agg): size curves, collective bars, ebb histogram, the link map.
 
-Each reads the section's figures or the files a test case left behind (``result.json``, ``links.json`` in its
-output or stage directory); a file written after the run ended belongs to a later run and is not used. Each
-figure is appended to the section's ``images`` with its caption; a missing piece leaves a note, never an error.
+Each reads the section's figures or the files a test case left behind in its output or stage directory
+(``result.json``; the link test's ``links.json`` and ``linkmatrix.bin``); a file written after the run ended
+belongs to a later run and is not used. Each figure is appended to the section's ``images`` with its caption; a
+missing piece leaves a note, never an error. The link map is no figure: its PNG has one pixel per direction at any
+size, and its caption carries what the page lists beside it (:class:`LinkMapCaption`).
 """
 from __future__ import annotations
 
 import collections
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from . import runreport
 from .runreport import case_name
-from .reportmodel import (NOT_MEASURED, _COLL, Section, case_figures, case_status,
-                          fmt_number, size_label, split_var, test_name)
+from .reportmodel import (NOT_MEASURED, _COLL, Section, case_figures, case_status, size_label, split_var,
+                          test_name)
 
 #: Seconds an output file may be younger than the end of the run and still belong to it.
 FRESH_SLACK_S = 60.0
@@ -293,63 +294,153 @@ def plot_ebb(sec: Section, out: Path, run_end: float | None) -> None:
                              f'effective bisection bandwidth (ebb_mibps)'))
 
 
-def link_matrix(doc: Mapping) -> tuple[list[str], list[list[float]]]:
-    """(nodes, matrix[sender][receiver] Mbit/s, NaN where not measured) from a links.json document."""
-    nodes = [str(n) for n in doc.get('nodes') or []]
-    for link in doc.get('links') or []:
-        for n in (link.get('a'), link.get('b')):
-            if n is not None and str(n) not in nodes:
-                nodes.append(str(n))
-    idx = {n: i for i, n in enumerate(nodes)}
-    matrix = [[math.nan] * len(nodes) for _ in nodes]
-    for link in doc.get('links') or []:
-        for direction, mbps in (link.get('directions_mbps') or {}).items():
-            client, _, server = direction.partition('->')
-            if client in idx and server in idx and isinstance(mbps, (int, float)):
-                matrix[idx[client]][idx[server]] = float(mbps)
-    return nodes, matrix
+#: The link map's palette: 0 not measured (grey), 1 failed (black), 2 suspect (magenta), then 3..255 the share of
+#: the median link from 0 to :data:`MAP_SHARE_TOP` (viridis: dark is slow, yellow fast).
+MAP_NOT_MEASURED, MAP_FAILED, MAP_SUSPECT, MAP_FIRST = 0, 1, 2, 3
+MAP_SHARE_TOP = 1.2
+#: Suspect directions and switches the page lists beside a link map (all are in links.json and links.txt).
+MAP_LISTED, MAP_SWITCHES = 30, 12
+#: Widest a link map is shown on the page (CSS pixels; the PNG itself has one pixel per direction, the page links it).
+MAP_SHOWN_PX = 900
+
+
+class LinkMapCaption(str):
+    """A link map's caption that also carries what the page lists beside the map (``listing``: the named elements,
+    the suspect directions and switches, the nodes left out, the legend); the Markdown sees only the caption."""
+
+    def __new__(cls, text: str, listing: Mapping):
+        obj = super().__new__(cls, text)
+        obj.listing = dict(listing)
+        return obj
+
+    def __reduce__(self):                      # drawn in another process: the listing travels with the caption
+        return LinkMapCaption, (str(self), self.listing)
+
+
+def link_palette() -> list[int]:
+    """The 256 RGB colours of a link map (:data:`MAP_NOT_MEASURED` ...), flat, as PIL's putpalette takes them."""
+    import matplotlib
+    ramp = matplotlib.colormaps['viridis'].resampled(256 - MAP_FIRST)
+    colours = [(221, 221, 221), (0, 0, 0), (255, 0, 255)]
+    colours += [tuple(int(round(255 * c)) for c in ramp(i)[:3]) for i in range(256 - MAP_FIRST)]
+    return [v for rgb in colours for v in rgb]
+
+
+def link_map_pixels(matrix, order, median: float, suspects=(), block: int = 256):
+    """(n, n) uint8 palette indices of a link matrix (:func:`netregress.linkmatrix.read_matrix`, by rank) with
+    rows and columns in ``order`` (rank indices, the switch tree's order): each direction's share of the ``median``
+    link, failed and not measured apart, ``suspects`` (rank pairs) marked. A block of rows at a time."""
+    import numpy as np
+    order = np.asarray(order, dtype=np.int64)
+    n = len(order)
+    out = np.empty((n, n), dtype=np.uint8)
+    steps = 256 - MAP_FIRST
+    for i0 in range(0, n, block):
+        raw = np.asarray(matrix[order[i0:i0 + block]])[:, order]
+        share = np.clip(np.nan_to_num(raw / median, nan=0.0) if median > 0 else raw * 0, 0, MAP_SHARE_TOP)
+        idx = (MAP_FIRST + np.minimum(share / MAP_SHARE_TOP * steps, steps - 1)).astype(np.uint8)
+        idx[np.isnan(raw)] = MAP_NOT_MEASURED
+        idx[raw < 0] = MAP_FAILED
+        out[i0:i0 + block] = idx
+    if len(suspects):
+        where = np.empty(len(order), dtype=np.int64)
+        where[order] = np.arange(n)
+        pairs = np.asarray(suspects, dtype=np.int64).reshape(-1, 2)
+        out[where[pairs[:, 0]], where[pairs[:, 1]]] = MAP_SUSPECT
+    return out
+
+
+def write_png(path: Path, pixels, palette: list[int]) -> None:
+    """A palette PNG of ``pixels``, one pixel each (no figure, no scaling: any size at one byte a pixel)."""
+    from PIL import Image
+    image = Image.fromarray(pixels, mode='P')
+    image.putpalette(palette)
+    image.save(path, optimize=False)
+
+
+def link_listing(doc: Mapping) -> dict:
+    """What the page lists beside a link map, from links.json: the elements named (failed, then slow), the first
+    suspect directions, the switches with a suspect direction, the nodes left out."""
+    from netregress.judge.linkverdict import Named, phrase
+    named = []
+    for key, slow in (('named_failed', False), ('named_slow', True)):
+        for x in doc.get(key) or []:
+            try:
+                entry = Named(**x)
+            except TypeError:
+                continue
+            named.append(('slow' if slow else 'failed', phrase(entry, slow)))
+    rows = [(f'{x.get("src_host")}->{x.get("dst_host")}', 'failed', x.get('error', ''))
+            for x in doc.get('failed') or []][:MAP_LISTED]
+    for x in (doc.get('slow') or [])[:MAP_LISTED - len(rows)]:
+        shared = x.get('contention', 1)
+        rows.append((f'{x.get("src_host")}->{x.get("dst_host")}', f'{x.get("mbps", 0):.0f} Mbit/s',
+                     f'{x.get("share", 0):.2f} x the median'
+                     + (f', its uplink shared by {shared}' if shared > 1 else '')))
+    total = int(doc.get('slow_count') or 0) + int(doc.get('failed_count') or 0)
+    switches = []
+    tree = doc.get('switches') or {}
+    for kind, key, ways in (('leaf switch', 'leaf', ('up', 'down')), ('spine', 'spine', ('',)),
+                            ('uplink', 'leaf', ('up', 'down'))):
+        for entry in tree.get({'leaf switch': 'leaves', 'spine': 'spines', 'uplink': 'uplinks'}[kind]) or []:
+            for way in ways:
+                block = entry.get(way) if way else entry
+                if not isinstance(block, Mapping) or not (block.get('slow') or block.get('failed')):
+                    continue
+                name = f'{kind} {entry.get(key)}' + (f' cable {entry.get("cable")}' if kind == 'uplink' else '')
+                switches.append((name + (f' ({way})' if way else ''), block.get('ok', 0), block.get('slow', 0),
+                                 block.get('failed', 0), block.get('median_share')))
+    # the most suspect first: a slow element's own switch before those its destinations are seen from
+    switches.sort(key=lambda x: -(x[2] + x[3]) / max(1, x[1] + x[3]))
+    return {'named': named, 'suspects': rows, 'more': max(0, total - len(rows)),
+            'switches': switches[:MAP_SWITCHES], 'more_switches': max(0, len(switches) - MAP_SWITCHES),
+            'left_out': list(doc.get('nodes_left_out') or [])}
 
 
 def plot_links(sec: Section, out: Path, run_end: float | None) -> None:
+    """The link map of every link-test case of the section: its linkmatrix.bin as a picture of one pixel per
+    direction, sorted by the switch tree, with the named elements, suspect directions and switches beside it."""
+    from netregress.judge.linkmatrix import MATRIX_FILE, LinkMatrixError, read_matrix
     for tc in sec.cases:
         if test_name(tc) != 'links.allpairs' and tc.get('basename') != 'link_allpairs':
             continue
         doc = read_json(case_file(tc, 'links.json', run_end, sec.figure_notes), sec.figure_notes)
-        if doc is None:
-            sec.figure_notes.append(f'all-pairs link table of {case_name(tc)}: {NOT_MEASURED} '
-                                    f'(no links.json of this run; case {case_status(tc)})')
+        path = case_file(tc, MATRIX_FILE, run_end, sec.figure_notes)
+        if doc is None or path is None:
+            sec.figure_notes.append(f'link map of {case_name(tc)}: {NOT_MEASURED} (no links.json and '
+                                    f'{MATRIX_FILE} of this run; case {case_status(tc)})')
             continue
-        nodes, matrix = link_matrix(doc)
-        if not nodes:
+        nodes = [str(n) for n in doc.get('nodes') or []]
+        try:
+            matrix = read_matrix(path, len(nodes))
+        except LinkMatrixError as err:
+            sec.figure_notes.append(f'link map of {case_name(tc)}: {err}; not drawn')
             continue
-        plt = _pyplot()
-        finite = sorted(v for row in matrix for v in row if not math.isnan(v))
+        order = doc.get('order') or list(range(len(nodes)))
+        if sorted(order) != list(range(len(nodes))):
+            sec.figure_notes.append(f'link map of {case_name(tc)}: links.json order is not a permutation of its '
+                                    f'{len(nodes)} nodes; drawn in rank order')
+            order = list(range(len(nodes)))
         median = (doc.get('summary') or {}).get('median_link_mbps')
-        if not isinstance(median, (int, float)) or median <= 0:
-            median = finite[len(finite) // 2] if finite else 1.0
-        # colour: the share of the median link (what the check judges; noise between healthy links stays green)
-        share = [[v / median for v in row] for row in matrix]
-        size = 1.2 + 0.9 * len(nodes)
-        fig, ax = plt.subplots(figsize=(size + 2.0, size), layout='constrained')
-        cmap = plt.get_cmap('RdYlGn').with_extremes(bad='#dddddd')
-        im = ax.imshow(share, cmap=cmap, vmin=0.5, vmax=1.1)
-        ax.set_xticks(range(len(nodes)), nodes, rotation=45, ha='right')
-        ax.set_yticks(range(len(nodes)), nodes)
-        ax.set_xlabel('receiver (server)')
-        ax.set_ylabel('sender (client)')
-        for i, row in enumerate(matrix):
-            for j, v in enumerate(row):
-                if not math.isnan(v):
-                    ax.text(j, i, f'{v:.0f}', ha='center', va='center', fontsize=8)
-        fig.colorbar(im, ax=ax, label=f'share of the median link ({median:.0f} Mbit/s)', extend='both')
-        stats = doc.get('summary') or {}
-        extra = ', '.join(f'{k} {fmt_number(v)}' for k, v in stats.items() if isinstance(v, (int, float)))
-        ax.set_title(f'All-pairs links: {sec.title}', fontsize=10)
-        name = f'links-{sec.slug}-{tc.get("environ") or "env"}.png'
-        fig.savefig(out / name, dpi=90)
-        plt.close(fig)
-        sec.images.append((name, f'All-pairs link table of {sec.title} (stream Mbit/s per direction, coloured by '
-                                 f'the share of the median link; grey: not measured; case {case_status(tc)})'
-                                 + (f'; {extra}' if extra else '')))
-
-
+        median = float(median) if isinstance(median, (int, float)) and median > 0 else 0.0
+        suspects = [(x['src'], x['dst']) for x in doc.get('slow') or [] if isinstance(x, Mapping)
+                    and isinstance(x.get('src'), int) and isinstance(x.get('dst'), int)
+                    and 0 <= x['src'] < len(nodes) and 0 <= x['dst'] < len(nodes)]
+        stem = f'links-{sec.slug}-{tc.get("environ") or "env"}'
+        palette = link_palette()
+        write_png(out / f'{stem}.png', link_map_pixels(matrix, order, median, suspects), palette)
+        import numpy as np
+        write_png(out / f'{stem}-legend.png', np.tile(np.arange(MAP_FIRST, 256, dtype=np.uint8), (12, 1)), palette)
+        listing = link_listing(doc)
+        listing.update(legend=f'{stem}-legend.png', top=MAP_SHARE_TOP, size=len(nodes),
+                       width=min(MAP_SHOWN_PX, max(300, len(nodes))),
+                       first=[nodes[i] for i in order[:1]], last=[nodes[i] for i in order[-1:]])
+        caption = (f'Link map of {sec.title} ({doc.get("plan", "?")} plan, case {case_status(tc)}): one pixel per '
+                   f'direction, {len(nodes)} x {len(nodes)}, rows the senders and columns the receivers, both in the '
+                   f'order of the switch tree{" (" + doc["topology"] + ")" if doc.get("topology") else ""}; colour: '
+                   f'the rate as a share of the median link ({median:.0f} Mbit/s), dark slow to yellow '
+                   f'{MAP_SHARE_TOP:g} x, grey not measured, black failed, magenta suspect '
+                   f'({int(doc.get("slow_count") or 0)} slow, {int(doc.get("failed_count") or 0)} failed of '
+                   f'{int(doc.get("directions") or 0)} directions). Where the plan made streams share an uplink '
+                   f'(a tapered tree) they read their share, which the verdict expects')
+        sec.images.append((f'{stem}.png', LinkMapCaption(caption, listing)))

@@ -1,190 +1,404 @@
-"""The link test: plans (full, sample, topology), nr-linkmap's result read into links, and the baseline-free
-judgement that names the slow link, node or uplink (no cluster)."""
+"""The link test: plans that follow the switch tree, the matrix file, the verdict that names the smallest element,
+what the check keeps. Synthetic fabrics and the real job output come from tests/python/linkfabric.py."""
 import itertools
+import json
+import random
+import re
 import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-pytest.importorskip('reframe')
+sys.path.insert(0, str(Path(__file__).parent))
+
 from netregress.measure import allpairs, cpulimit, linkplan, slurm  # noqa: E402
-from netregress.judge import linkverdict  # noqa: E402
+from netregress.judge import linkmatrix, linkverdict  # noqa: E402
+from linkfabric import FIXTURE, LINE, alone, keep_fixture, measure, tree  # noqa: E402
+
+def directions(plan):
+    return [d for r in plan.named_rounds() for d in r]
 
 
-def nodes(n, prefix='n'):
-    return [f'{prefix}{i}' for i in range(1, n + 1)]
+def assert_rounds_valid(plan):
+    for r in plan.iter_rounds():
+        assert len(set(r[:, 0])) == len(r) and len(set(r[:, 1])) == len(r), 'a node sends or receives twice'
+        assert (r[:, 0] != r[:, 1]).all()
 
 
-# --- plans ----------------------------------------------------------------------------------------------------------
+# --- plans ---------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize('n', range(2, 12))
-def test_round_robin_covers_every_link_once_in_disjoint_rounds(n):
-    rounds = linkplan.round_robin(nodes(n))
-    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
-    seen = [frozenset(p) for r in rounds for p in r]
-    assert len(seen) == len(set(seen)) == n * (n - 1) // 2
-    for r in rounds:
-        used = [x for p in r for x in p]
-        assert len(used) == len(set(used))
-
-
-def check_rounds(plan):
-    """Every round: each node sends at most once and receives at most once (nr-linkmap's rule)."""
-    for r in plan.rounds:
-        senders, receivers = [a for a, _ in r], [b for _, b in r]
-        assert len(senders) == len(set(senders)) and len(receivers) == len(set(receivers)), r
-        assert all(a != b for a, b in r)
+@pytest.mark.parametrize('n', [2, 3, 4, 7, 8, 16])
+def test_full_plan_measures_every_direction_once_in_n_minus_1_shifts(n):
+    nodes = [f'n{i}' for i in range(n)]
+    plan = linkplan.full_plan(nodes)
+    assert len(plan.rounds) == n - 1 and plan.pairs == n * (n - 1)
+    assert sorted(directions(plan)) == sorted(itertools.permutations(nodes, 2))
+    assert_rounds_valid(plan)
+    assert plan.link_count() == n * (n - 1) // 2
 
 
-@pytest.mark.parametrize('n', [2, 3, 8, 9, 32])
-def test_full_plan_measures_every_link_both_ways_in_n_minus_1_rounds(n):
-    plan = linkplan.full_plan(nodes(n))
-    check_rounds(plan)
-    assert len(plan.rounds) == (n - 1 if n % 2 == 0 else n)
-    assert plan.pairs == n * (n - 1)                                      # every directed pair once
-    assert len(plan.links()) == n * (n - 1) // 2
-    text = plan.text().splitlines()
-    assert text[0].startswith(f'# netregress link plan full: {n} nodes, {len(plan.rounds)} rounds')
-    assert text[1].split()[:2] == [f'n1>n{n if n % 2 == 0 else n}', f'n{n if n % 2 == 0 else n}>n1'] or n % 2
+def test_full_plan_follows_the_switch_tree_not_slurms_order():
+    topo = tree(2, 2, 2)
+    plan = linkplan.full_plan(['n0004', 'n0001', 'n0003', 'n0002'], topo)
+    assert plan.nodes == ('n0001', 'n0002', 'n0003', 'n0004')
+    assert plan.named_rounds()[0] == [('n0001', 'n0002'), ('n0002', 'n0003'), ('n0003', 'n0004'), ('n0004', 'n0001')]
 
 
-def test_concurrency_cuts_rounds_into_that_many_streams():
-    plan = linkplan.full_plan(nodes(8), max_streams=1)
-    check_rounds(plan)
-    assert len(plan.rounds) == 56 and all(len(r) == 1 for r in plan.rounds)        # one stream at a time
-    assert len(linkplan.full_plan(nodes(8), max_streams=3).rounds) == 7 * 3
+def test_plans_in_tree_order_share_no_switch_link_on_a_1_to_1_tree_while_the_old_orders_did():
+    topo = tree(8, 8, 8)
+    nodes = topo.order
+    for plan in (linkplan.full_plan(nodes, topo), linkplan.topology_plan(topo),
+                 linkplan.sample_plan(nodes, 4, 3, 11, topo)):
+        assert linkplan.plan_collisions(plan, topo) == (0, 0), plan.name
+    shuffled = list(nodes)
+    random.Random(5).shuffle(shuffled)
+    streams, rounds = linkplan.plan_collisions(linkplan.full_plan(shuffled), topo)
+    assert streams > 1000 and rounds > 50              # a shuffled order (the sample plan's before) collides
 
 
-def test_passes_repeat_the_rounds_every_other_pass_in_reverse():
-    plan = linkplan.full_plan(nodes(4), max_streams=1)
-    twice = plan.passes(2)
-    assert twice.rounds == plan.rounds + plan.rounds[::-1] and twice.pairs == 24 and twice.links() == plan.links()
-    assert len(plan.passes(3).rounds) == 36 and plan.passes(3).rounds[24:] == plan.rounds
-    assert plan.passes(1) is plan and twice.note.endswith("2 passes, each direction's best counts")
-    assert twice.text().splitlines()[0].startswith('# netregress link plan full: 4 nodes, 24 rounds, 24 directed')
-    for bad in (0, -1, 1.5, '2', True):
-        with pytest.raises(ValueError, match='link passes must be a whole number'):
-            plan.passes(bad)
-    with pytest.raises(ValueError, match='partition extra link_passes'):
-        allpairs.make_plan('full', nodes(4), 'x', {'link_passes': 0})
-    plan, leaves = allpairs.make_plan('full', nodes(4), 'x', {'link_concurrency': 1, 'link_passes': 2})
-    assert plan == twice and leaves is None
+def test_a_tapered_tree_gives_crossing_streams_their_share_and_the_taper_is_expected():
+    topo = tree(4, 8, 4)                                 # 8 nodes a leaf, 4 uplinks: 2:1
+    assert topo.uplinks == 4
+    nodes = topo.order
+    plan = linkplan.topology_plan(topo)
+    least = linkplan.plan_contention(plan, topo, range(len(nodes)), len(nodes))
+    leaf, _ = topo.arrays(nodes)
+    ran = np.zeros(least.shape, dtype=bool)
+    for r in plan.iter_rounds():
+        ran[r[:, 0], r[:, 1]] = True
+    cross = leaf[:, None] != leaf[None, :]
+    assert (least[ran & cross] == 2).all() and (least[ran & ~cross] == 1).all() and (ran & cross).sum() == 96
+    # the full plan too: whatever crosses under full load reads its share, and no healthy direction is called slow
+    full = linkplan.full_plan(nodes, topo)
+    m = measure(topo, full, nodes)
+    v = linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85,
+                          fabric=linkverdict.Fabric.of(topo, nodes),
+                          contention=linkplan.plan_contention(full, topo, range(len(nodes)), len(nodes)))
+    assert np.nanmin(m) < 0.6 * LINE and linkverdict.slow_problems(v) == []
+    # ... while without the plan's contention the same matrix fails against the line rate (the median link sank
+    # with it: most directions cross)
+    for least, problems in ((None, True), (linkplan.plan_contention(full, topo, range(len(nodes)), len(nodes)), False)):
+        v = linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85, rate_mbps=LINE, rate_fraction=0.9,
+                              contention=least)
+        assert bool(linkverdict.slow_problems(v)) == problems
 
 
-def test_sample_plan_rotates_so_that_every_link_is_covered_within_the_stated_runs():
-    for n, k in ((8, 2), (9, 2), (16, 3), (400, 8)):
-        runs = linkplan.runs_to_cover(n, k)
-        covered = set()
-        for run in range(runs):
-            plan = linkplan.sample_plan(nodes(n), k, run, seed=7)
-            check_rounds(plan)
-            assert len(plan.rounds) == k
-            covered |= plan.links()
-        assert len(covered) == n * (n - 1) // 2, (n, k)
-    assert linkplan.runs_to_cover(1000, 34) == 30        # 999 matchings, 34 a night: within 30 nights
-    assert allpairs.sample_matchings_for(1000) == 34 and allpairs.sample_matchings_for(8) == 1
-    assert 'every link within 4 runs' in linkplan.sample_plan(nodes(8), 2, 0, seed=1).note
-    assert linkplan.sample_plan(nodes(8), 2, 0, 1).rounds != linkplan.sample_plan(nodes(8), 2, 1, 1).rounds
+def test_concurrency_cuts_rounds_and_passes_repeat_them_every_other_in_reverse():
+    nodes = [f'n{i}' for i in range(6)]
+    plan = linkplan.full_plan(nodes, max_streams=4)
+    assert all(len(r) <= 4 for r in plan.iter_rounds()) and plan.pairs == 30
+    assert sorted(directions(plan)) == sorted(itertools.permutations(nodes, 2))
+    base = linkplan.full_plan(nodes)
+    twice = base.passes(2)
+    assert twice.rounds == base.rounds + base.rounds[::-1] and '2 passes' in twice.note
+    assert base.passes(1) is base
+    with pytest.raises(ValueError, match='whole number of at least 1'):
+        base.passes(0)
 
 
-def test_topology_plan_loads_every_uplink_and_tests_inside_each_leaf():
-    leaves = {'leaf1': nodes(4, 'a'), 'leaf2': nodes(4, 'b'), 'leaf3': nodes(3, 'c')}
-    plan = linkplan.topology_plan(leaves)
-    check_rounds(plan)
-    inside = [r for r in plan.rounds if all(a[0] == b[0] for a, b in r)]
-    across = [r for r in plan.rounds if all(a[0] != b[0] for a, b in r)]
-    assert len(inside) == 3 and len(across) == 2 and len(plan.rounds) == 5
-    for leaf in leaves.values():                        # every link inside a leaf
-        assert all(frozenset(p) in plan.links() for p in itertools.combinations(leaf, 2))
-    for r in across:                                    # every leaf sends up and receives from another leaf at once
-        assert {a[0] for a, _ in r} == {'a', 'b', 'c'} and {b[0] for _, b in r} == {'a', 'b', 'c'}
+def test_sample_plan_measures_both_ways_and_covers_every_link_within_the_stated_runs():
+    topo = tree(4, 5, 5)
+    nodes = topo.order
+    per_run = 3
+    runs = linkplan.runs_to_cover(len(nodes), per_run)
+    seen = set()
+    for run in range(runs):
+        plan = linkplan.sample_plan(nodes, per_run, run, seed=42, topology=topo)
+        assert_rounds_valid(plan)
+        got = set(directions(plan))
+        assert all((b, a) in got for a, b in got), 'each link of a run is measured both ways'
+        seen |= got
+    assert seen == set(itertools.permutations(nodes, 2))
+    assert allpairs.sample_matchings_for(1000) == 17 and linkplan.runs_to_cover(1000, 17) == 30
 
 
-# --- nr-linkmap's result -> links -> verdicts -----------------------------------------------------------------------
+def test_topology_plan_tests_inside_each_leaf_and_loads_every_uplink():
+    topo = tree(3, 4, 4)
+    plan = linkplan.topology_plan(topo, [n for n in topo.order if n != 'n0012'])
+    assert_rounds_valid(plan)
+    got = set(directions(plan))
+    for leaf in topo.leaves.values():
+        inside = [n for n in leaf if n != 'n0012']
+        assert set(itertools.permutations(inside, 2)) <= got
+    across = plan.named_rounds()[3:]
+    assert [len(r) for r in across] == [10, 10]             # every node at once, each leaf to another
+    with pytest.raises(linkplan.TopologyError, match='under no leaf switch of the switch tree: x9'):
+        linkplan.topology_plan(topo, ['n0001', 'x9'])
 
-def linkmap_doc(mbps, rtt=20.0, failed=()):
-    """An nr-linkmap result: one round per link, both directions, ``mbps(src, dst)``."""
+
+def test_plan_file_is_one_round_per_line_by_host_name():
+    plan = linkplan.full_plan(['a', 'b', 'c'])
+    lines = plan.text().splitlines()
+    assert lines[0].startswith('# netregress link plan full: 3 nodes, 2 rounds, 6 directed streams')
+    assert lines[1:] == ['a>b b>c c>a', 'a>c b>a c>b']
+
+
+# --- the switch tree ---------------------------------------------------------------------------------------------
+
+TOPOLOGY_CONF = '''# two leaves under two spines
+SwitchName=leaf1 Nodes=fast[1-4]
+SwitchName=leaf2 Nodes=fast[5-8] LinkSpeed=100
+SwitchName=s1 Switches=leaf[1-2]
+SwitchName=s2 Switches=leaf[1-2]
+'''
+SCONTROL = ('SwitchName=s1 Level=1 LinkSpeed=1 Nodes=fast[1-8] Switches=leaf[1-2]\n'
+            'SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=fast[1-4]\n'
+            'SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=fast[5-8]\n')
+
+
+def test_switch_tree_from_topology_conf_and_scontrol_show_topology():
+    for text, spines in ((TOPOLOGY_CONF, ('s1', 's2')), (SCONTROL, ('s1',))):
+        topo = linkplan.Topology.from_text(text)
+        assert dict(topo.leaves) == {'leaf1': tuple(f'fast{i}' for i in range(1, 5)),
+                                     'leaf2': tuple(f'fast{i}' for i in range(5, 9))}
+        assert topo.spines == spines and topo.uplinks == len(spines) and topo.routing == 'balanced'
+    topo = linkplan.Topology.from_text(TOPOLOGY_CONF, {'routing': 'd-mod-k', 'taper': 2})
+    assert (topo.uplinks, topo.spine_of_cable(1), topo.position('fast6')) == (2, 's2', 5)
+    for options, message in (({'routing': 'ecmp'}, "routing 'ecmp' is not one of d-mod-k, balanced"),
+                             ({'uplinks': 2, 'taper': 2}, 'uplinks or taper, not both'),
+                             ({'taper': 0.5}, 'taper must be 1 or more'), ({'spines': 2}, 'unknown key')):
+        with pytest.raises(linkplan.TopologyError, match=message):
+            linkplan.Topology.from_text(TOPOLOGY_CONF, options)
+    with pytest.raises(linkplan.TopologyError, match='no leaf switch'):
+        linkplan.Topology.from_text('SwitchName=s1 Switches=leaf1\n', source='topology.conf')
+
+
+def test_slurm_switch_tree_and_its_absence():
+    runner = lambda argv, t: subprocess.CompletedProcess(argv, 0, SCONTROL, '')  # noqa: E731
+    assert slurm.switch_tree(runner=runner) == SCONTROL
+    flat = lambda argv, t: subprocess.CompletedProcess(argv, 0, '', '')  # noqa: E731
+    with pytest.raises(slurm.SlurmQueryError, match='no switch tree'):
+        slurm.switch_tree(runner=flat)
+
+
+# --- the matrix file --------------------------------------------------------------------------------------------
+
+def test_matrix_file_round_trip_and_one_line_errors(tmp_path):
+    m = np.array([[np.nan, 950.0, -1.0], [940.0, np.nan, 10.0], [np.nan, 930.0, np.nan]], dtype=np.float32)
+    path = tmp_path / linkmatrix.MATRIX_FILE
+    linkmatrix.write_matrix(path, m)
+    assert path.stat().st_size == 16 + 9 * 4 and path.read_bytes()[:8] == b'NRLMAT1\0'
+    back = linkmatrix.read_matrix(path, 3)
+    assert np.array_equal(np.asarray(back), m, equal_nan=True)
+    bad = tmp_path / 'bad.bin'
+    for content, message in ((b'NRLMAT2\0' + bytes(8), 'not a link matrix'),
+                             (path.read_bytes()[:-4], '48 bytes, but 3 ranks need 52'),
+                             (b'NRLM', 'shorter than the 16-byte header'),
+                             (b'NRLMAT1\0' + (0).to_bytes(4, 'little') + (1).to_bytes(4, 'little'), 'flags 0x1')):
+        bad.write_bytes(content)
+        with pytest.raises(linkmatrix.LinkMatrixError, match=message) as err:
+            linkmatrix.read_matrix(bad)
+        assert str(err.value).startswith(str(bad)) and '\n' not in str(err.value)
+    with pytest.raises(linkmatrix.LinkMatrixError, match='3 ranks, but the result names 4 nodes'):
+        linkmatrix.read_matrix(path, 4)
+    with pytest.raises(linkmatrix.LinkMatrixError, match='cannot read'):
+        linkmatrix.read_matrix(tmp_path / 'none.bin')
+
+
+def today_doc(speeds, failed=(), passes=1):
+    """An nr-linkmap result in today's form (every pair of every round) for {(src, dst): Mbit/s} by rank."""
+    hosts = sorted({h for pair in speeds for h in pair})
+    rank = {h: i for i, h in enumerate(hosts)}
     rounds = []
-    hosts = sorted({h for pair in mbps for h in pair})
-    for i, (a, b) in enumerate(itertools.combinations(hosts, 2)):
-        pairs = []
-        for src, dst in ((a, b), (b, a)):
-            bad = (src, dst) in failed
-            pairs.append({'src_host': src, 'dst_host': dst, 'bytes': 0 if bad else 10 ** 8, 'seconds': 0.5,
-                          'mbps': 0.0 if bad else mbps[(src, dst)], 'status': 'failed' if bad else 'ok',
-                          **({'error': 'round timeout: the receiver got nothing'} if bad else {'rtt_us': rtt})})
-        rounds.append({'index': i + 1, 'wall_s': 0.6, 'pairs': pairs})
-    return {'rounds': rounds}
+    for k in range(passes):
+        pairs = [{'src': rank[s], 'dst': rank[d], 'src_host': s, 'dst_host': d, 'bytes': 10 ** 8,
+                  'mbps': v * 0.9, 'steady_mbps': v + k, 'status': 'ok'} for (s, d), v in speeds.items()]
+        for p in pairs:
+            if (p['src_host'], p['dst_host']) in failed and k == 0:
+                p.update(status='failed', error='round timeout: the receiver got nothing', steady_mbps=0.0)
+        rounds.append({'index': k, 'pairs': pairs})
+    return {'hosts': hosts, 'rounds': rounds, 'status': 'ok'}
 
 
-def fabric(n, speed=lambda src, dst: 955.0, prefix='gige'):
-    names = nodes(n, prefix)
-    return {(a, b): speed(a, b) for a in names for b in names if a != b}
+def test_todays_result_becomes_the_matrix_best_round_steady_rate_and_a_failure_stands(tmp_path):
+    speeds = {('a', 'b'): 900.0, ('b', 'a'): 800.0, ('a', 'c'): 700.0}
+    data = linkmatrix.from_result(today_doc(speeds, failed={('a', 'c')}, passes=2), tmp_path)
+    m = data.matrix
+    assert data.nodes == ['a', 'b', 'c'] and m[0, 1] == 901.0 and m[1, 0] == 801.0      # the better pass
+    assert m[0, 2] == -1.0 and data.errors == {(0, 2): 'round 0: round timeout: the receiver got nothing'}
+    assert np.isnan(m[2, 0]) and np.isnan(m[0, 0])
+    assert data.bytes_per_host == {'a': 6e8, 'b': 4e8, 'c': 2e8}
+    doc = today_doc(speeds)
+    doc['rounds'][0]['pairs'][0]['steady_mbps'] = None                  # a stream too short for a warm-up
+    assert linkmatrix.from_result(doc, tmp_path).matrix[0, 1] == pytest.approx(810.0)
+    doc['rounds'][0]['pairs'][0]['src'] = 7
+    with pytest.raises(linkmatrix.LinkMatrixError, match='round 0: rank 7 is not one of the 3 ranks'):
+        linkmatrix.from_result(doc, tmp_path)
 
 
-def test_a_directions_figure_is_its_rate_after_the_warm_up():
-    """A 4 MB token bucket lets a short stream start at wire speed: 1,010 Mbit/s over a 956 Mbit/s link in all,
-    955 after the warm-up; the steady rate is the link's, the whole-stream rate the fallback."""
-    doc = linkmap_doc(fabric(2, lambda s, d: 1010.0))
-    for p in doc['rounds'][0]['pairs']:
-        p['steady_mbps'] = 955.0
-    doc['rounds'][0]['pairs'][1]['steady_mbps'] = None              # a stream that ended inside its warm-up
-    (link,) = linkverdict.collect_links(doc)
-    assert link.directions == {'gige1->gige2': 955.0, 'gige2->gige1': 1010.0}
+def test_the_compact_result_reads_the_matrix_file_and_its_suspects(tmp_path):
+    m = np.full((3, 3), 950.0, dtype=np.float32)
+    np.fill_diagonal(m, np.nan)
+    m[2, 0] = -1.0
+    linkmatrix.write_matrix(tmp_path / linkmatrix.MATRIX_FILE, m)
+    doc = {'nodes': ['a', 'b', 'c'], 'rounds': [{'index': 0, 'wall_s': 0.5, 'failed_pairs': 1}],
+           'suspects': [{'src': 2, 'dst': 0, 'round': 1, 'error': 'stalled'}],
+           'recheck': {'pairs': [{'src': 0, 'dst': 1, 'round': 3}, {'src': 1, 'dst': 2, 'round': 4, 'streams': 2}]},
+           'per_node': [{'rank': r, 'sent_bytes': 10, 'received_bytes': 5} for r in range(3)]}
+    data = linkmatrix.from_result(doc, tmp_path)
+    assert data.errors == {(2, 0): 'round 1: stalled'} and data.rechecked.tolist() == [[0, 1]]
+    assert data.bytes_per_host == {'a': 15.0, 'b': 15.0, 'c': 15.0}
+    with pytest.raises(linkmatrix.LinkMatrixError, match='2 nodes'):
+        linkmatrix.from_result({**doc, 'nodes': ['a', 'b']}, tmp_path)
 
 
-def test_a_direction_measured_in_several_passes_counts_its_best_and_a_failed_pass_fails_it():
-    """Two passes: a stream starved once (0.43 x, as CI's fast fabric saw) is judged by its other pass; a slow
-    link is slow in both and still named; a pass that failed fails the link whatever the other measured."""
-    speed = fabric(4)
-    doc = linkmap_doc(speed)
-    again = linkmap_doc(speed)
-    again['rounds'][0]['pairs'][0]['mbps'] = 0.43 * 955
-    both = {'rounds': doc['rounds'] + [dict(r, index=r['index'] + 6) for r in again['rounds']]}
-    links = linkverdict.collect_links(both)
-    assert len(links) == 6 and links[0].directions['gige1->gige2'] == 955.0 and links[0].rounds == [1, 7]
-    assert linkverdict.slow_links(links, min_fraction=0.85) == []
-    slow = fabric(4, lambda s, d: 668 if d == 'gige2' else 955)
-    links = linkverdict.collect_links({'rounds': linkmap_doc(slow)['rounds'] * 2})
-    (msg,) = linkverdict.slow_links(links, min_fraction=0.85)
-    assert 'the slow links all involve node gige2' in msg
-    failed = linkmap_doc(speed, failed={('gige1', 'gige2')})
-    links = linkverdict.collect_links({'rounds': doc['rounds'] + [dict(r, index=r['index'] + 6)
-                                                                 for r in failed['rounds']]})
-    (msg,) = linkverdict.unmeasured_links(links)
-    assert msg.startswith('link gige1-gige2 not measured: gige1->gige2 (round 7)'), msg
+# --- the verdict -----------------------------------------------------------------------------------------------------
+
+def judged(topo, faults=(), plan='full', noise=0.02, rate=None, **kw):
+    nodes = topo.order
+    p = {'full': lambda: linkplan.full_plan(nodes, topo), 'topology': lambda: linkplan.topology_plan(topo),
+         'sample': lambda: linkplan.sample_plan(nodes, 3, 0, 7, topo)}[plan]()
+    m = measure(topo, p, nodes, faults, noise)
+    return linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85, rate_mbps=rate,
+                             fabric=linkverdict.Fabric.of(topo, nodes),
+                             contention=linkplan.plan_contention(p, topo, range(len(nodes)), len(nodes)), **kw)
 
 
-def test_healthy_fabric_passes():
-    links = linkverdict.collect_links(linkmap_doc(fabric(4, lambda s, d: 950 + int(s[-1]) + int(d[-1]))))
-    assert len(links) == 6 and linkverdict.unmeasured_links(links) == []
-    assert linkverdict.slow_links(links, min_fraction=0.85, rate_mbps=1000, rate_fraction=0.95) == []
-    stats = linkverdict.summary(links)
-    assert stats['min_link_mbps'] == 953 and stats['median_link_mbps'] == 955
-    assert stats['max_rtt_us'] == 20.0
+def one_message(v):
+    problems = linkverdict.failed_problems(v) + linkverdict.slow_problems(v)
+    assert len(problems) == 1, problems
+    return problems[0]
 
 
-def test_slow_node_is_named_even_when_it_spoils_half_the_links():
-    # tbf 700 Mbit/s towards gige2: its three links (half of the six) are slow in the direction into it
-    links = linkverdict.collect_links(linkmap_doc(fabric(4, lambda s, d: 668 if d == 'gige2' else 955)))
-    (msg,) = linkverdict.slow_links(links, min_fraction=0.85)
-    assert msg.startswith('link gige1-gige2 at 668 Mbit/s (gige1->gige2) is 0.70 x the median 955 Mbit/s')
-    assert 'gige2-gige3' in msg and 'gige2-gige4' in msg
-    assert msg.endswith('(min_link_fraction 0.85); the slow links all involve node gige2')
+@pytest.mark.parametrize('taper', [1, 2])
+@pytest.mark.parametrize('plan', ['full', 'topology', 'sample'])
+def test_each_fault_is_named_by_its_smallest_element_in_every_plan(plan, taper):
+    topo = tree(6, 8, 8 // taper)
+    assert linkverdict.failed_problems(judged(topo, plan=plan)) == []
+    assert linkverdict.slow_problems(judged(topo, plan=plan)) == []            # healthy: no false alarm
+    cases = [((('cable', 'n0010', 0.5),), 'the slow links all involve node n0010 (its cable, port or NIC, both ways'),
+             ((('in', 'n0020', 0.6),), 'node n0020 (its cable, port or NIC, every direction towards it'),
+             ((('uplink', 'leaf2', 1, 0.5),), 'all involve uplink 1 of leaf switch leaf2 (to spine1) (both ways'),
+             ((('spine', 'spine3', 0.4),), 'all involve spine switch spine3 (every pair routed through it'),
+             ((('down', 'n0030'),), 'all involve node n0030 (its cable, port or NIC, both ways'),
+             ((('cable', 'n0040', 0.5),), 'a stable rate: a link running at a lower speed?')]
+    for faults, expected in cases:
+        v = judged(topo, faults, plan, noise=0.0 if 'stable' in expected else 0.02)
+        if plan == 'sample' and taper == 2 and faults[0][0] in ('in', 'cable'):
+            # a node's own link capped at the taper's share or above shows only inside its leaf, where a sample
+            # run measures a direction or two: they are named, the node when there are two of them
+            assert faults[0][1] in one_message(v)
+            continue
+        assert expected in one_message(v), (faults, one_message(v))
+    assert 'the node is down or unreachable' in one_message(judged(topo, (('down', 'n0030'),), plan))
 
 
-def test_single_slow_link_is_named_without_blaming_a_node():
-    links = linkverdict.collect_links(linkmap_doc(fabric(4, lambda s, d: 600 if (s, d) == ('gige3', 'gige2')
-                                                         else 955)))
-    assert linkverdict.slow_links(links, min_fraction=0.85) == [
-        'link gige2-gige3 at 600 Mbit/s (gige3->gige2) is 0.63 x the median 955 Mbit/s (min_link_fraction 0.85)']
+def test_with_many_leaves_a_cable_is_named_not_the_node_it_alone_serves_in_the_topology_plan():
+    """The topology plan sends across only from place p to place p: with one cable a node (K = leaf size), uplink
+    cable p of a leaf carries exactly that node's crossing directions, most of its own: the cable, whose every
+    direction is slow, is named, not the node whose directions inside the leaf are fine."""
+    topo = tree(30, 4, 4)
+    message = one_message(judged(topo, (('uplink', 'leaf3', 2, 0.5),), 'topology'))
+    assert 'all involve uplink 2 of leaf switch leaf3 (to spine2) (both ways: 58 of 58 directions' in message, message
 
 
-def test_line_rate_is_checked_for_every_link():
-    links = linkverdict.collect_links(linkmap_doc(fabric(2, lambda s, d: 669.5)))
-    assert linkverdict.slow_links(links, min_fraction=0.85) == []           # one link is its own median
-    (msg,) = linkverdict.slow_links(links, min_fraction=0.85, rate_mbps=956.4, rate_fraction=0.95)
-    assert msg == ('link gige1-gige2 at 670 Mbit/s (gige1->gige2) is 0.700 x the 956.4 Mbit/s a link carries '
-                   '(min_rate_fraction 0.95)')
+def test_a_downgraded_link_is_stable_a_slow_one_need_not_be():
+    topo = tree(4, 4, 4)
+    noisy = linkverdict.judge(linkmatrix.LinkData(topo.order, alone(topo, topo.order, (('cable', 'n0005', 0.5),),
+                                                                    noise=0.15)), min_fraction=0.85)
+    assert 'node n0005' in one_message(noisy) and 'stable' not in one_message(noisy)
+
+
+def test_a_fabric_wide_slowdown_fails_against_the_line_rate_only():
+    topo = tree(4, 4, 4)
+    nodes = topo.order
+    m = alone(topo, nodes) * 0.5
+    data = linkmatrix.LinkData(nodes, m)
+    assert linkverdict.slow_problems(linkverdict.judge(data, min_fraction=0.85)) == []
+    v = linkverdict.judge(data, min_fraction=0.85, rate_mbps=LINE * 0.98, rate_fraction=0.95)
+    message = one_message(v)
+    assert 'all involve the whole fabric (every direction: 240 of 240 directions' in message
+    assert '0.51 x the line rate' in message and '0.95 x the 980 Mbit/s a link carries' in message
+
+
+def test_a_single_slow_direction_is_named_itself_and_an_element_needs_most_of_its_directions():
+    topo = tree(4, 4, 4)
+    m = alone(topo, topo.order)
+    m[0, 5] = 300.0
+    m[3, 7] = 400.0
+    message = one_message(linkverdict.judge(linkmatrix.LinkData(topo.order, m), min_fraction=0.85))
+    assert message.startswith('2 of 240 directions below 0.85 x the median link (')
+    assert re.search(r'each against what its round let it read: n0001->n0006 at 0.3\d x; n0004->n0008 at 0.4\d x$',
+                     message)
+
+
+def test_two_leaves_seen_only_against_each_other_are_named_together():
+    topo = tree(2, 4, 1)
+    m = alone(topo, topo.order, (('uplink', 'leaf1', 0, 0.4),))
+    # more directions cross than stay inside: the median link sinks with them, the line rate does not
+    message = one_message(linkverdict.judge(linkmatrix.LinkData(topo.order, m), min_fraction=0.85, rate_mbps=LINE,
+                                            rate_fraction=0.9, fabric=linkverdict.Fabric.of(topo, topo.order)))
+    assert re.search(r'all involve the uplink of leaf switch leaf0 \(to spine0\) \(both ways: 32 of 32 directions '
+                     r'.*\), or the uplink of leaf switch leaf1 \(to spine0\) \(both ways\), or spine switch spine0$',
+                     message), message
+    # three leaves tell them apart
+    topo = tree(3, 4, 1)
+    m = alone(topo, topo.order, (('uplink', 'leaf1', 0, 0.4),))
+    message = one_message(linkverdict.judge(linkmatrix.LinkData(topo.order, m), min_fraction=0.85,
+                                            fabric=linkverdict.Fabric.of(topo, topo.order)))
+    assert 'all involve the uplink of leaf switch leaf1 (to spine0) (both ways: 64 of 64 directions' in message
+    assert ', or' not in message
+
+
+def test_without_the_tree_a_slow_node_is_still_named_even_when_it_spoils_half_the_links():
+    nodes = ['a', 'b', 'c', 'd']
+    m = np.full((4, 4), 950.0, dtype=np.float32)
+    np.fill_diagonal(m, np.nan)
+    m[1, :] = m[:, 1] = 600.0
+    m[1, 1] = np.nan
+    v = linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85)
+    assert v.summary()['median_link_mbps'] == 950.0           # the upper median: 3 of 6 links are slow
+    assert 'the slow links all involve node b (its cable, port or NIC, both ways: 6 of 6 directions at 0.63 x' \
+        in one_message(v)
+
+
+def test_failed_directions_are_a_sanity_failure_with_their_first_error_and_many_are_counted():
+    nodes = [f'g{i}' for i in range(8)]
+    m = np.full((8, 8), 950.0, dtype=np.float32)
+    np.fill_diagonal(m, np.nan)
+    for i, j in ((0, 3), (4, 1), (2, 6), (5, 7), (6, 0), (7, 2), (1, 5), (3, 4)):
+        m[i, j] = -1.0
+    data = linkmatrix.LinkData(nodes, m, errors={(0, 3): 'round 2: round timeout: the receiver got nothing'})
+    (message,) = linkverdict.failed_problems(linkverdict.judge(data, min_fraction=0.85))
+    assert message.startswith('8 of 56 directions not measured (the first: g0->g3: round 2: round timeout: the '
+                              'receiver got nothing): g0->g3; ')
+    assert message.endswith(f'{8 - linkverdict.MAX_NAMED} more (all in links.txt)')
+    empty = linkverdict.judge(linkmatrix.LinkData(['a', 'b'], np.full((2, 2), np.nan, np.float32)), min_fraction=0.85)
+    assert linkverdict.failed_problems(empty) == ['no link was measured'] and empty.summary() == {}
+
+
+def test_the_table_and_the_json_keep_the_suspects_only():
+    topo = tree(3, 4, 4)
+    v = judged(topo, (('out', 'n0002', 0.5),), 'full')
+    text = linkverdict.format_table(v)
+    lines = text.splitlines()
+    assert lines[0].startswith('132 directions measured, 11 slow, 0 failed')
+    assert sum(1 for x in lines if x.startswith('n0002->')) == 11 and 'n0001->n0003' not in text
+    assert 'median_link_mbps = ' in text
+    doc = linkverdict.suspects_json(v, limit=5)
+    assert doc['slow_count'] == 11 and len(doc['slow']) == 5 and doc['slow'][0]['src_host'] == 'n0002'
+    assert doc['named_slow'][0]['name'] == 'node n0002' and doc['named_slow'][0]['direction'] == 'out'
+    assert v.per_node['slow_out'][1] == 11 and v.per_node['median_share_out'][1] == pytest.approx(0.5, abs=0.03)
+    leaf0 = v.switches['leaves'][0]
+    assert leaf0['leaf'] == 'leaf0' and leaf0['up']['slow'] == 8 and leaf0['nodes'] == 4
+
+
+def test_infiniband_ports_below_the_line_rate_or_not_active_are_named():
+    text = ('port n1 mlx5_0/1 rate=200 Gb/sec (4X HDR)|state=4: ACTIVE\n'
+            'port n2 mlx5_0/1 rate=100 Gb/sec (4X EDR)|state=4: ACTIVE\n'
+            'port n3 mlx5_0/1 rate=200 Gb/sec (4X HDR)|state=1: DOWN\n'
+            'port n3 mlx5_1/1 rate=200 Gb/sec (4X HDR)|state=4: ACTIVE\nnoise line\n')
+    problems = linkverdict.port_problems(text, ['n1', 'n2', 'n3', 'n4'], 'mlx5_0:1', 200000.0)
+    assert problems == [
+        "node n2: port mlx5_0/1 runs at 100 Gb/sec (4X EDR), below the fabric's line rate of 200 Gb/sec: its link "
+        'trained to a lower width or speed (cable or port)',
+        'node n3: port mlx5_0/1 is 1: DOWN (not ACTIVE)',
+        'node n4: no InfiniBand port mlx5_0:1 in /sys/class/infiniband']
+    assert linkverdict.port_problems(text, ['n1'], None, None) == []
+    assert 'port $(hostname -s) ${d%%/ports/*}/${p##*/} rate=$(cat $p/rate)|state=$(cat $p/state)' in \
+        allpairs.PORTS_CMD
 
 
 def test_linkmap_cpu_limits_tell_when_one_throttled_quota_decided_every_stream():
@@ -210,65 +424,147 @@ def test_linkmap_cpu_limits_tell_when_one_throttled_quota_decided_every_stream()
     assert cpulimit.from_linkmap({'hosts': hosts, 'cpu_limits': [{'cgroup': '/'}]}) == {'gige1': [None]}
 
 
-def test_a_slow_uplink_is_named_as_the_uplink_not_as_nodes():
-    leaves = {'leaf1': ['a1', 'a2'], 'leaf2': ['b1', 'b2'], 'leaf3': ['c1', 'c2'], 'leaf4': ['d1', 'd2']}
-    names = [n for leaf in leaves.values() for n in leaf]
-    speed = {(s, d): 400.0 if (s[0] == 'a') != (d[0] == 'a') else 950.0 for s in names for d in names if s != d}
-    links = linkverdict.collect_links(linkmap_doc(speed))
-    (msg,) = linkverdict.slow_links(links, min_fraction=0.85, leaves=leaves)
-    assert msg.endswith('the slow links all involve the uplink of leaf switch leaf1')
-    # the same slow links without the tree: no single node explains them
-    (msg,) = linkverdict.slow_links(links, min_fraction=0.85)
-    assert 'involve' not in msg
+# --- what a real job's output becomes ----------------------------------------------------------------------------
+
+def test_a_real_jobs_output_is_kept_compact_and_read_back_the_same(tmp_path):
+    doc = keep_fixture(tmp_path)
+    kept = json.loads((tmp_path / 'result.json').read_text())
+    assert 'matrix_mbps' not in kept and all('pairs' not in r for r in kept['rounds'])
+    assert kept['hosts'] == doc['hosts'] and kept['recheck'] == doc['recheck'] and kept['compacted']
+    links = json.loads((tmp_path / 'links.json').read_text())
+    assert links['nodes'] == ['node1', 'node2', 'node3', 'node4'] and links['matrix'] == 'linkmatrix.bin'
+    m = linkmatrix.read_matrix(tmp_path / 'linkmatrix.bin', 4)
+    best = max(p['steady_mbps'] for r in doc['rounds'] for p in r['pairs'] if (p['src'], p['dst']) == (3, 1))
+    assert m[3, 1] == pytest.approx(best)              # the recheck's round (node4->node2 alone) is its best
+    assert links['slow_count'] == len(links['slow']) > 0 and links['rechecked'] == 4
+    assert {(x['src'], x['dst']) for x in links['slow']} == {tuple(map(int, ij)) for ij in
+                                                             np.argwhere(np.asarray(m) < 0.85 * links['summary']
+                                                                         ['median_link_mbps'])}
+    table = (tmp_path / 'links.txt').read_text()
+    assert all(f'{x["src_host"]}->{x["dst_host"]}' in table for x in links['slow'])
+    # the compact result (kept) is read back with the matrix file: the same verdict, nothing parsed twice
+    again = linkmatrix.from_result(kept, tmp_path)
+    assert np.array_equal(np.asarray(again.matrix), np.asarray(m), equal_nan=True)
 
 
-def test_failed_pairs_are_sanity_failures_named_with_their_round_and_node():
-    speed = fabric(4)
-    failed = {(s, 'gige3') for s in ('gige1', 'gige2', 'gige4')}
-    links = linkverdict.collect_links(linkmap_doc(speed, failed=failed))
-    (msg,) = linkverdict.unmeasured_links(links)
-    assert msg.startswith('link gige1-gige3 not measured: gige1->gige3 (round 2): round timeout: the receiver got '
-                          'nothing')
-    assert msg.endswith('; the failed links all involve node gige3')
-    assert linkverdict.unmeasured_links([]) == ['no link was measured']
-    assert linkverdict.payload_per_host(linkmap_doc(speed, failed=failed))['gige3'] == 3 * 10 ** 8
+def test_by_hand_the_verdict_reads_a_job_output_and_bad_input_is_one_line(tmp_path, capsys):
+    keep_fixture(tmp_path)
+    (tmp_path / 'links.json').unlink()
+    assert linkverdict.main([str(tmp_path / 'result.json'), '--keep']) == 1
+    out = capsys.readouterr().out
+    assert out.startswith('FAILED ') and 'linkverdict: 4 nodes, 12 directions' in out
+    assert json.loads((tmp_path / 'links.json').read_text())['slow_count'] == 6
+    (tmp_path / 'linkmatrix.bin').write_bytes(b'junk')
+    assert linkverdict.main([str(tmp_path / 'result.json')]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('linkverdict: ') and 'shorter than the 16-byte header' in err and err.count('\n') == 1
 
 
-def test_many_failures_are_counted_not_listed():
-    speed = fabric(6)
-    links = linkverdict.collect_links(linkmap_doc(speed, failed=set(speed)))
-    (msg,) = linkverdict.unmeasured_links(links)
-    assert msg.count('not measured: ') == linkverdict.MAX_NAMED_LINKS
-    assert f'{15 - linkverdict.MAX_NAMED_LINKS} more links not measured' in msg
-    assert linkverdict.summary(links) == {}
+# --- the cost model ---------------------------------------------------------------------------------------------
 
-
-def test_format_table_lists_every_link():
-    links = linkverdict.collect_links(linkmap_doc(fabric(3), failed={('gige3', 'gige1')}))
-    text = linkverdict.format_table(links, linkverdict.summary(links))
-    lines = text.splitlines()
-    assert lines[0].split()[:4] == ['rounds', 'link', 'Mbit/s', 'RTT']
-    assert lines[1].split()[:3] == ['1', 'gige1-gige2', '955.0']
-    assert 'gige3->gige1 (round 2)' in text and 'min_to_median = 1.000' in text
-
-
-# --- Slurm's switch tree --------------------------------------------------------------------------------------------
-
-def test_leaf_switches_from_scontrol_show_topology():
-    text = ('SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=fast[1-4]\n'
-            'SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=fast[5-8]\n'
-            'SwitchName=spine Level=1 LinkSpeed=1 Nodes=fast[1-8] Switches=leaf[1-2]\n')
-    runner = lambda argv, t: subprocess.CompletedProcess(argv, 0, text, '')  # noqa: E731
-    assert slurm.leaf_switches(['fast2', 'fast5', 'fast6', 'fast1'], runner=runner) == {
-        'leaf1': ['fast2', 'fast1'], 'leaf2': ['fast5', 'fast6']}
-    with pytest.raises(slurm.SlurmQueryError, match='under no leaf switch .*gige1'):
-        slurm.leaf_switches(['gige1'], runner=runner)
-    flat = lambda argv, t: subprocess.CompletedProcess(argv, 0, '', '')  # noqa: E731
-    with pytest.raises(slurm.SlurmQueryError, match='no switch tree'):
-        slurm.leaf_switches(['fast1'], runner=flat)
+def test_the_cost_model_reads_fitted_constants_and_says_which(tmp_path):
+    assert [m.name for m in linkplan.cost_models(tmp_path / 'none.yaml')] == ['built-in']
+    path = tmp_path / 'linkcost.yaml'
+    path.write_text('schema: netregress-linkcost/1\nmodels:\n'
+                    '  - {name: simgrid, fitted: "SimGrid fat trees, 128-10,000 nodes", start_s: 30, per_node_s: 0.01,'
+                    ' round_s: 0.05, round_node_s: 0.0002}\n'
+                    '  - {name: vcluster, fitted: "8-32 nodes", start_s: 2, round_s: 0.094}\n')
+    models = linkplan.cost_models(path)
+    assert [m.name for m in models] == ['simgrid', 'vcluster']
+    assert models[0].estimate_s(1000, 999, 0.5) == pytest.approx(30 + 10 + 999 * (0.5 + 0.05 + 0.2))
+    line = linkplan.describe(linkplan.full_plan([f'n{i}' for i in range(10)]), 0.5, models=models)
+    assert 'by the simgrid fit (SimGrid fat trees, 128-10,000 nodes: start 30 s + 0.01 s a node' in line
+    assert 'by the vcluster fit (8-32 nodes' in line and '9 rounds, 90 directed streams (45 links)' in line
+    path.write_text('schema: netregress-linkcost/1\nmodels:\n  - {name: x, round_s: fast}\n')
+    with pytest.raises(ValueError, match=r'linkcost.yaml: models\[0\] \(x\): the constants must be numbers'):
+        linkplan.cost_models(path)
+    path.write_text('models: []\n')
+    with pytest.raises(ValueError, match='not a netregress-linkcost/1 file'):
+        linkplan.cost_models(path)
 
 
 def test_slurm_partition_name():
     assert slurm.slurm_partition(['--partition=gige', '--overcommit'], 'x') == 'gige'
     assert slurm.slurm_partition(['-p', 'eth'], 'x') == 'eth'
     assert slurm.slurm_partition([], 'fast') == 'fast'
+
+
+def test_the_checks_sanity_and_performance_judge_a_real_job_once_and_name_the_nodes_left_out(tmp_path):
+    """The check's own methods on a real job's stage directory (no ReFrame run, no Slurm): sanity judges every
+    direction and keeps the files, the node Slurm could not use fails it by name with the slow directions beside it,
+    the performance stage names the same slow directions; result.json is read once and kept compact."""
+    from types import SimpleNamespace
+
+    from reframe.core.exceptions import PerformanceError
+
+    class Stub(SimpleNamespace):
+        pass
+
+    for name in ('measurements', 'verdict', 'recorded_only', 'aligned', 'contention', 'write_links', 'links_witness',
+                 'name_slow_links', 'port_witness', 'payload_bytes', 'kernel_witness'):
+        setattr(Stub, name, getattr(allpairs.AllPairsLinkCheck, name))
+    (tmp_path / 'result.json').write_text(FIXTURE.read_text())
+    nodes = ['node1', 'node2', 'node3', 'node4']
+    stub = Stub(stagedir=str(tmp_path), result_path=str(tmp_path / 'result.json'), nodes=nodes,
+                nodes_left_out=['node5: not responding (down*)'], interconnect='gige', rate_mbps=None,
+                current_partition=SimpleNamespace(extras={}, fullname='vcluster:gige'), min_link_fraction=0.85,
+                min_rate_fraction=0.95, link_plan=linkplan.full_plan(nodes), topology=None, display_name='links',
+                cpu_quota_note='', ic=SimpleNamespace(counters='interface'))
+    problems = stub.links_witness()
+    assert problems[0] == 'node node5: not responding (down*) (left out of the link test)'
+    assert problems[1].startswith('6 of 12 directions below 0.85 x the median link')
+    assert stub.payload_bytes() == pytest.approx(sum(p['bytes'] for r in json.loads(FIXTURE.read_text())['rounds']
+                                                     for p in r['pairs']))
+    kept = json.loads((tmp_path / 'result.json').read_text())
+    assert kept['compacted'] and (tmp_path / 'linkmatrix.bin').stat().st_size == 16 + 16 * 4
+    assert json.loads((tmp_path / 'links.json').read_text())['nodes_left_out'] == ['node5: not responding (down*)']
+    with pytest.raises(PerformanceError, match='6 of 12 directions below 0.85 x the median link'):
+        stub.name_slow_links()
+
+
+def test_ranks_are_named_as_slurm_names_their_nodes_where_the_hosts_say_so():
+    m = np.zeros((3, 3), dtype=np.float32)
+    data = linkmatrix.LinkData(['n2.cluster', 'n1.cluster', 'n3'], m, bytes_per_host={'n3': 1.0})
+    named = allpairs.by_slurm_names(data, ['n1', 'n2', 'n3'])
+    assert named.nodes == ['n2', 'n1', 'n3'] and named.bytes_per_host == {'n3': 1.0}
+    for hosts in (['vm', 'vm', 'vm'], ['n1', 'x', 'n3']):       # ranks on one machine; a host Slurm does not name
+        assert allpairs.by_slurm_names(linkmatrix.LinkData(hosts, m), ['n1', 'n2', 'n3']).nodes == hosts
+
+
+def test_the_table_lists_at_most_the_slowest_suspects_of_each_kind():
+    topo = tree(3, 4, 4)
+    v = judged(topo, (('out', 'n0002', 0.5),), 'full')
+    text = linkverdict.format_table(v, limit=4)
+    assert sum(1 for x in text.splitlines() if x.startswith('n0002->')) == 4
+    assert '7 more suspect directions not listed (the slowest 4 of each kind are)' in text
+
+
+def test_the_check_expects_the_taper_its_plan_met_on_the_switch_tree(tmp_path):
+    """The check's own methods with Slurm's switch tree (2:1, d-mod-k): the plan's contention goes into the verdict
+    in the job's rank order, and nr-linkmap is asked to recheck only what is slow even at its share."""
+    from types import SimpleNamespace
+
+    class Stub(SimpleNamespace):
+        pass
+
+    for name in ('measurements', 'verdict', 'recorded_only', 'aligned', 'contention', 'write_links', 'links_witness',
+                 'set_linkmap_options'):
+        setattr(Stub, name, getattr(allpairs.AllPairsLinkCheck, name))
+    topo = tree(4, 8, 4)                                     # 2:1
+    ranks = list(reversed(topo.order))                       # the job's rank order is not the tree's
+    plan = linkplan.full_plan(ranks, topo)
+    m = measure(topo, plan, ranks, (('cable', 'n0013', 0.5),))
+    linkmatrix.write_matrix(tmp_path / 'linkmatrix.bin', m)
+    (tmp_path / 'result.json').write_text(json.dumps({'schema': 'netregress-result/1', 'tool': 'nr-linkmap',
+                                                      'status': 'ok', 'nodes': ranks, 'rounds': []}))
+    stub = Stub(stagedir=str(tmp_path), result_path=str(tmp_path / 'result.json'), nodes=ranks, nodes_left_out=[],
+                interconnect='ib', rate_mbps=None, current_partition=SimpleNamespace(extras={}, fullname='site:ib'),
+                min_link_fraction=0.85, min_rate_fraction=0.95, link_plan=plan, topology=topo, display_name='links',
+                cpu_quota_note='', round_time_s=0.5, message_size='1M', round_timeout_s=10.0, recheck_max=64,
+                link_transport='mpi', measure_rtt=False, ic=SimpleNamespace(counters='infiniband'))
+    assert stub.links_witness() == []
+    (message,) = linkverdict.slow_problems(stub.verdict())
+    assert 'the slow links all involve node n0013 (its cable, port or NIC, both ways' in message
+    stub.set_linkmap_options()
+    assert stub.kernel_opts[stub.kernel_opts.index('--recheck-below') + 1] == '0.425'
+    assert (tmp_path / 'plan.txt').read_text().splitlines()[1].startswith('n0001>n0002 n0002>n0003')

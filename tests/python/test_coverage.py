@@ -127,6 +127,29 @@ def test_the_scope_comes_from_the_jobs_slurm_options_as_reframe_passes_them():
         slurm.scoped_nodes(part, slurm.node_scope(['reservation=maint']), runner=empty)
 
 
+def test_an_all_node_check_leaves_out_and_names_the_nodes_slurm_cannot_use():
+    """A drained node in scope is no reason to skip the link test: the others are asked for by name, it is
+    named; an exclusion (ci/post-maintenance --exclude, -J exclude=...) keeps a node out of scope altogether."""
+    from types import SimpleNamespace
+    fake = FakeSlurm(rows(('fast', 'fast1', 'idle', 'none'), ('fast', 'fast2', 'drained', 'bad cable'),
+                          ('fast', 'fast3', 'down*', 'Not responding'), ('fast', 'fast4', 'idle', 'none')),
+                     hostnames={'fast[1-4]': ['fast1', 'fast2', 'fast3', 'fast4']})
+    check = SimpleNamespace(current_partition=SimpleNamespace(access=['--partition=fast'], name='fast'),
+                            job=SimpleNamespace(cli_options=[], options=[]))
+    nodes, left_out = slurm.allocate_scoped_nodes(check, 0.0, runner=fake)
+    assert nodes == ['fast1', 'fast4'] and check.job.options == ['--nodes=2', '--nodelist=fast1,fast4']
+    assert left_out == {'fast2': 'fast2: drained (drained; reason: bad cable)',
+                        'fast3': 'fast3: not responding (down*)'}
+    check.job = SimpleNamespace(cli_options=['exclude=fast[2-3]'], options=[])
+    assert slurm.allocate_scoped_nodes(check, 0.0, runner=fake) == (['fast1', 'fast4'], {})
+    report = {'runs': [{'testcases': [case('fast', ['fast1', 'fast4'], nodes_left_out=list(left_out.values()))]}]}
+    assert coverage.uncovered_nodes(report, {'fast': ['fast1', 'fast2', 'fast3', 'fast4']}) == [
+        'fast2: no passing check moved payload over its fabric there (the all-node checks left it out: drained '
+        '(drained; reason: bad cable))',
+        'fast3: no passing check moved payload over its fabric there (the all-node checks left it out: not '
+        'responding (down*))']
+
+
 def test_persistent_problem_returns_at_once_transient_one_is_polled_until_it_clears():
     drained = rows(('fast', 'fast1', 'idle', 'none'), ('fast', 'fast2', 'drained', 'x'))
     out, clock, _ = problems(drained, parts=['fast'], wait_s=30)

@@ -136,14 +136,36 @@ def test_plan_prints_the_link_tests_rounds_steps_and_time_and_runs_nothing(env, 
     assert not (tmp_path / 'args').exists()                    # ReFrame never ran
     res = run(env, '--nodes', 'gige[1-3]', '--system', 'vcluster', '--partition', 'gige', '--plan',
               '--links', 'sample')
-    # 3 nodes: 3 matchings of one link; one per run covers every link within 3 runs (at most 30)
-    assert 'link test vcluster:gige gige: sample: 3 nodes, 4 rounds' in res.stdout, res.stdout + res.stderr
-    assert 'every link within 3 runs in a row' in res.stdout
+    # 3 nodes: one link set (shifts 1 and 2, every link both ways) covers every link in one run: 6 streams, one at a
+    # time, twice
+    assert 'link test vcluster:gige gige: sample: 3 nodes, 12 rounds, 12 directed streams (3 links)' in res.stdout, \
+        res.stdout + res.stderr
+    assert 'every link within 1 run in a row' in res.stdout
+    assert 'by the built-in fit (vcluster, 8-32 nodes' in res.stdout         # no config/linkcost.yaml yet
+    # a node of the reservation left out by --exclude: the link test plans without it
+    res = run(env, '--reservation', 'maint', '--exclude', 'gige2', '--system', 'vcluster', '--partition', 'gige',
+              '--plan')
+    assert 'link test vcluster:gige gige: full: 3 nodes, 12 rounds' in res.stdout, res.stdout + res.stderr
     res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--partition', 'gige', '--plan',
               '--links', 'topology')
     assert 'no topology plan: ' in res.stdout
     res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--links', 'sample', '--dry-run')
     assert '-S link_allpairs.plan=sample' in res.stdout
+
+
+def test_exclude_takes_nodes_out_of_the_set_with_a_reservation_or_a_node_list(env):
+    res = run(env, '--reservation', 'maint', '--exclude', 'gige[2,4]', '--dry-run')
+    assert res.returncode == 0, res.stderr
+    assert '-J reservation=maint -J exclude=gige2,gige4' in res.stdout
+    res = run(env, '--nodes', 'gige[1-3]', '--exclude', 'gige3', '--system', 'vcluster', '--dry-run')
+    assert '-J exclude=fast1,fast2,fast3,fast4,gige3,gige4' in res.stdout, res.stdout
+    assert '--exclude: gige3 not used, not covered' in res.stderr
+    for args, message in ((['--nodes', 'gige1', '--exclude', 'gige1'], '--exclude leaves no node of --nodes'),
+                          (['--reservation', 'maint', '--exclude', 'a b'], '--exclude'),
+                          (['--reservation', 'maint', '--exclude', '[]'], "--exclude '[]' is not a Slurm host list"),
+                          (['--nodes', 'x[1-', '--exclude', 'x1'], "--nodes 'x[1-' is not a Slurm host list")):
+        res = run(env, *args, '--system', 'vcluster', '--dry-run')
+        assert res.returncode == 2 and message in res.stderr, (args, res.stderr)
 
 
 def test_plan_from_slurm_with_an_injected_runner():

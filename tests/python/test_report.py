@@ -20,6 +20,7 @@ import pytest
 
 from netregress import paths
 from netregress_postrun import history, report
+from linkfabric import keep_fixture
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
 pytestmark = pytest.mark.usefixtures('vcluster_site')
@@ -107,15 +108,9 @@ def fake_run(tmp_path, monkeypatch):
 
     links_stage = tmp_path / 'run' / 'stage' / 'gnu' / 'link_allpairs'
     links_stage.mkdir(parents=True)
-    nodes = ['gige1', 'gige2', 'gige3']
-    links = []
-    for a, b in [('gige1', 'gige2'), ('gige1', 'gige3'), ('gige2', 'gige3')]:
-        slow = 600.0 if 'gige2' in (a, b) else 950.0
-        links.append({'a': a, 'b': b, 'directions_mbps': {f'{a}->{b}': slow, f'{b}->{a}': slow + 3},
-                      'rtt_us': 30.0, 'errors': []})
-    (links_stage / 'links.json').write_text(json.dumps(
-        {'nodes': nodes, 'links': links, 'summary': {'min_link_mbps': 600.0, 'median_link_mbps': 950.0}}))
-    os.utime(links_stage / 'links.json', (END - 50, END - 50))
+    keep_fixture(links_stage)                  # a real nr-linkmap output, kept as the link check keeps it
+    for kept in links_stage.iterdir():
+        os.utime(kept, (END - 50, END - 50))
 
     lat = 'mpitest.latency'
     cases = [
@@ -180,7 +175,8 @@ def fake_run(tmp_path, monkeypatch):
 
 
 FIGURES = ['collectives-vcluster-fast-shm.png', 'ebb-vcluster-fast-shm.png', 'history-vcluster-fast-shm.png',
-           'history-vcluster-gige-gige.png', 'links-vcluster-gige-gige-gnu.png', 'sweep-vcluster-fast-shm.png']
+           'history-vcluster-gige-gige.png', 'links-vcluster-gige-gige-gnu-legend.png',
+           'links-vcluster-gige-gige-gnu.png', 'sweep-vcluster-fast-shm.png']
 
 
 def run_tool(*args):
@@ -269,11 +265,50 @@ def test_report_tables_as_a_person_reads_them(fake_run):
         assert (out / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
+def test_the_link_map_has_one_pixel_per_direction_from_what_the_check_keeps(tmp_path):
+    """The link map of a real nr-linkmap job as the check keeps it: one pixel per direction, in the tree's order,
+    the suspects marked; at 1,000 nodes the same (1,000 x 1,000 pixels, no figure around it)."""
+    import numpy as np
+    from PIL import Image
+    from netregress.judge import linkmatrix
+    from netregress_postrun import reportplots
+    keep_fixture(tmp_path)
+    links = json.loads((tmp_path / 'links.json').read_text())
+    matrix = linkmatrix.read_matrix(tmp_path / 'linkmatrix.bin', 4)
+    median = links['summary']['median_link_mbps']
+    suspects = [(x['src'], x['dst']) for x in links['slow']]
+    order = [3, 2, 1, 0]
+    pixels = reportplots.link_map_pixels(matrix, order, median, suspects)
+    assert pixels.shape == (4, 4) and list(np.diag(pixels)) == [reportplots.MAP_NOT_MEASURED] * 4
+    for i, a in enumerate(order):
+        for j, b in enumerate(order):
+            if a == b:
+                continue
+            if (a, b) in suspects:
+                assert pixels[i, j] == reportplots.MAP_SUSPECT
+            else:                     # the colour ramp: the share of the median link, 0 .. MAP_SHARE_TOP
+                share = min(matrix[a, b] / median, reportplots.MAP_SHARE_TOP)
+                assert pixels[i, j] == reportplots.MAP_FIRST + min(int(share / reportplots.MAP_SHARE_TOP * 253), 252)
+    path = tmp_path / 'map.png'
+    reportplots.write_png(path, pixels, reportplots.link_palette())
+    with Image.open(path) as img:
+        assert img.size == (4, 4) and img.mode == 'P'
+        assert img.convert('RGB').getpixel((0, 0)) == (221, 221, 221)
+    listing = reportplots.link_listing(links)
+    assert [d for d, *_ in listing['suspects']] == [f'{x["src_host"]}->{x["dst_host"]}' for x in links['slow']]
+    assert listing['left_out'] == ['node5: not responding (down*)']
+    big = np.full((1000, 1000), 950.0, dtype=np.float32)
+    big[7, :] = -1.0
+    big[np.arange(1000), np.arange(1000)] = np.nan
+    pixels = reportplots.link_map_pixels(big, range(1000), 950.0, [(3, 4)])
+    reportplots.write_png(path, pixels, reportplots.link_palette())
+    with Image.open(path) as img:
+        assert img.size == (1000, 1000)
+    assert (pixels[7, :7] == reportplots.MAP_FAILED).all() and pixels[7, 7] == reportplots.MAP_NOT_MEASURED
+    assert pixels[3, 4] == reportplots.MAP_SUSPECT
+
+
 def test_report_pieces_and_helpers():
-    doc = {'nodes': ['a', 'b', 'c'], 'links': [{'a': 'a', 'b': 'b', 'directions_mbps': {'a->b': 10, 'b->a': 20}}]}
-    nodes, matrix = report.link_matrix(doc)
-    assert nodes == ['a', 'b', 'c'] and matrix[0][1] == 10 and matrix[1][0] == 20
-    assert all(v != v for v in (matrix[0][2], matrix[2][2]))             # NaN: not measured
     assert [report.size_label(s) for s in (8, 1000, 4096, 10 ** 6, 2 ** 20)] == \
         ['8 B', '1 kB', '4 KiB', '1 MB', '1 MiB']
     lat = {'ref_test': 'mpitest.latency', 'nr_figures': {
@@ -316,7 +351,7 @@ def test_missing_pieces_say_not_measured(tmp_path):
     assert 'No figure measured here (not measured).' in md
     assert '- mpitest.latency: aborted: openmpi4' in md
     assert 'mpicoll: skipped: openmpi4' in md
-    assert 'not measured (no links.json of this run; case failed)' in md
+    assert 'not measured (no links.json and linkmatrix.bin of this run; case failed)' in md
     assert 'was written after this run ended (a later run): not used' in md
     assert not list((run_dir / 'report').glob('*.png'))
     assert read_csv(run_dir / 'report' / 'summary.csv') == []

@@ -1,46 +1,52 @@
 """The link test of a fabric: every link between the nodes in scope, as one MPI job (nr-linkmap).
 
 A post-maintenance run must prove each link, not only the two nodes an ordinary check happens to get: a bad cable,
-port or NIC shows on the links of one node only, a bad uplink on the links that cross it. :class:`AllPairsLinkCheck`
-asks Slurm by name for every node of the partition inside the run's scope (a reservation, a node list:
-``netregress.slurm.allocate_scoped_nodes``) and starts one rank per node of ``nr-linkmap`` with the partition's MPI
-launcher: one job step for the whole fabric, however many nodes (the srun step per test it replaced needed 478,800
-steps for 400 nodes; Slurm's MaxStepCount is 40,000). The job's rounds come from a plan (``netregress.linkplan``):
+port or NIC shows on the links of one node only, a bad uplink or spine on the links that cross it.
+:class:`AllPairsLinkCheck` asks Slurm by name for every node of the partition inside the run's scope (a reservation,
+a node list, exclusions: ``netregress.slurm.allocate_scoped_nodes``); a node in scope that Slurm cannot use (down,
+drained, not responding) is left out and named, and the rest are measured. It starts one rank per node of
+``nr-linkmap`` with the partition's MPI launcher: one job step for the whole fabric, however many nodes. The job's
+rounds come from a plan (``netregress.linkplan``), every plan in the order of Slurm's switch tree where it has one
+(``scontrol show topology``; the partition extra ``link_topology`` says how the fabric routes: ``routing`` d-mod-k
+or balanced, ``uplinks`` or ``taper``):
 
-* ``full``: every link, both directions at once, in the N-1 perfect matchings of a round-robin tournament;
-* ``sample``: a share of those matchings per run, rotated across runs (the rotation and its seed are kept in the
-  state directory), so that every link is measured within 30 runs in a row (``sample_matchings``);
-* ``topology``: from Slurm's switch tree (``scontrol show topology``): the links inside every leaf switch, then the
-  leaves against each other, every node at once, so that each uplink carries load and a slow one stands out.
+* ``full``: every direction, in the N-1 shifts of mpiGraph (round k: position i sends to i+k, every node at once),
+  free of contention on a fat tree with destination-based routing;
+* ``sample``: a share of those shifts per run (a shift and its opposite: every link at one distance, both ways),
+  rotated across runs (the rotation and its seed are kept in the state directory), so that every link is measured
+  within 30 runs in a row (``sample_matchings``);
+* ``topology``: the links inside every leaf switch, then the leaves against each other, every node at once, so that
+  each uplink carries load and a slow one stands out.
 
 Where nodes share a host's CPUs (the vcluster), concurrent pairs measure the CPU: the partition extra
-``link_concurrency`` (directed streams at a time; 1: one after the other, as a single-pair test) cuts each round.
-The partition extra ``link_passes`` (default 1) runs the plan that many times and judges each direction by its best
-pass: where a host's scheduler can starve one stream for a moment (shared CPUs) a good link then still passes,
-while a slow link is slow in every pass; it multiplies the rounds (1,000 nodes, full plan: 999 rounds, about 10
-min per pass). Cheaper and aimed: at the end of the job nr-linkmap measures once more, each alone, the directions
-still below ``min_link_fraction`` x the median link (``recheck_max`` of them at most, 64: under a minute at any size).
-The data moves through the MPI library forced onto the fabric like every MPI check (``link_transport`` ``mpi``, any
-fabric), or over TCP bound to the interface under test with MPI only coordinating (``tcp``, IP fabrics). Each round
-is bounded (``--round-timeout``): a dead or hung node fails its pairs, named, instead of holding the job to its time
-limit.
+``link_concurrency`` (directed streams at a time; 1: one after the other) cuts each round. The partition extra
+``link_passes`` (default 1) runs the plan that many times and judges each direction by its best pass. At the end of
+the job nr-linkmap measures once more, each alone, the directions still below the floor (``recheck_max`` of them at
+most; on a tapered tree the floor is divided by the plan's contention, so that the streams the taper slowed are not
+what the rechecks are spent on). The data moves through the MPI library forced onto the fabric (``link_transport``
+``mpi``, any fabric), or over TCP bound to the interface under test with MPI only coordinating (``tcp``, IP
+fabrics). Each round is bounded (``--round-timeout``): a dead or hung node fails its pairs, named.
 
-Verdicts (``netregress.linkverdict``), baseline-free: every link measured (sanity); the slowest link at least
-``min_link_fraction`` of the median link and, where the fabric has a line rate, every link at least
-``min_rate_fraction`` of it (performance); the culprit named (a node, an uplink). Byte and error counters of every
-node prove the traffic crossed the interface under test. When every rank ran under one CPU quota that throttled
-them (the machine capped, :mod:`.cpulimit`), the comparison the quota decides is recorded, not asserted, and the run
-says why: on a fabric with a line rate the rate (the quota trims every link alike, while a slow link still stands
-out against the median link), else the ratio to the median link. Results: ``result.json`` (nr-linkmap's),
-``links.json`` and the table ``links.txt``.
+Verdicts (``netregress.linkverdict``), baseline-free, each direction against what its round let it read: every
+direction measured (sanity), every direction at least ``min_link_fraction`` of the median link and, where the
+fabric has a line rate, ``min_rate_fraction`` of it (performance); the smallest element that explains the slow or
+failed directions named (a node's cable, an uplink, a spine, the fabric). On InfiniBand every node's port under test
+must be ACTIVE at the fabric's line rate (sysfs, read beside the counters). Byte and error counters of every node
+prove the traffic crossed the interface under test. When every rank ran under one CPU quota that throttled them
+(the machine capped, :mod:`.cpulimit`), the comparison the quota decides is recorded, not asserted, and the run says
+why. What is kept per run and fabric: ``linkmatrix.bin`` (4 bytes a direction), ``links.json`` (per-node and
+per-switch summaries, the suspect directions and what they were blamed on) and ``links.txt`` (the suspect
+directions for people); nr-linkmap's ``result.json`` is kept without its per-pair lists.
 """
 from __future__ import annotations
 
 import json
 import os
 import random
+import shlex
 from typing import Mapping
 
+import numpy as np
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
@@ -48,31 +54,41 @@ from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
 from ..judge import baselines, figures
-from . import cpulimit, interconnects, provenance, results, slurm
+from ..judge.linkmatrix import MATRIX_FILE, LinkData, LinkMatrixError, from_result, write_matrix
+from ..judge.linkverdict import (LINKS_TABLE, PORT_LINE, Fabric, Verdict, failed_problems, format_table, judge,
+                                 port_problems, slow_problems, suspects_json)
 from .. import statefiles
-from .base import COUNTERS_FILE
-from .linkplan import LinkPlan, full_plan, runs_to_cover, sample_plan, topology_plan
-from ..judge.linkverdict import (LINKS_TABLE, LinkResult, collect_links, format_table, payload_per_host, slow_links,
-                          summary, unmeasured_links)
+from . import cpulimit, interconnects, provenance, results, slurm
+from .base import COUNTERS_FILE, RESULT_FILE
+from .linkplan import (LinkPlan, Topology, TopologyError, full_plan, plan_contention, sample_plan,
+                       topology_order, topology_plan)
 from .mpicheck import MpiKernelCheck
 
 LINKS_JSON = 'links.json'
 PLAN_FILE = 'plan.txt'
-#: Default share of the median link the slowest link must reach.
+#: Each node's InfiniBand ports as sysfs has them (rate, state), read before the job on an InfiniBand fabric.
+PORTS_FILE = 'ports.txt'
+#: Default share of the median link the slowest direction must reach.
 MIN_LINK_FRACTION = 0.85
-#: Default share of the fabric's line rate (where configured) every link must reach.
+#: Default share of the fabric's line rate (where configured) every direction must reach.
 MIN_RATE_FRACTION = 0.95
 PLANS = ('full', 'sample', 'topology')
-#: Runs in a row in which the ``sample`` plan measures every link (its matchings per run follow from it), and
+#: Runs in a row in which the ``sample`` plan measures every link (its link sets per run follow from it), and
 #: seconds each round streams (the check's defaults).
 SAMPLE_COVER_RUNS = 30
 ROUND_TIME_S = 0.5
+#: One line per InfiniBand port of the node: ``port HOST DEVICE/PORT rate=...|state=...``
+#: (linkverdict.port_problems).
+PORTS_CMD = ('for p in /sys/class/infiniband/*/ports/*; do [ -r "$p/rate" ] || continue; '
+             'd=${p#/sys/class/infiniband/}; '
+             f'echo "{PORT_LINE} $(hostname -s) ${{d%%/ports/*}}/${{p##*/}} '
+             'rate=$(cat $p/rate)|state=$(cat $p/state)"; done')
 
 
 def sample_matchings_for(nodes: int, cover_runs: int = SAMPLE_COVER_RUNS) -> int:
-    """Perfect matchings per ``sample`` run so that ``cover_runs`` runs in a row measure every link."""
-    matchings = nodes - 1 if nodes % 2 == 0 else nodes
-    return max(1, -(-matchings // cover_runs))
+    """Link sets (a shift and its opposite) per ``sample`` run so that ``cover_runs`` runs in a row measure every
+    link: 1,000 nodes, 17 of 500 (34 rounds)."""
+    return max(1, -(-max(1, nodes // 2) // cover_runs))
 
 
 def link_interconnects() -> list[str]:
@@ -98,27 +114,80 @@ def sample_rotation(key: str, advance: bool = True) -> tuple[int, int]:
     return seed, runs
 
 
+def switch_topology(extras: Mapping, runner: slurm.Runner = slurm.run_command) -> Topology:
+    """Slurm's switch tree with the partition extra ``link_topology`` (routing, uplinks or taper);
+    :class:`slurm.SlurmQueryError` when Slurm has none, :class:`TopologyError` when it or the extra is unusable."""
+    return Topology.from_text(slurm.switch_tree(runner=runner), extras.get('link_topology') or {},
+                              'scontrol show topology')
+
+
 def make_plan(name: str, nodes: list[str], key: str, extras: Mapping | None = None, per_run: int | None = None,
-              advance: bool = True, runner: slurm.Runner = slurm.run_command):
-    """(the link plan ``name`` over ``nodes``, the leaf switches it was made from or None): what the check runs and
-    what ``ci/post-maintenance --plan`` prints. ``extras`` (the partition's) may cut rounds (``link_concurrency``)
-    and repeat them (``link_passes``). ``key`` (system:partition:fabric) names the sample rotation; ``advance``
-    counts this run in it. :class:`slurm.SlurmQueryError` when Slurm has no switch tree."""
+              advance: bool = True, runner: slurm.Runner = slurm.run_command) -> tuple[LinkPlan, Topology | None]:
+    """(the link plan ``name`` over ``nodes``, the switch tree it follows or None): what the check runs and what
+    ``ci/post-maintenance --plan`` prints. Every plan follows Slurm's switch tree where it has one; the topology
+    plan needs it (:class:`slurm.SlurmQueryError` or :class:`TopologyError` otherwise). ``extras`` (the
+    partition's) may cut rounds (``link_concurrency``), repeat them (``link_passes``) and describe the tree
+    (``link_topology``). ``key`` (system:partition:fabric) names the sample rotation; ``advance`` counts this run."""
     extras = extras or {}
     concurrency, passes = extras.get('link_concurrency'), extras.get('link_passes', 1)
-    leaves = None
+    try:
+        topology = switch_topology(extras, runner)
+    except (slurm.SlurmQueryError, TopologyError):
+        if name == 'topology':
+            raise
+        topology = None
     if name == 'sample':
         seed, run = sample_rotation(key, advance)
-        plan = sample_plan(nodes, per_run or sample_matchings_for(len(nodes)), run, seed, concurrency)
+        plan = sample_plan(nodes, per_run or sample_matchings_for(len(nodes)), run, seed, topology, concurrency)
     elif name == 'topology':
-        leaves = slurm.leaf_switches(nodes, runner=runner)
-        plan = topology_plan(leaves, concurrency)
+        plan = topology_plan(topology, nodes, concurrency)
     else:
-        plan = full_plan(nodes, concurrency)
+        plan = full_plan(nodes, topology, concurrency)
     try:
-        return plan.passes(passes), leaves
+        return plan.passes(passes), topology
     except ValueError as err:
         raise ValueError(f'partition extra link_passes: {err}') from None
+
+
+def compact_result(doc: Mapping) -> dict:
+    """nr-linkmap's result without what linkmatrix.bin and links.json hold (every pair of every round, the N x N
+    matrix): what is kept of it."""
+    out = {k: v for k, v in doc.items() if k != 'matrix_mbps'}
+    out['rounds'] = [{k: v for k, v in r.items() if k != 'pairs'} for r in doc.get('rounds') or []
+                     if isinstance(r, Mapping)]
+    out['compacted'] = f'every pair of every round and matrix_mbps: in {MATRIX_FILE} and {LINKS_JSON}'
+    return out
+
+
+def by_slurm_names(data: LinkData, nodes: list[str]) -> LinkData:
+    """``data`` with each rank named as Slurm names its node (``nodes``) where the host the kernel reported is that
+    node or its short name is: the switch tree and the plan speak Slurm's names. Unchanged where a host matches no
+    node or two ranks match one (ranks on one machine): then the tree cannot place them either."""
+    short = {n.split('.')[0]: n for n in nodes}
+    names = [h if h in nodes else short.get(h.split('.')[0]) for h in data.nodes]
+    if None in names or len(set(names)) != len(names) or names == data.nodes:
+        return data
+    return LinkData(names, data.matrix, data.errors, data.rechecked, data.bytes_per_host)
+
+
+def write_link_files(where: str, doc: Mapping, data: LinkData, verdict: Verdict, about: Mapping) -> None:
+    """What is kept of one link-test job in directory ``where``: ``linkmatrix.bin`` (where the kernel did not
+    write it), ``links.json`` (``about`` the run: partition, plan, the order of the switch tree...; the summaries,
+    the suspect directions and what they were blamed on), ``links.txt``, and nr-linkmap's ``result.json`` without
+    its per-pair lists (:func:`compact_result`)."""
+    if not os.path.exists(os.path.join(where, MATRIX_FILE)):
+        write_matrix(os.path.join(where, MATRIX_FILE), data.matrix)
+    links = {**about, 'nodes': data.nodes, 'matrix': MATRIX_FILE, 'summary': verdict.summary(),
+             'directions': verdict.directions, 'rechecked': verdict.rechecked, 'per_node': verdict.per_node,
+             'switches': verdict.switches, **suspects_json(verdict)}
+    with open(os.path.join(where, LINKS_JSON), 'w') as fp:
+        fp.write(json.dumps(links, separators=(',', ':')))        # dumps: the C encoder (dump is Python's)
+    with open(os.path.join(where, LINKS_TABLE), 'w') as fp:
+        fp.write(format_table(verdict))
+    if 'compacted' not in doc and (any(isinstance(r, Mapping) and r.get('pairs') for r in doc.get('rounds') or [])
+                                   or 'matrix_mbps' in doc):
+        with open(os.path.join(where, RESULT_FILE), 'w') as fp:
+            fp.write(json.dumps(compact_result(doc)))
 
 
 class AllPairsLinkCheck(MpiKernelCheck):
@@ -135,8 +204,9 @@ class AllPairsLinkCheck(MpiKernelCheck):
     #: :default: ``'full'``
     plan = variable(str, value='full', loggable=True)
 
-    #: Perfect matchings the ``sample`` plan measures per run; None: as many as cover every link within
-    #: :data:`SAMPLE_COVER_RUNS` runs in a row (1,000 nodes: 34 of 999).
+    #: Link sets (a shift and its opposite: every link at one distance, both ways) the ``sample`` plan measures per
+    #: run; None: as many as cover every link within :data:`SAMPLE_COVER_RUNS` runs in a row (1,000 nodes: 17 of
+    #: 500, 34 rounds).
     #:
     #: :type: :class:`int` or ``None``
     #: :default: ``None``
@@ -176,22 +246,23 @@ class AllPairsLinkCheck(MpiKernelCheck):
     #: :default: ``10``
     round_timeout_s = variable(float, value=10.0)
 
-    #: The slowest link must reach this fraction of the median link. None: the partition extra
+    #: The slowest direction must reach this fraction of the median link. None: the partition extra
     #: ``interconnects.<ic>.min_link_fraction`` where given, else :data:`MIN_LINK_FRACTION` (set in setup).
     #:
     #: :type: :class:`float` or ``None``
     min_link_fraction = variable(float, type(None), value=None, loggable=True)
 
-    #: Directions below ``min_link_fraction`` x the median link that nr-linkmap measures once more, each alone, at
-    #: the end of the job (``--recheck-below``, ``--recheck-max``; 0: none): a stream the host's scheduler starved
-    #: for a moment passes, a slow link stays slow. At most this many extra rounds of one pair each.
+    #: Directions below the floor that nr-linkmap measures once more, each alone, at the end of the job
+    #: (``--recheck-below``, ``--recheck-max``; 0: none): a stream the host's scheduler starved for a moment passes,
+    #: a slow link stays slow, and an element whose direction stayed slow alone is named as confirmed. At most this
+    #: many extra rounds of one pair each, counted in the job's time limit.
     #:
     #: :type: :class:`int`
     #: :default: ``64``
     recheck_max = variable(int, value=64)
 
-    #: Where the fabric has a line rate, every link must reach this fraction of the most payload a link carries.
-    #: None: the partition extra ``interconnects.<ic>.min_rate_fraction``, else :data:`MIN_RATE_FRACTION`.
+    #: Where the fabric has a line rate, every direction must reach this fraction of the most payload a link
+    #: carries. None: the partition extra ``interconnects.<ic>.min_rate_fraction``, else :data:`MIN_RATE_FRACTION`.
     #:
     #: :type: :class:`float` or ``None``
     min_rate_fraction = variable(float, type(None), value=None, loggable=True)
@@ -219,15 +290,21 @@ class AllPairsLinkCheck(MpiKernelCheck):
     #: :type: :class:`List[str]`
     nodes = variable(typ.List[str], value=[])
 
+    #: Nodes in scope that Slurm could not use, left out of the job, each ``node: why`` (set in setup; the run
+    #: report keeps it, so that coverage says why a node went untested).
+    #:
+    #: :type: :class:`List[str]`
+    nodes_left_out = variable(typ.List[str], value=[], loggable=True)
+
     # on a fabric with a line rate the base class also reports min_link_mbps / rate_mbps as fraction_of_link with
     # the baseline-free band fixed_bands.link_fraction (its upper end catches a shaper that is gone)
     link_bound_metric = 'min_link_mbps'
-    keep_files = [LINKS_JSON, LINKS_TABLE, PLAN_FILE, COUNTERS_FILE]
+    keep_files = [LINKS_JSON, LINKS_TABLE, MATRIX_FILE, COUNTERS_FILE]
 
     @run_after('setup')
     def allocate_every_node(self):
         """One MPI build measures the links (the partition extra ``link_environ``, else its first MPI environment);
-        its ranks go to every node in scope, asked for by name."""
+        its ranks go to every usable node in scope, asked for by name."""
         part = self.current_partition
         if part.scheduler.registered_name not in ('slurm', 'squeue'):
             self.skip(f'{part.fullname}: the link test needs a Slurm partition (scheduler '
@@ -238,8 +315,12 @@ class AllPairsLinkCheck(MpiKernelCheck):
             self.skip(f'the links of {part.fullname} are measured once, with {chosen} (partition extra link_environ)')
         if self.plan not in PLANS:
             raise ValueError(f'link_allpairs: plan {self.plan!r} is not one of {", ".join(PLANS)}')
-        self.nodes = slurm.allocate_scoped_nodes(self, self.node_wait_s)
+        self.nodes, left_out = slurm.allocate_scoped_nodes(self, self.node_wait_s)
+        self.nodes_left_out = list(left_out.values())
         if len(self.nodes) < 2:
+            if self.nodes_left_out:
+                raise SanityError(f'{part.fullname}: {len(self.nodes)} usable node in scope, no link to test; '
+                                  f'left out: {"; ".join(self.nodes_left_out)}')
             self.skip(f'{part.fullname}: {len(self.nodes)} node in scope: no link to test')
         self.link_plan = self.make_plan()
         self.num_tasks = len(self.nodes)
@@ -253,7 +334,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
         # the ratio is judged by the performance stage's own verdict too; as a fixed band it needs no baseline
         self.fixed_references = {**self.fixed_references,
                                  'min_to_median': (1.0, round(self.min_link_fraction - 1.0, 6), 0.0)}
-        # after the partition's time_limit (base class): the job's length follows the plan
+        # after the partition's time_limit (base class): the job's length follows the plan, rechecks included
         per_round = self.round_time_s + (2.0 * len(self.nodes) * 0.05 if self.measure_rtt else 0) + 1.0
         rechecks = min(self.recheck_max, len(self.nodes) * (len(self.nodes) - 1))
         self.time_limit = int(60 + (len(self.link_plan.rounds) + rechecks) * per_round * 2)
@@ -261,9 +342,9 @@ class AllPairsLinkCheck(MpiKernelCheck):
     def make_plan(self) -> LinkPlan:
         key = f'{self.current_system.name}:{self.current_partition.name}:{self.interconnect}'
         try:
-            plan, self.switch_leaves = make_plan(self.plan, self.nodes, key, self.current_partition.extras,
-                                                 self.sample_matchings)
-        except slurm.SlurmQueryError as err:
+            plan, self.topology = make_plan(self.plan, self.nodes, key, self.current_partition.extras,
+                                            self.sample_matchings)
+        except (slurm.SlurmQueryError, TopologyError) as err:
             raise SanityError(f'plan {self.plan}: {err}') from None
         return plan
 
@@ -278,17 +359,38 @@ class AllPairsLinkCheck(MpiKernelCheck):
                 return float(value)
         return None
 
+    def line_rate_mbps(self) -> float | None:
+        """The fabric's line rate (what a port must train to): the partition's, else the table's."""
+        value = self.fabric_extra('rate_mbps') or getattr(self.ic, 'rate_mbps', None)
+        return float(value) if value else None
+
     def counted_nodes(self) -> int:
         return len(self.nodes)
+
+    def contention(self) -> np.ndarray | None:
+        """Each direction's least contention under the plan and the switch tree, in the order of :attr:`nodes`
+        (None without a tree, or where no round shares a switch link)."""
+        if not hasattr(self, '_contention'):
+            self._contention = None
+            if getattr(self, 'topology', None) is not None:
+                at = {n: i for i, n in enumerate(self.nodes)}
+                least = plan_contention(self.link_plan, self.topology, [at[n] for n in self.link_plan.nodes],
+                                        len(self.nodes))
+                self._contention = least if least.max() > 1 else None
+        return self._contention
 
     @run_after('setup')
     def set_linkmap_options(self):
         with open(os.path.join(self.stagedir, PLAN_FILE), 'w') as fp:
-            fp.write(self.link_plan.text())
+            self.link_plan.write(fp)
         opts = ['--plan-file', PLAN_FILE, '-t', str(self.round_time_s), '-m', self.message_size,
                 '--round-timeout', str(self.round_timeout_s)]
         if self.recheck_max > 0:
-            opts += ['--recheck-below', str(self.min_link_fraction), '--recheck-max', str(self.recheck_max)]
+            # nr-linkmap compares raw rates: where the plan makes streams share an uplink (a tapered tree) only
+            # those below the floor even at their share are worth a recheck
+            least = self.contention()
+            below = self.min_link_fraction / (float(least.max()) if least is not None else 1.0)
+            opts += ['--recheck-below', f'{below:.6g}', '--recheck-max', str(self.recheck_max)]
         if self.link_transport == 'tcp':
             if self.ic.counters != 'interface' or not self.iface:
                 raise ValueError(f'link_allpairs: link_transport tcp needs an IP fabric with an interface; '
@@ -302,39 +404,48 @@ class AllPairsLinkCheck(MpiKernelCheck):
             opts += ['--rtt']
         self.kernel_opts = opts
 
+    @run_before('run')
+    def read_ports(self):
+        """On InfiniBand, every node's ports (rate, state) from sysfs, beside the error counters the snapshots
+        read: a port that trained to a lower width or speed reads as a slow cable, and here it is named as such."""
+        if self.ic.counters == 'infiniband':
+            prefix = self.node_prefix('on_each_node', nodes=len(self.nodes))
+            self.prerun_cmds = self.prerun_cmds + [f'{prefix} sh -c {shlex.quote(PORTS_CMD)} > {PORTS_FILE} 2>&1'
+                                                   .strip()]
+            if PORTS_FILE not in self.keep_files:
+                self.keep_files = [*self.keep_files, PORTS_FILE]
+
     # -- sanity -----------------------------------------------------------------------------------------------
 
-    def leaves(self):
-        """The switch tree the topology plan was made from (asked once, in setup), else None."""
-        return getattr(self, 'switch_leaves', None)
-
-    def links(self) -> list[LinkResult]:
-        """The measured links (read once, after the job)."""
-        if getattr(self, '_links', None) is None:
+    def measurements(self) -> LinkData | None:
+        """What the job measured (read once, after the job; None when it wrote nothing readable)."""
+        if not hasattr(self, '_data'):
+            self._doc, self._data, self._read_error = {}, None, ''
             try:
                 self._doc = results.load_result(self.result_path)
-            except results.KernelResultError:
-                self._doc = {}
-            self._links = collect_links(self._doc)
-        return self._links
+                self._data = from_result(self._doc, self.stagedir)
+            except (results.KernelResultError, LinkMatrixError) as err:
+                self._read_error = str(err)
+        return self._data
+
+    def verdict(self) -> Verdict | None:
+        """Every direction judged (once): what sanity and the performance stage report and the files keep."""
+        return getattr(self, '_verdict', None)
 
     def kernel_witness(self) -> list[str]:
-        """nr-linkmap exits 1 when a pair failed: the links say which, so the exit status alone is not repeated."""
+        """nr-linkmap exits 1 when a pair failed: the verdict says which, so the exit status alone is not
+        repeated."""
         problems = super().kernel_witness()
-        return [] if problems and self.links() and any(x.errors for x in self.links()) else problems
+        v = self.verdict()
+        return [] if problems and v is not None and len(v.failed['src']) else problems
 
     def links_witness(self) -> list[str]:
-        """Every link measured (how fast is the performance stage's); writes links.json and links.txt."""
-        links = self.links()
-        stats = summary(links)
-        doc = {'partition': self.current_partition.fullname, 'interconnect': self.interconnect,
-               'plan': self.link_plan.name, 'plan_note': self.link_plan.note, 'nodes': self.nodes,
-               'rounds': [[list(p) for p in r] for r in self.link_plan.rounds], 'rate_mbps': self.rate_mbps,
-               'summary': stats, 'links': [x.as_dict() for x in links]}
-        with open(os.path.join(self.stagedir, LINKS_JSON), 'w') as fp:
-            json.dump(doc, fp, indent=2)
-        with open(os.path.join(self.stagedir, LINKS_TABLE), 'w') as fp:
-            fp.write(format_table(links, stats))
+        """Every direction measured and every node in scope used (how fast is the performance stage's, unless
+        this fails too: then it is said here); judges the job and writes linkmatrix.bin, links.json and links.txt."""
+        data = self.measurements()
+        left_out = [f'node {x} (left out of the link test)' for x in self.nodes_left_out]
+        if data is None:           # no result at all: the kernel witness says why
+            return left_out + ([f'no link measured: {self._read_error}'] if self._doc else [])
         self.cpu_quota_note = cpulimit.shared_cpu_quota(
             cpulimit.from_linkmap(self._doc), one_machine=bool(self.current_partition.extras.get('host_cpus')),
             unit='ranks',
@@ -344,7 +455,40 @@ class AllPairsLinkCheck(MpiKernelCheck):
                          'measure the quota\'s moment)')) or ''
         if self.cpu_quota_note:
             getlogger().warning(f'{self.display_name}: {self.cpu_quota_note}')
-        return unmeasured_links(links, self.leaves()) if self._doc else []
+        recorded = self.recorded_only()
+        data = self._data = by_slurm_names(data, self.nodes)
+        fabric = Fabric.of(self.topology, data.nodes) if getattr(self, 'topology', None) else None
+        self._verdict = judge(data, min_fraction=0.0 if 'min_to_median' in recorded else self.min_link_fraction,
+                              rate_mbps=None if 'fraction_of_link' in recorded else self.rate_mbps,
+                              rate_fraction=self.min_rate_fraction, fabric=fabric, contention=self.aligned(data))
+        self.write_links(data)
+        problems = failed_problems(self._verdict)
+        if problems or left_out:
+            problems = left_out + problems + slow_problems(self._verdict)
+        return problems
+
+    def aligned(self, data: LinkData) -> np.ndarray | None:
+        """:meth:`contention` in the order of the job's ranks (``data.nodes``, by Slurm's names)."""
+        least = self.contention()
+        if least is None or list(data.nodes) == list(self.nodes):
+            return least
+        at = {n: i for i, n in enumerate(self.nodes)}
+        if not all(h in at for h in data.nodes):
+            return None             # hosts the tree does not know: judged as read
+        order = np.array([at[h] for h in data.nodes])
+        return least[np.ix_(order, order)]
+
+    def write_links(self, data: LinkData) -> None:
+        """What is kept of the job (:func:`write_link_files`)."""
+        topology = getattr(self, 'topology', None)
+        order = topology_order(data.nodes, topology)
+        at = {n: i for i, n in enumerate(data.nodes)}
+        write_link_files(self.stagedir, self._doc, data, self._verdict, {
+            'partition': self.current_partition.fullname, 'interconnect': self.interconnect,
+            'plan': self.link_plan.name, 'plan_note': self.link_plan.note, 'rounds': len(self.link_plan.rounds),
+            'order': [at[n] for n in order], 'nodes_left_out': self.nodes_left_out,
+            'topology': topology.describe() if topology else None, 'rate_mbps': self.rate_mbps,
+            'min_link_fraction': self.min_link_fraction, 'min_rate_fraction': self.min_rate_fraction})
 
     def recorded_only(self) -> set[str]:
         """Where every rank ran under the one quota that throttled them (``cpu_quota_note``): on a fabric with a
@@ -355,28 +499,35 @@ class AllPairsLinkCheck(MpiKernelCheck):
 
     @run_before('performance')
     def name_slow_links(self):
-        """A slow link fails the performance stage, named with its direction and the node or uplink slow links
-        share (ReFrame's own message would name only the ratio); under a shared CPU quota only what
-        :meth:`recorded_only` leaves asserted."""
-        recorded = self.recorded_only()
-        problems = slow_links(self.links(),
-                              min_fraction=0.0 if 'min_to_median' in recorded else self.min_link_fraction,
-                              rate_mbps=None if 'fraction_of_link' in recorded else self.rate_mbps,
-                              rate_fraction=self.min_rate_fraction, leaves=self.leaves())
+        """Slow directions fail the performance stage, named by the smallest element that explains them (ReFrame's
+        own message would name only the ratio), and so do InfiniBand ports below the line rate; under a shared CPU
+        quota only what :meth:`recorded_only` leaves asserted."""
+        problems = self.port_witness() + (slow_problems(self.verdict()) if self.verdict() else [])
         if problems:
             raise PerformanceError('; '.join(problems))
 
+    def port_witness(self) -> list[str]:
+        """On InfiniBand: every node's port under test ACTIVE at the fabric's line rate (linkverdict.port_problems)."""
+        if self.ic.counters != 'infiniband':
+            return []
+        try:
+            with open(os.path.join(self.stagedir, PORTS_FILE)) as fp:
+                text = fp.read()
+        except OSError:
+            return [f'{PORTS_FILE} not written: the InfiniBand ports were not read']
+        return port_problems(text, self.nodes, self.iface, self.line_rate_mbps())
+
     def payload_bytes(self) -> float:
-        self.links()
-        return sum(payload_per_host(self._doc).values()) / 2
+        data = self.measurements()
+        return sum(data.bytes_per_host.values()) / 2 if data else 0.0
 
     def counters_witness(self) -> list[str]:
         """Each node's interface under test carried at least the bytes its pairs moved."""
-        self.links()
+        data = self.measurements()
         delta, problem = self.counter_deltas()
         if problem:
             return [problem]
-        payload = payload_per_host(self._doc)
+        payload = data.bytes_per_host if data else {}
         name = self.iface if self.ic.counters == 'interface' else None
         self.nr_wire = ' '.join(f'{h}:{name or "port"}/{payload[h]:.0f}' for h in sorted(payload))
         problems = []
@@ -392,16 +543,20 @@ class AllPairsLinkCheck(MpiKernelCheck):
 
     @sn.deferrable
     def _figure(self, name: str) -> float:
-        stats = summary(self.links())
+        stats = self.verdict().summary() if self.verdict() else {}
+        rtt = ((self._doc.get('summary') or {}).get('rtt_us') or {}).get('max') if self.measurements() else None
+        if isinstance(rtt, (int, float)):
+            stats['max_rtt_us'] = float(rtt)
         if name not in stats:
             raise SanityError(f'no link measured: {name} undefined')
         return stats[name]
 
     @run_after('setup')
     def link_figures(self):
-        """The performance variables. A link's figure is a short stream per direction between two nodes (start-up
-        and the CPUs decide it as much as the link), so its throughputs are CPU-bound; the fabric's line rate is
-        asserted through fraction_of_link and min_rate_fraction. The round trip only with ``measure_rtt``."""
+        """The performance variables. A link's figure is its slower direction's stream (times the contention the
+        plan gave it): start-up and the CPUs decide it as much as the link, so its throughputs are CPU-bound; the
+        fabric's line rate is asserted through fraction_of_link and min_rate_fraction. The round trip (nr-linkmap's
+        largest) only with ``measure_rtt``."""
         for name, unit, figure in (('min_link_mbps', 'Mbit/s', figures.cpu_bound('slowest link (slower direction)')),
                                    ('median_link_mbps', 'Mbit/s', figures.cpu_bound('median link')),
                                    ('min_to_median', 'ratio', figures.ratio('slowest link / median link')),
@@ -410,4 +565,4 @@ class AllPairsLinkCheck(MpiKernelCheck):
             self.add_figure(name, sn.make_performance_function(self._figure(name), unit), figure)
 
 
-__all__ = ['AllPairsLinkCheck', 'link_interconnects', 'runs_to_cover', 'sample_rotation']
+__all__ = ['AllPairsLinkCheck', 'compact_result', 'link_interconnects', 'make_plan', 'sample_rotation']

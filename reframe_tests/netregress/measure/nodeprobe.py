@@ -6,7 +6,8 @@ only 0.86x (measured on the vcluster). A loopback stream on the node itself runs
 the node's CPU (23.8 -> 12.8 Gbit/s with a cgroup quota of half a CPU over the node's processes). After a
 maintenance a node with a wrong CPU governor, a lost memory channel or a runaway process is exactly that node.
 
-:class:`NodeLoopbackCheck` allocates every node of the partition by name (like the all-pairs link check) and runs
+:class:`NodeLoopbackCheck` allocates every usable node of the partition by name (like the all-pairs link check: a
+node Slurm cannot use is left out and named, the others measured) and runs
 ``nr-tcpserver`` + ``nr-tcptest -h 127.0.0.1`` on each node in turn (the server bound to loopback, on a port it picks,
 serving only a client with the job's secret, as :mod:`.tcppair` starts it), in ``passes`` passes that rotate the order.
 Each pass of a node (the median over its repetitions) is judged against its contemporaries, the median of the
@@ -187,6 +188,12 @@ class NodeLoopbackCheck(NetregressCheck):
     #: :type: :class:`List[str]`
     nodes = variable(typ.List[str], value=[])
 
+    #: Nodes in scope that Slurm could not use, left out of the probe, each ``node: why`` (set in setup); the probe
+    #: measures the others and fails naming these.
+    #:
+    #: :type: :class:`List[str]`
+    nodes_left_out = variable(typ.List[str], value=[], loggable=True)
+
     #: Why the nodes were not compared (:func:`shared_cpu_quota`; filled by sanity, goes to the perflog).
     #:
     #: :type: :class:`str`
@@ -205,8 +212,12 @@ class NodeLoopbackCheck(NetregressCheck):
         if fabrics and self.interconnect != fabrics[0]:
             self.skip(f'{part.fullname}: the nodes are probed once, with the {fabrics[0]} case (a loopback stream '
                       f'does not depend on the fabric)')
-        self.nodes = slurm.allocate_scoped_nodes(self, wait_s=10.0)
+        self.nodes, left_out = slurm.allocate_scoped_nodes(self, wait_s=10.0)
+        self.nodes_left_out = list(left_out.values())
         if not self.nodes:
+            if self.nodes_left_out:
+                raise SanityError(f'{part.fullname}: no usable node in scope; left out: '
+                                  f'{"; ".join(self.nodes_left_out)}')
             self.skip(f'{part.fullname}: no node of it in the run\'s scope')
         self.num_tasks = len(self.nodes)
         self.num_tasks_per_node = 1
@@ -301,6 +312,7 @@ class NodeLoopbackCheck(NetregressCheck):
     @sanity_function
     def validate(self):
         problems = self.job_witness() or unmeasured_nodes(self.figures()) + self.unauthenticated_passes()
+        problems = [f'node {x} (left out of the probe)' for x in self.nodes_left_out] + problems
         if problems:
             raise SanityError('; '.join(problems))
         limits = self.cpu_limits()      # read once: the performance stage uses what sanity found

@@ -1,6 +1,6 @@
 """Slurm as the checks see it: which nodes of a partition Slurm cannot use, and the nodes of a partition.
 
-:func:`node_problems`
+:func:`node_problems`, :func:`unusable_nodes`
     Slurm's view (``sinfo``): every node of the given partitions that is down, drained, draining, failed, in an
     unknown state or not responding (state suffix ``*``), e.g. ``fast2: not responding (down*)``. States that a
     healthy node passes through (not responding or unknown right after a restart, rebooting, powering up) are polled
@@ -9,9 +9,12 @@
     every node of a Slurm partition, in Slurm's order.
 :func:`slurm_partition`
     the Slurm partition a ReFrame partition submits to (the ``--partition=`` of its ``access``).
-:func:`node_scope`, :func:`scoped_nodes`
+:func:`node_scope`, :func:`scoped_nodes`, :func:`allocate_scoped_nodes`
     the nodes a run was limited to by its jobs' Slurm options (a reservation, a node list, exclusions: ReFrame's
-    ``-J``, as ci/post-maintenance passes them), so that every all-node check asks for just those.
+    ``-J``, as ci/post-maintenance passes them), so that every all-node check asks for just those Slurm can use,
+    and names the others.
+:func:`switch_tree`
+    Slurm's switch tree (``scontrol show topology``), for the link test's plans.
 
 Commands are run through an injectable *runner* (``runner(argv, timeout_s) -> CompletedProcess``), so tests feed
 canned ``sinfo`` / ``scontrol`` output and no cluster is needed. Host lists are expanded by ReFrame's own
@@ -138,20 +141,22 @@ STATES_UNKNOWN = 'node states unknown'
 
 
 def _problems_once(partitions: Sequence[str], runner: Runner, timeout_s: float,
-                   only: Collection[str] | None = None, reserved_ok: bool = False) -> tuple[list[str], bool]:
-    """One sinfo pass: (problems, whether every problem may still pass by itself); ``only``: judge just these
-    nodes; ``reserved_ok``: a maintenance reservation's state is no problem (the jobs run inside it)."""
+                   only: Collection[str] | None = None, reserved_ok: bool = False
+                   ) -> tuple[list[tuple[str | None, str]], bool]:
+    """One sinfo pass: ((node or None, problem) pairs, whether every problem may still pass by itself); ``only``:
+    judge just these nodes; ``reserved_ok``: a maintenance reservation's state is no problem (the jobs run inside
+    it)."""
     try:
         rows = _sinfo_nodes(partitions, runner, timeout_s)
     except SlurmQueryError as err:
-        return [f'partitions {", ".join(partitions)}: {STATES_UNKNOWN}: {err}'], False
-    problems: list[str] = []
+        return [(None, f'partitions {", ".join(partitions)}: {STATES_UNKNOWN}: {err}')], False
+    problems: list[tuple[str | None, str]] = []
     transient = True
     seen: set[str] = set()
     for part in partitions:
         mine = [r for r in rows if r[0] == part]
         if not mine:
-            problems.append(f'partition {part}: sinfo lists no nodes (no such partition, or it is empty)')
+            problems.append((None, f'partition {part}: sinfo lists no nodes (no such partition, or it is empty)'))
             transient = False
         for _, node, state, reason in mine:
             if only is not None and node not in only:
@@ -163,7 +168,7 @@ def _problems_once(partitions: Sequence[str], runner: Runner, timeout_s: float,
                 continue
             seen.add(node)
             why = f'; reason: {reason}' if reason and reason.lower() != 'not responding' else ''
-            problems.append(f'{node}: {what} ({state}{why})')
+            problems.append((node, f'{node}: {what} ({state}{why})'))
             transient = transient and passing
     return problems, transient and bool(problems)
 
@@ -182,6 +187,14 @@ def node_problems(partitions: list[str], wait_s: float, *, runner: Runner = run_
     query_timeout_s``. When sinfo itself fails or does not answer, that is the one message. ``only`` and
     ``reserved_ok``: see :func:`_problems_once` (a run scoped to some nodes, or inside a reservation).
     """
+    return [text for _, text in _node_problems(partitions, wait_s, runner=runner, clock=clock, sleep=sleep,
+                                                poll_s=poll_s, query_timeout_s=query_timeout_s, only=only,
+                                                reserved_ok=reserved_ok)]
+
+
+def _node_problems(partitions: list[str], wait_s: float, *, runner: Runner, clock: Callable[[], float],
+                   sleep: Callable[[float], None], poll_s: float, query_timeout_s: float,
+                   only: Collection[str] | None, reserved_ok: bool) -> list[tuple[str | None, str]]:
     if not partitions:
         return []
     deadline = clock() + max(0.0, wait_s)
@@ -196,6 +209,18 @@ def node_problems(partitions: list[str], wait_s: float, *, runner: Runner = run_
         if left <= 0:
             return problems
         timeout_s = max(1.0, min(query_timeout_s, left))
+
+
+def unusable_nodes(partitions: list[str], wait_s: float, *, runner: Runner = run_command,
+                   only: Collection[str] | None = None, reserved_ok: bool = False,
+                   **polling) -> tuple[dict[str, str], list[str]]:
+    """({node: why Slurm cannot use it}, problems that name no node, as sinfo not answering): what
+    :func:`node_problems` finds, by node."""
+    found = _node_problems(partitions, wait_s, runner=runner, only=only, reserved_ok=reserved_ok,
+                           clock=polling.get('clock', time.monotonic), sleep=polling.get('sleep', time.sleep),
+                           poll_s=polling.get('poll_s', POLL_S),
+                           query_timeout_s=polling.get('query_timeout_s', QUERY_TIMEOUT_S))
+    return {node: text for node, text in found if node}, [text for node, text in found if not node]
 
 
 # --- host lists and partitions -------------------------------------------------------------------------------------
@@ -300,48 +325,36 @@ def scoped_nodes(partition_nodes_: Sequence[str], scope: NodeScope, *, runner: R
     return [n for n in nodes if n not in scope.exclude]
 
 
-def allocate_scoped_nodes(check, wait_s: float) -> list[str]:
+def allocate_scoped_nodes(check, wait_s: float, *, runner: Runner = run_command) -> tuple[list[str], dict[str, str]]:
     """The nodes an all-node check runs on: every node of its Slurm partition that the run's scope allows
-    (:func:`node_scope` of the job's ``-J`` options), asked for by name so that a node that cannot be used fails
-    the check, named, instead of being left out. Sets the job's node options; returns the nodes (Slurm's order).
-    ``SanityError`` naming the partition and scope when Slurm cannot say or some chosen node is unusable."""
+    (:func:`node_scope` of the job's ``-J`` options) and Slurm can use, asked for by name. Returns (the nodes in
+    Slurm's order, {node in scope left out: why}): a node that is down, drained or not responding is left out and
+    named, so that the check measures the rest and says which it could not. Sets the job's node options.
+    ``SanityError`` naming the partition and scope when Slurm cannot say."""
     from reframe.core.exceptions import SanityError
     part = check.current_partition
     slurm_part = slurm_partition(part.access, part.name)
     scope = node_scope([*check.job.cli_options, *check.job.options])
     where = f'partition {slurm_part}' + (f' ({scope.describe()})' if scope else '')
     try:
-        nodes = scoped_nodes(partition_nodes(slurm_part), scope)
+        nodes = scoped_nodes(partition_nodes(slurm_part, runner=runner), scope, runner=runner)
     except SlurmQueryError as err:
         raise SanityError(f'{where}: {err}') from None
-    problems = node_problems([slurm_part], wait_s, only=set(nodes), reserved_ok=bool(scope.reservation))
-    if problems:
-        raise SanityError(f'{where}: not every node can be used: {"; ".join(problems)}')
+    left_out, unknown = unusable_nodes([slurm_part], wait_s, runner=runner, only=set(nodes),
+                                       reserved_ok=bool(scope.reservation))
+    if unknown:
+        raise SanityError(f'{where}: {"; ".join(unknown)}')
+    nodes = [n for n in nodes if n not in left_out]
     if nodes:
         check.job.options += [f'--nodes={len(nodes)}', f'--nodelist={",".join(nodes)}']
-    return nodes
+    return nodes, left_out
 
 
-def leaf_switches(nodes: Sequence[str], *, runner: Runner = run_command,
-                  timeout_s: float = QUERY_TIMEOUT_S) -> dict[str, list[str]]:
-    """The leaf switches of Slurm's switch tree (``scontrol show topology``: the switches that list nodes) with
-    the ``nodes`` under each, in the order of ``nodes``; :class:`SlurmQueryError` when Slurm has no tree (no
-    TopologyPlugin=topology/tree) or a node is under no leaf."""
+def switch_tree(*, runner: Runner = run_command, timeout_s: float = QUERY_TIMEOUT_S) -> str:
+    """Slurm's switch tree as ``scontrol show topology`` prints it (netregress.linkplan.parse_topology reads it);
+    :class:`SlurmQueryError` when Slurm cannot say or has none (no TopologyPlugin=topology/tree)."""
     text = query(['scontrol', 'show', 'topology'], runner, timeout_s)
-    leaves: dict[str, list[str]] = {}
-    placed: dict[str, str] = {}
-    for line in text.splitlines():
-        name = re.search(r'\bSwitchName=(\S+)', line)
-        members = re.search(r'\bNodes=(\S+)', line)
-        if name and members and members.group(1) != '(null)':
-            for node in expand_hostlist(members.group(1)):
-                placed.setdefault(node, name.group(1))
-    if not placed:
+    if not re.search(r'\bSwitchName=\S+.*\bNodes=(?!\(null\))\S+', text):
         raise SlurmQueryError('Slurm knows no switch tree (scontrol show topology lists no leaf switch; '
                               'TopologyPlugin=topology/tree and topology.conf)')
-    missing = [n for n in nodes if n not in placed]
-    if missing:
-        raise SlurmQueryError(f'nodes under no leaf switch of scontrol show topology: {abbrev(missing)}')
-    for node in nodes:
-        leaves.setdefault(placed[node], []).append(node)
-    return leaves
+    return text

@@ -19,12 +19,13 @@ Time and memory grow with the directions measured, not as lists of N x N records
 blocks of rows (a leaf's rows where the tree is known) and of columns, only the directions run in a block are
 worked on, per node and per switch only counts and histograms of the share of the median are kept, and the suspect
 directions alone are listed. The pure functions are tested in tests/python/test_allpairs.py;
-``python -m netregress.linkverdict RESULT.json`` judges a job's output by hand (the scale benchmark too).
+``python -m netregress.judge.linkverdict RESULT.json`` judges a job's output by hand (the scale benchmark too).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,10 +34,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .linkmatrix import FAILED, LinkData, LinkMatrixError, from_result
+from .linkmatrix import FAILED, MATRIX_FILE, LinkData, LinkMatrixError, from_result, write_matrix
 from ..measure.linkplan import Topology
 
 LINKS_TABLE = 'links.txt'
+LINKS_JSON = 'links.json'
+#: nr-linkmap's result as the check names it (measure.base.RESULT_FILE).
+RESULT_JSON = 'result.json'
 #: Elements and links named in one failure message; the rest are counted (all are in links.json and links.txt).
 MAX_NAMED = 6
 #: Suspect directions links.json keeps in full (the rest counted; the matrix has every one).
@@ -756,11 +760,41 @@ def _rate_gbps(rate: str) -> float | None:
 
 # --- by hand: judge a job's output ----------------------------------------------------------------------------
 
+def compact_result(doc: Mapping) -> dict:
+    """nr-linkmap's result without what linkmatrix.bin and links.json hold (every pair of every round, the N x N
+    matrix): what is kept of it."""
+    out = {k: v for k, v in doc.items() if k != 'matrix_mbps'}
+    out['rounds'] = [{k: v for k, v in r.items() if k != 'pairs'} for r in doc.get('rounds') or []
+                     if isinstance(r, Mapping)]
+    out['compacted'] = f'every pair of every round and matrix_mbps: in {MATRIX_FILE} and {LINKS_JSON}'
+    return out
+
+
+def write_link_files(where: str, doc: Mapping, data: LinkData, verdict: Verdict, about: Mapping) -> None:
+    """What is kept of one link-test job in directory ``where``: ``linkmatrix.bin`` (where the kernel did not
+    write it), ``links.json`` (``about`` the run: partition, plan, the order of the switch tree...; the summaries,
+    the suspect directions and what they were blamed on), ``links.txt``, and nr-linkmap's ``result.json`` without
+    its per-pair lists (:func:`compact_result`)."""
+    if not os.path.exists(os.path.join(where, MATRIX_FILE)):
+        write_matrix(os.path.join(where, MATRIX_FILE), data.matrix)
+    links = {**about, 'nodes': data.nodes, 'matrix': MATRIX_FILE, 'summary': verdict.summary(),
+             'directions': verdict.directions, 'rechecked': verdict.rechecked, 'per_node': verdict.per_node,
+             'switches': verdict.switches, **suspects_json(verdict)}
+    with open(os.path.join(where, LINKS_JSON), 'w') as fp:
+        fp.write(json.dumps(links, separators=(',', ':')))        # dumps: the C encoder (dump is Python's)
+    with open(os.path.join(where, LINKS_TABLE), 'w') as fp:
+        fp.write(format_table(verdict))
+    if 'compacted' not in doc and (any(isinstance(r, Mapping) and r.get('pairs') for r in doc.get('rounds') or [])
+                                   or 'matrix_mbps' in doc):
+        with open(os.path.join(where, RESULT_JSON), 'w') as fp:
+            fp.write(json.dumps(compact_result(doc)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Judge an nr-linkmap result (and its linkmatrix.bin) and print the verdicts, the time and peak memory; with
     --keep also write what the link check keeps (a simulated job's output becomes a report's link map)."""
     from ..measure import linkplan
-    ap = argparse.ArgumentParser(prog='python -m netregress.linkverdict', description=main.__doc__)
+    ap = argparse.ArgumentParser(prog='python -m netregress.judge.linkverdict', description=main.__doc__)
     ap.add_argument('result', type=Path, help="nr-linkmap's JSON result (linkmatrix.bin beside it)")
     ap.add_argument('--topology', type=Path, help="Slurm's topology.conf (or scontrol show topology output)")
     ap.add_argument('--routing', choices=linkplan.ROUTINGS, default='balanced')
@@ -800,7 +834,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               fabric=fabric, contention=contention)
     problems = failed_problems(v) + slow_problems(v)
     if args.keep:
-        from .allpairs import write_link_files
         order = linkplan.topology_order(data.nodes, fabric.topology if fabric else None)
         at = {h: i for i, h in enumerate(data.nodes)}
         write_link_files(str(args.result.parent), doc, data, v, {

@@ -54,17 +54,16 @@ from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
 from ..judge import baselines, figures
-from ..judge.linkmatrix import MATRIX_FILE, LinkData, LinkMatrixError, from_result, write_matrix
-from ..judge.linkverdict import (LINKS_TABLE, PORT_LINE, Fabric, Verdict, failed_problems, format_table, judge,
-                                 port_problems, slow_problems, suspects_json)
+from ..judge.linkmatrix import MATRIX_FILE, LinkData, LinkMatrixError, from_result
+from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Fabric, Verdict, compact_result,
+                                 failed_problems, judge, port_problems, slow_problems, write_link_files)
 from .. import statefiles
 from . import cpulimit, interconnects, provenance, results, slurm
-from .base import COUNTERS_FILE, RESULT_FILE
+from .base import COUNTERS_FILE
 from .linkplan import (LinkPlan, Topology, TopologyError, full_plan, plan_contention, sample_plan,
                        topology_order, topology_plan)
 from .mpicheck import MpiKernelCheck
 
-LINKS_JSON = 'links.json'
 PLAN_FILE = 'plan.txt'
 #: Each node's InfiniBand ports as sysfs has them (rate, state), read before the job on an InfiniBand fabric.
 PORTS_FILE = 'ports.txt'
@@ -149,16 +148,6 @@ def make_plan(name: str, nodes: list[str], key: str, extras: Mapping | None = No
         raise ValueError(f'partition extra link_passes: {err}') from None
 
 
-def compact_result(doc: Mapping) -> dict:
-    """nr-linkmap's result without what linkmatrix.bin and links.json hold (every pair of every round, the N x N
-    matrix): what is kept of it."""
-    out = {k: v for k, v in doc.items() if k != 'matrix_mbps'}
-    out['rounds'] = [{k: v for k, v in r.items() if k != 'pairs'} for r in doc.get('rounds') or []
-                     if isinstance(r, Mapping)]
-    out['compacted'] = f'every pair of every round and matrix_mbps: in {MATRIX_FILE} and {LINKS_JSON}'
-    return out
-
-
 def by_slurm_names(data: LinkData, nodes: list[str]) -> LinkData:
     """``data`` with each rank named as Slurm names its node (``nodes``) where the host the kernel reported is that
     node or its short name is: the switch tree and the plan speak Slurm's names. Unchanged where a host matches no
@@ -168,26 +157,6 @@ def by_slurm_names(data: LinkData, nodes: list[str]) -> LinkData:
     if None in names or len(set(names)) != len(names) or names == data.nodes:
         return data
     return LinkData(names, data.matrix, data.errors, data.rechecked, data.bytes_per_host)
-
-
-def write_link_files(where: str, doc: Mapping, data: LinkData, verdict: Verdict, about: Mapping) -> None:
-    """What is kept of one link-test job in directory ``where``: ``linkmatrix.bin`` (where the kernel did not
-    write it), ``links.json`` (``about`` the run: partition, plan, the order of the switch tree...; the summaries,
-    the suspect directions and what they were blamed on), ``links.txt``, and nr-linkmap's ``result.json`` without
-    its per-pair lists (:func:`compact_result`)."""
-    if not os.path.exists(os.path.join(where, MATRIX_FILE)):
-        write_matrix(os.path.join(where, MATRIX_FILE), data.matrix)
-    links = {**about, 'nodes': data.nodes, 'matrix': MATRIX_FILE, 'summary': verdict.summary(),
-             'directions': verdict.directions, 'rechecked': verdict.rechecked, 'per_node': verdict.per_node,
-             'switches': verdict.switches, **suspects_json(verdict)}
-    with open(os.path.join(where, LINKS_JSON), 'w') as fp:
-        fp.write(json.dumps(links, separators=(',', ':')))        # dumps: the C encoder (dump is Python's)
-    with open(os.path.join(where, LINKS_TABLE), 'w') as fp:
-        fp.write(format_table(verdict))
-    if 'compacted' not in doc and (any(isinstance(r, Mapping) and r.get('pairs') for r in doc.get('rounds') or [])
-                                   or 'matrix_mbps' in doc):
-        with open(os.path.join(where, RESULT_FILE), 'w') as fp:
-            fp.write(json.dumps(compact_result(doc)))
 
 
 class AllPairsLinkCheck(MpiKernelCheck):
@@ -565,4 +534,4 @@ class AllPairsLinkCheck(MpiKernelCheck):
             self.add_figure(name, sn.make_performance_function(self._figure(name), unit), figure)
 
 
-__all__ = ['AllPairsLinkCheck', 'compact_result', 'link_interconnects', 'make_plan', 'sample_rotation']
+__all__ = ['AllPairsLinkCheck', 'link_interconnects', 'make_plan', 'sample_rotation']

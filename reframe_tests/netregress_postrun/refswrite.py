@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 import yaml
 
 from netregress.judge import baselines, references
-from netregress.measure import interconnects, site
+from netregress.measure import interconnects
 from netregress import statefiles
 from . import runreport
 

@@ -248,8 +248,8 @@ def test_name(tc: Mapping) -> str:
 
 def case_status(tc: Mapping) -> str:
     """'failed', 'skipped', 'aborted' or 'passed'."""
-    return {'fail': 'failed', 'skip': 'skipped', 'abort': 'aborted', 'pass': 'passed'}.get(tc.get('result'),
-                                                                                       str(tc.get('result')))
+    result = str(tc.get('result'))
+    return {'fail': 'failed', 'skip': 'skipped', 'abort': 'aborted', 'pass': 'passed'}.get(result, result)
 
 
 def one_line(reason: str | None) -> str:

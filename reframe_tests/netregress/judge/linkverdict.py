@@ -44,7 +44,7 @@ class LinkResult:
 
     @property
     def slower_direction(self) -> str:
-        return min(self.directions, key=self.directions.get) if self.directions else '-'
+        return min(self.directions, key=self.directions.__getitem__) if self.directions else '-'
 
     def as_dict(self) -> dict:
         return {'link': self.name, 'throughput_mbps': self.throughput_mbps, 'directions': self.directions,
@@ -62,7 +62,8 @@ def collect_links(doc: Mapping) -> list[LinkResult]:
             key = frozenset((src, dst))
             link = links.get(key)
             if link is None:
-                link = links[key] = LinkResult(*sorted((src, dst)))
+                a, b = sorted((src, dst))
+                link = links[key] = LinkResult(a, b)
             index = int(rnd.get('index', 0))
             if index not in link.rounds:
                 link.rounds.append(index)
@@ -78,6 +79,11 @@ def collect_links(doc: Mapping) -> list[LinkResult]:
             if isinstance(rtt, (int, float)) and rtt > 0:
                 link.rtt_us = min(float(rtt), link.rtt_us if link.rtt_us is not None else float('inf'))
     return list(links.values())
+
+
+def _mbps(link: LinkResult) -> float:
+    """The figure of a measured link: its slower direction."""
+    return link.throughput_mbps or 0.0
 
 
 def upper_median(values: Iterable[float]) -> float:
@@ -116,7 +122,7 @@ def summary(links: Sequence[LinkResult]) -> dict[str, float]:
     measured = [x for x in links if x.throughput_mbps is not None]
     if not measured:
         return {}
-    values = [x.throughput_mbps for x in measured]
+    values = [_mbps(x) for x in measured]
     median = upper_median(values)
     rtts = [x.rtt_us for x in links if x.rtt_us is not None]
     out = {'min_link_mbps': min(values), 'median_link_mbps': median,
@@ -158,19 +164,18 @@ def slow_links(links: Sequence[LinkResult], *, min_fraction: float, rate_mbps: f
     measured = [x for x in links if x.throughput_mbps is not None]
     if not measured:
         return problems
-    median = upper_median(x.throughput_mbps for x in measured)
-    slow = sorted((x for x in measured if x.throughput_mbps < min_fraction * median), key=lambda x: x.throughput_mbps)
+    median = upper_median(_mbps(x) for x in measured)
+    slow = sorted((x for x in measured if _mbps(x) < min_fraction * median), key=_mbps)
     if slow:
-        parts = [f'{_link_figure(x)} is {x.throughput_mbps / median:.2f} x the median {median:.0f} Mbit/s'
+        parts = [f'{_link_figure(x)} is {_mbps(x) / median:.2f} x the median {median:.0f} Mbit/s'
                  for x in slow[:MAX_NAMED_LINKS]]
         blame = culprit(slow, [x for x in measured if x not in slow], leaves)
         problems.append(_named(parts, len(slow), 'such links') + f' (min_link_fraction {min_fraction:g})'
                         + (f'; the slow links all involve {blame}' if blame else ''))
     if rate_mbps:
-        below = sorted((x for x in measured if x.throughput_mbps < rate_fraction * rate_mbps),
-                       key=lambda x: x.throughput_mbps)
+        below = sorted((x for x in measured if _mbps(x) < rate_fraction * rate_mbps), key=_mbps)
         if below:
-            parts = [f'{_link_figure(x)} is {x.throughput_mbps / rate_mbps:.3f} x the {rate_mbps:g} Mbit/s a link '
+            parts = [f'{_link_figure(x)} is {_mbps(x) / rate_mbps:.3f} x the {rate_mbps:g} Mbit/s a link '
                      f'carries' for x in below[:MAX_NAMED_LINKS]]
             blame = culprit(below, [x for x in measured if x not in below], leaves)
             problems.append(_named(parts, len(below), 'such links') + f' (min_rate_fraction {rate_fraction:g})'

@@ -84,7 +84,8 @@ def selected_system() -> str:
     try:
         cfg.select_subconfig()
     except ConfigError as err:
-        raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host: {err}')
+        raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host: '
+                        f'{err}') from None
     return cfg.get('systems/0/name')
 
 

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _accept(args, directory: Path, table: interconnects.InterconnectTable) -> int:
+def _accept(args: argparse.Namespace, directory: Path, table: interconnects.InterconnectTable) -> int:
     """tools/refs accept: the diff, what was removed; exit 2 (nothing written) on a refusal."""
     try:
         scope = refsaccept.Scope(args.environ, args.partition, args.interconnect)

@@ -30,7 +30,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from reframe.utility import nodelist_abbrev, nodelist_expand
 
@@ -304,7 +304,7 @@ class PerfValue:
         return self.lower is not None or self.upper is not None
 
 
-def _number(value) -> float | None:
+def _number(value: Any) -> float | None:
     try:
         out = float(value)
     except (TypeError, ValueError):

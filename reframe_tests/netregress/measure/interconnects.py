@@ -83,7 +83,7 @@ def _rate(spec: Mapping, key: str, name: str, source: str) -> float | None:
 class InterconnectTable:
     """The parsed table. Construct with :func:`load` (cached) or directly from a mapping (tests)."""
 
-    def __init__(self, data: Mapping, source: str = '<memory>'):
+    def __init__(self, data: Mapping, source: str = '<memory>') -> None:
         self.source = source
         if not isinstance(data, Mapping) or data.get('schema') != SCHEMA:
             raise InterconnectError(f'{source}: not a {SCHEMA} table (schema key missing or different)')

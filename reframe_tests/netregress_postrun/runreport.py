@@ -38,7 +38,7 @@ from netregress.measure.results import KNOWN_FAILURE_MARK
 
 #: The run reports of a run directory (tools/validate writes one per system).
 REPORT_GLOB = 'report-*.json'
-#: Kinds a check may declare for a figure (netregress.figures); :data:`UNDECLARED` for a report without them.
+#: Kinds a check may declare for a figure (netregress.judge.figures); :data:`UNDECLARED` for a report without them.
 KINDS = ('throughput', 'cpu_bound', 'latency', 'ratio')
 UNDECLARED = 'undeclared'
 #: The test-case key holding the check's figure declarations.

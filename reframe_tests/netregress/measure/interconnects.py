@@ -196,7 +196,7 @@ def _load_cached(*files: str) -> InterconnectTable:
 
 def load(path: Path | str | None = None) -> InterconnectTable:
     """Load (once per path) the table; default ``config/interconnects.yaml`` with the site's own table
-    (``$NETREGRESS_SITE/interconnects.yaml``) merged over it (netregress.site.overlay)."""
+    (``$NETREGRESS_SITE/interconnects.yaml``) merged over it (netregress.measure.site.overlay)."""
     if path is not None:
         return _load_cached(str(path))
     return _load_cached(*(str(f) for f in site.interconnect_files()))

@@ -5,7 +5,7 @@
 ``SweepPlugin``
     exponential sweeps of our kernels (``-e max_exp -t point_time_s``), throughput asserted at a few sizes.
 ``KernelMixin``
-    the kernel build fixture and the JSON result (``--json result.json``) read through ``netregress.results``.
+    the kernel build fixture and the JSON result (``--json result.json``) read through ``netregress.measure.results``.
 """
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ For each size N a virtual cluster of its own (tools/vcluster with NETREGRESS_VCL
 switches, beside any other cluster on the machine) runs ``ci/post-maintenance --nodes gige[1-N] --partition gige
 --tags links --links PLAN`` through a copy of the vcluster site. The gige fabric, because its links are shaped to
 1 Gbit/s: on the unshaped fabric the 2 shared CPUs decide every stream, and with 32 ranks on them a stream read
-0.38-1 x the median (the link test at scale measures the host there, not the links). Per run it prints the wall time of the whole
-post-maintenance run and of each check's job, the link plan's rounds, and the job steps Slurm counted (sacct).
+0.38-1 x the median (the link test at scale measures the host there, not the links). Per run it prints the wall
+time of the whole post-maintenance run and of each check's job, the link plan's rounds, and the job steps Slurm
+counted (sacct).
 Then it fits ``job = start + per_node x N + rounds x (round_time + per_round)`` to the link jobs (least squares)
 and prints what the model says for 400 and 1,000 nodes, next to the srun-per-test link check it replaced
 (3 tests x 2 passes per pair, one job step each: 3N(N-1) steps at the 0.9 s per step measured on this machine).

@@ -41,7 +41,8 @@ class imb_pingpong(ImbPingPongCheck):
             self.imb_exe = os.path.join(self.imb_build.kernels_dir, 'IMB-MPI1')
         else:
             self.imb_exe = self.current_environ.extras.get('imb', '')
-            self.skip_if(not self.imb_exe, f'{spack_build.not_built_reason(self.current_environ)}; no other IMB-MPI1 exists for '
+            self.skip_if(not self.imb_exe, f'{spack_build.not_built_reason(self.current_environ)}; '
+                                           f'no other IMB-MPI1 exists for '
                                            f'{self.current_environ.name} (only the Intel MPI wheel ships one)')
 
     @run_before('run')

@@ -145,7 +145,8 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
         self.add_metric('throughput_mbps', 'summary.throughput_mbps.median', 'Mbit/s',
                         figures.throughput(label) if self.mode == 'stream' else figures.cpu_bound(label))
         self.add_duet_metrics('yardstick_mbps', 'throughput_mbps.median', 'Mbit/s',
-                              figures.cpu_bound(f'yardstick stream throughput, {figures.size_text(self.message_bytes)}'),
+                              figures.cpu_bound('yardstick stream throughput, '
+                                                f'{figures.size_text(self.message_bytes)}'),
                               'MPI stream / yardstick stream (median of interleaved pairs)', 'higher',
                               tcp_kind=figures.cpu_bound)
 

@@ -59,7 +59,8 @@ class netpipe_mpi(NetpipeMpiCheck):
         else:
             self.netpipe_exe = self.current_environ.extras.get('netpipe_mpi', '')
             self.skip_if(not self.netpipe_exe,
-                         f'{spack_build.not_built_reason(self.current_environ)}; no other NetPIPE MPI module exists for '
+                         f'{spack_build.not_built_reason(self.current_environ)}; '
+                         f'no other NetPIPE MPI module exists for '
                          f'{self.current_environ.name} (Debian ships NPopenmpi and NPmpich2 for its own Open MPI '
                          f'and MPICH only)')
 

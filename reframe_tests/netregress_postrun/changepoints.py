@@ -117,8 +117,9 @@ def change_points(values: Sequence[float | None], times: Sequence | None = None,
                   permutations: int = PERMUTATIONS, seed: int = SEED) -> list[ChangePoint]:
     """The persistent level shifts of one series (oldest first), in time order; ``better``: 'higher', 'lower' or
     None (the figure's declaration) decides ``direction``."""
-    kept = [i for i, v in enumerate(values) if v is not None and math.isfinite(v)]
-    xs = [float(values[i]) for i in kept]
+    finite = [(i, float(v)) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+    kept = [i for i, _ in finite]
+    xs = [v for _, v in finite]
     rng = random.Random(seed)
     found: dict[int, tuple[float, float]] = {}      # split (in xs) -> (statistic, p)
 

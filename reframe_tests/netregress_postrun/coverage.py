@@ -61,7 +61,8 @@ def moved_payload_over_fabric(tc: Mapping) -> bool:
 
 
 def uncovered_nodes(report: dict, partition_nodes: dict[str, list[str]], *, system: str | None = None) -> list[str]:
-    """Nodes of each partition that no passing test case of ``report`` ran on: ``gige4: no passing check moved payload over its fabric there``.
+    """Nodes of each partition that no passing test case of ``report`` ran on:
+    ``gige4: no passing check moved payload over its fabric there``.
 
     ``report`` is a ReFrame JSON run report (test cases carry ``system``, ``partition``, ``result`` and
     ``job_nodelist``); ``partition_nodes`` maps ReFrame partition names to their nodes. ``system`` limits the

@@ -24,8 +24,8 @@ Faults (docs/validation.md, "The drill"):
                                            fault over TCP, skipped there)
 
 g and h run on the vcluster and on ``local`` (clean runs of their selection record the drill's baselines, as many
-as a band from their spread needs: min_runs): each must fail naming the MPI build and the interconnect. The drill keeps its own baseline
-(run/drill/state): it never adds to or reads this host's real baseline.
+as a band from their spread needs: min_runs): each must fail naming the MPI build and the interconnect. The drill
+keeps its own baseline (run/drill/state): it never adds to or reads this host's real baseline.
 """
 from __future__ import annotations
 
@@ -97,8 +97,8 @@ class Fault:
     title: str
     select: list[str]                       # reframe selection options
     expect: list[str]                       # every string must appear in one failure reason
-    inject: Callable[[], None] = lambda: None
-    restore: Callable[[], None] = lambda: None
+    inject: Callable[[], object] = lambda: None     # what they return is not used
+    restore: Callable[[], object] = lambda: None
     options: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     during: Callable[[], None] | None = None   # run in parallel with reframe (a crash mid-run)
@@ -261,7 +261,7 @@ def _faulty_kernels(env: str, mpicc: str) -> Path:
     return DRILL / 'kernels'
 
 
-def _vcluster_fault(kind: str, name: str, what: str) -> Callable[[], None]:
+def _vcluster_fault(kind: str, name: str, what: str) -> Callable[[], object]:
     """``tools/vcluster shape-node|shape-uplink NAME WHAT`` (both directions; ``clear`` restores the fabric's own)."""
     return lambda: sh(VCLUSTER, f'shape-{kind}', name, what)
 

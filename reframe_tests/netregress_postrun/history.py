@@ -103,8 +103,8 @@ def _session_of(report: str, _mtime_ns: int, _size: int) -> Session:
     systems = sorted({tc.get('system') for run in data['runs'] for tc in run.get('testcases') or []
                       if tc.get('system')})
     try:
-        start = float(info.get('time_start_unix'))
-    except (TypeError, ValueError):
+        start = float(info['time_start_unix'])
+    except (KeyError, TypeError, ValueError):
         raise HistoryError(f'{report}: session_info has no time_start_unix') from None
     try:
         end = float(info.get('time_end_unix') or 0)
@@ -214,6 +214,8 @@ class Change:
 
 
 def _num(text: str | None) -> float | None:
+    if text is None:
+        return None
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -224,8 +226,8 @@ def _num(text: str | None) -> float | None:
 def _changes(rows: list[dict], rhs: str) -> list[Change]:
     out = []
     for row in rows:
-        pick = lambda prefix, term: next((v for k, v in row.items()        # noqa: E731
-                                          if k.startswith(prefix) and k.endswith(f'({term})')), None)
+        def pick(prefix: str, term: str, row: dict = row) -> str | None:
+            return next((v for k, v in row.items() if k.startswith(prefix) and k.endswith(f'({term})')), None)
         out.append(Change(name=row.get('name', '?'), sysenv=row.get('sysenv', '?'), pvar=row.get('pvar', '?'),
                           unit=row.get('punit', ''), now=_num(pick('pval', LHS)), before=_num(pick('pval', rhs)),
                           pdiff=_num(row.get('pdiff (%)')), result_now=pick('presult', LHS) or '',

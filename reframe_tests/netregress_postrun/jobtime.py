@@ -85,7 +85,7 @@ def query_jobs(jobs: Mapping[str, str], runner: slurm.Runner = run_sacct, timeou
 
 def busy_seconds(jobs: Iterable[Job]) -> int:
     """Seconds in which at least one of ``jobs`` was running (the union of their run intervals)."""
-    total, cur_start, cur_end = 0, None, None
+    total, cur_start, cur_end = 0, 0, None
     for start, end in sorted((j.start, j.end) for j in jobs if j.ran):
         if cur_end is None or start > cur_end:
             total += (cur_end - cur_start) if cur_end is not None else 0

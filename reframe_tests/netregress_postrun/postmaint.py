@@ -4,14 +4,15 @@ the maintenance ticket, and what changed since before the maintenance.
 * Which nodes: ``--reservation NAME`` (every job inside the reservation; its nodes are the set to cover) or
   ``--nodes LIST`` (a Slurm host list): the set to cover. Jobs may use only those nodes (``--exclude`` of every other
   node of the system's Slurm partitions) and take as many as they need (a 2-node check gets 2 of them, not the
-  whole list); afterwards every node of the set must have run at least one passing check (:mod:`netregress_postrun.coverage`).
+  whole list); afterwards every node of the set must have run at least one passing check
+  (:mod:`netregress_postrun.coverage`).
   The all-node checks (links, node loopback) ask by name for exactly the nodes of their partition inside the set
   (netregress.slurm.allocate_scoped_nodes reads the same ``-J`` options); a node of the set that Slurm cannot use
   is left out of them and named, and stays uncovered. ``--exclude LIST`` takes nodes out of the set (either way):
   no job uses them, none needs to be covered.
 * The verdict counts ReFrame 4's results (``pass``, ``fail``, ``abort``, ``skip``; the last attempt of each case
-  decides, a failure outside the performance stage is never excused by a retry: :mod:`netregress_postrun.runsummary`) and
-  names every failing case with its reason.
+  decides, a failure outside the performance stage is never excused by a retry: :mod:`netregress_postrun.runsummary`)
+  and names every failing case with its reason.
 * What changed: each figure against its last value from an earlier passing session and against this host's
   baseline, both through ReFrame's ``--performance-compare`` on its results storage (:mod:`netregress_postrun.history`).
 
@@ -426,11 +427,13 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
                   f'node coverage not checked')
             uncovered = []
     else:
-        nodes = [n for part_nodes in plan.cover.values() for n in part_nodes]
-        uncovered = coverage.uncovered_nodes(data, plan.cover, system=systems[0] if len(systems) == 1 else None)
+        cover = plan.cover if plan else {}
+        nodes = [n for part_nodes in cover.values() for n in part_nodes]
+        uncovered = coverage.uncovered_nodes(data, cover, system=systems[0] if len(systems) == 1 else None)
     scope = f'reservation {args.reservation}' if args.reservation else f'--nodes {args.nodes}'
-    print(f'== nodes of {scope}: {slurm.abbrev(nodes) or "unknown"}; jobs ran on '
-          f'{slurm.abbrev(sorted(used | {n for tc in runreport.testcases(data) for n in runreport.job_nodes(tc)})) or "none"}; '
+    ran_on = used | {n for tc in runreport.testcases(data) for n in runreport.job_nodes(tc)}
+    print(f'== nodes of {scope}: {slurm.abbrev(nodes) or "unknown"}; '
+          f'jobs ran on {slurm.abbrev(sorted(ran_on)) or "none"}; '
           f'covered by a passing check: {slurm.abbrev([n for n in nodes if n in used]) or "none"}')
 
     try:                                  # ReFrame's JSON keeps no reason for a skip; its console log does

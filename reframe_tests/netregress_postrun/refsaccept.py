@@ -44,11 +44,11 @@ class Scope:
     partition: str | None = None
     interconnect: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (self.environ or self.partition or self.interconnect):
             raise RefsError('accept needs a scope: --environ, --partition or --interconnect (at least one)')
 
-    def holds(self, partition: str, environ: str, interconnect: str) -> bool:
+    def holds(self, partition: str | None, environ: str | None, interconnect: str | None) -> bool:
         return ((self.partition is None or partition == self.partition)
                 and (self.environ is None or environ == self.environ)
                 and (self.interconnect is None or interconnect == self.interconnect))

@@ -149,6 +149,7 @@ _DRAWING: Report | None = None     # the report a forked drawing process inherit
 def _draw(plot, index: int, *args) -> tuple[list, list]:
     """In a drawing process: one figure of section ``index``; the captions and notes it added (the parent adds
     them to its own copy of the section)."""
+    assert _DRAWING is not None, 'set before the drawing processes fork'
     sec = _DRAWING.sections[index]
     images, notes = len(sec.images), len(sec.figure_notes)
     plot(sec, *args)

@@ -15,7 +15,7 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import changepoints, history, runreport
 from .reportmodel import Report, Section, fmt_number, row_label
@@ -32,7 +32,7 @@ QUERIES_AT_ONCE = 2
 def _compare(path: Path, days: int) -> dict:
     """One run report's figures against the last passing run and the host baseline (netregress_postrun.history, i.e.
     ReFrame's --performance-compare); a run that is not in the results database says so."""
-    entry = {'report': path.name, 'last': [], 'base': [], 'which': '', 'spec': '', 'error': ''}
+    entry: dict[str, Any] = {'report': path.name, 'last': [], 'base': [], 'which': '', 'spec': '', 'error': ''}
     try:
         session = history.session_of(path)
         entry['last'] = history.against_last_pass(session, days)
@@ -74,8 +74,8 @@ def _run_end(report: Report) -> float:
 
 def ask_history(report: Report, days: int = history.HISTORY_DAYS) -> dict:
     """Every run report against earlier runs (``report.comparisons``), and :func:`history_series` of the ``days``
-    days up to the run: only ReFrame's queries, no figures. They are subprocesses (1.3 s of starting ReFrame each):
-    two at a time beside the figures being drawn (2 CPUs here: the whole report 46 s, 50 s asked one by one)."""
+    days up to the run: only ReFrame's queries, no figures. Each is a ReFrame process, most of it start-up, so they
+    run two at a time beside the figures being drawn."""
     period, report.history_days = history.days_before(_run_end(report), days), days
     with concurrent.futures.ThreadPoolExecutor(max_workers=QUERIES_AT_ONCE) as pool:
         rows = pool.submit(history.series, period)
@@ -138,7 +138,7 @@ def plot_history(sec: Section, series: Mapping, out: Path, days: int) -> None:
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    handles = {}
+    handles: dict[str, Any] = {}
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
@@ -202,7 +202,7 @@ class Shift:
 def _declarations(report: Report) -> dict[tuple, tuple[runreport.Declaration, str]]:
     """(system, partition, interconnect, 'ref_test:var') -> (declaration, unit), from this run's cases: a figure
     this run did not measure has no direction (it is listed, not judged)."""
-    out = {}
+    out: dict[tuple, tuple[runreport.Declaration, str]] = {}
     for sec in report.sections:
         for tc in sec.cases:
             for pv in runreport.perfvalues(tc):
@@ -226,7 +226,8 @@ def find_shifts(report: Report, series: Mapping) -> None:
             found = changepoints.change_points([v for _, v in points], [t for t, _ in points],
                                                decl.better if decl else None)
             if found:
-                shifts.append(Shift(*key[:3], env, test, var, decl.label if decl else f'{test} {var}', unit,
+                shifts.append(Shift(key[0], key[1], key[2], env, test, var,
+                                    decl.label if decl else f'{test} {var}', unit,
                                     decl.better if decl else None, len(points), len(found), found[-1]))
     rank = {'worse': 0, '': 1, 'better': 2}
     report.shifts = sorted(shifts, key=lambda s: (rank[s.latest.direction], -abs(s.latest.shift_pct), s.system,
@@ -235,7 +236,8 @@ def find_shifts(report: Report, series: Mapping) -> None:
 
 
 def began(shift: Shift) -> str:
-    return shift.latest.time.strftime('%Y-%m-%d %H:%M %Z').strip()
+    when = shift.latest.time
+    return when.strftime('%Y-%m-%d %H:%M %Z').strip() if isinstance(when, datetime.datetime) else str(when)
 
 
 def shift_lines(report: Report, limit: int = 20) -> list[str]:

@@ -33,7 +33,7 @@ def load_run(path: Path) -> list[RunReport]:
 
 @dataclass
 class Order:
-    """The order builds and interconnects are shown in, from the configuration (``netregress.site``): the
+    """The order builds and interconnects are shown in, from the configuration (``netregress.measure.site``): the
     environments in the order each system of the run defines them, a partition's interconnects in the order of its
     features (``ic-<name>``), then of its extras' ``interconnects``; whatever the configuration does not name (a
     report from another site, a system it lacks) follows in the order the report first shows it."""
@@ -294,15 +294,15 @@ def fill_section(sec: Section) -> None:
             ratios = ratio_to_best(metric, {env: f.value for env, f in figures[mkey].items()})
             cells = {}
             for env in envs:
-                fig = figures[mkey].get(env)
-                if fig is not None:
-                    cells[env] = Cell(figure=fig, ratio=ratios.get(env))
+                found = figures[mkey].get(env)
+                if found is not None:
+                    cells[env] = Cell(figure=found, ratio=ratios.get(env))
                 else:
                     st = status.get((ref_test, env))
                     cells[env] = Cell(missing=st if st and st != 'passed' else NOT_MEASURED)
             table.rows.append(Row(metric, cells))
         for env in envs:
-            used = sorted({tc.get('nr_transports') for tc in sec.cases
+            used = sorted({str(tc['nr_transports']) for tc in sec.cases
                            if tc.get('environ') == env and tc.get('nr_transports')})
             table.transports[env] = ', '.join(used) if used else 'none reported'
         if table.rows:
@@ -310,7 +310,7 @@ def fill_section(sec: Section) -> None:
     by_test: dict[str, dict[str, list[str]]] = collections.defaultdict(lambda: collections.defaultdict(list))
     for tc in sec.cases:
         if test_name(tc) not in measured_tests:
-            by_test[test_name(tc)][case_status(tc)].append(tc.get('environ'))
+            by_test[test_name(tc)][case_status(tc)].append(str(tc.get('environ')))
     grouped: dict[str, list[str]] = collections.defaultdict(list)
     for test in sorted(by_test, key=lambda t: test_pos[t]):
         text = '; '.join(f'{st}: {_env_list(envs, sec.order)}' for st, envs in sorted(by_test[test].items()))

@@ -70,9 +70,9 @@ def sweep_series(tc: Mapping, run_end: float | None, notes: list[str]) -> tuple[
     if not points:
         source = 'report'
         for pv in runreport.perfvalues(tc):
-            name, size = split_var(pv.var)
-            if name == 'throughput_mbps' and size and pv.value is not None and pv.value > 0:
-                points.append((size, pv.value))
+            name, at = split_var(pv.var)
+            if name == 'throughput_mbps' and at and pv.value is not None and pv.value > 0:
+                points.append((at, pv.value))
     points.sort()
     return [p[0] for p in points], [p[1] for p in points], source
 
@@ -239,7 +239,7 @@ def ebb_connection_mibps(doc: Mapping) -> tuple[int, list[float]]:
     for entry in doc.get('sizes') or []:
         try:
             size = int(entry['size_bytes'])
-            reps = int(entry.get('exchanges_per_round') or (doc.get('options') or {}).get('exchanges_per_round'))
+            reps = int(entry.get('exchanges_per_round') or (doc.get('options') or {})['exchanges_per_round'])
         except (KeyError, TypeError, ValueError):
             continue
         values = []
@@ -274,7 +274,7 @@ def plot_ebb(sec: Section, out: Path, run_end: float | None) -> None:
     everything = [v for _, _, values, _ in series for v in values]
     lo, hi = min(everything), max(everything)
     bins = [lo + (hi - lo) * k / 20 for k in range(21)] if hi > lo else 10
-    for env, size, values, ebb in series:
+    for env, _, values, ebb in series:
         ax.hist(values, bins=bins, histtype='step', linewidth=1.8, color=sec.order.colour(env),
                 label=f'{env} ({len(values)} connections)')
         if ebb is not None:

@@ -101,7 +101,8 @@ def judged_lines(cases: list[Mapping], first: list[Mapping] | None = None) -> li
              f'nr_reference_source)']
     if len(table) > 1:
         lines.append('     system:interconnect  judged  (shared-CPU band)  outside  recorded only')
-        lines += [f'     {f"{system}:{ic}":20} {c["band"]:7d}  {c["shared_cpu"]:17d}  {c["out"]:7d}  {c["recorded"]:13d}'
+        lines += [f'     {f"{system}:{ic}":20} {c["band"]:7d}  {c["shared_cpu"]:17d}  {c["out"]:7d}  '
+                  f'{c["recorded"]:13d}'
                   for (system, ic), c in sorted(table.items())]
     return lines
 
@@ -131,7 +132,8 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     if res['retried']:
         lines.append(f'   passed on a retry of the performance measurement ({len(res["retried"])}; every attempt '
                      f'is in the report):')
-        lines += [f'     {runreport.case_name(tc)}: {runreport.one_line(tc.get("fail_reason"))}' for tc in res['retried'].values()]
+        lines += [f'     {runreport.case_name(tc)}: {runreport.one_line(tc.get("fail_reason"))}'
+                  for tc in res['retried'].values()]
     skipped = collections.defaultdict(list)
     by_name = {(tc.get('unique_name'), f"{tc.get('system')}:{tc.get('partition')}", tc.get('environ')): tc
                for tc in cases if tc.get('result') == 'skip'}

@@ -69,7 +69,7 @@ def leader(values: Mapping[str, float], better: str | None) -> str:
     if not values or better not in ('lower', 'higher'):
         return '-'
     pick = min if better == 'lower' else max
-    return pick(values, key=values.get)
+    return pick(values, key=lambda name: values[name])
 
 
 def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -82,7 +82,7 @@ def micro_table(section: rpt.Section) -> list[str]:
     envs = [e for e in section.environs if e != 'gnu']
     rows = []
     tcp = []
-    for _, key, factor in COLUMNS:
+    for _, key, _ in COLUMNS:
         tkey, tfactor = TCP_COLUMNS[key]
         v = fig.get(tkey, {}).get('gnu')
         tcp.append(_fmt(None if v is None else v * tfactor))

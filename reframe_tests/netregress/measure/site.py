@@ -24,7 +24,7 @@ import functools
 import os
 import shlex
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from .. import paths
 
@@ -63,7 +63,7 @@ def reframe_args() -> list[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _config(files: tuple[str, ...]):
+def _config(files: tuple[str, ...]) -> Any:
     from reframe.core import config
     from reframe.core.exceptions import ConfigError
     try:
@@ -72,7 +72,7 @@ def _config(files: tuple[str, ...]):
         raise SiteError(f'cannot load the ReFrame configuration {" + ".join(files)}: {err}') from None
 
 
-def config():
+def config() -> Any:
     """The merged ReFrame configuration (ReFrame's ``load_config``; no system selected)."""
     return _config(tuple(str(f) for f in settings_files()))
 
@@ -84,7 +84,8 @@ def selected_system() -> str:
     try:
         cfg.select_subconfig()
     except ConfigError as err:
-        raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host: {err}')
+        raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host: '
+                        f'{err}') from None
     return cfg.get('systems/0/name')
 
 

@@ -104,7 +104,7 @@ class Netregress(CMakePackage):
         if not self.spec.satisfies("+mpi"):
             raise SkipTest("built without MPI (~mpi)")
         mpitest = self.prefix.bin.join("nr-mpitest")
-        assert os.path.exists(mpitest), f"nr-mpitest was not installed (is src/mpi in this checkout?)"
+        assert os.path.exists(mpitest), "nr-mpitest was not installed (is src/mpi in this checkout?)"
         mpi_bin = self.spec["mpi"].prefix.bin
         launcher = None
         for name in ("mpiexec", "mpirun"):

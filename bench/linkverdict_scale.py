@@ -5,7 +5,8 @@ Makes a two-level fat tree (``--leaves`` x ``--per-leaf`` nodes under ``--spines
 topology.conf, the N x N matrix the plan would read on it with one fault (tests/python/linkfabric.py: a model of
 our own, not the simulator; ``--plan full|sample|topology`` streams every round of that plan through the model,
 ``--plan alone`` builds every direction as measured alone: every direction at 10,000 nodes), and nr-linkmap's
-compact result beside it. Then, each in a process of its own and measured by /usr/bin/time, what a run does with a job's output:
+compact result beside it. Then, each in a process of its own and measured by /usr/bin/time, what a run does with
+a job's output:
 
 1. ``python -m netregress.judge.linkverdict result.json --topology ... --plan PLAN --keep``: read, the plan's
    contention, judge, keep (links.json, links.txt);
@@ -85,7 +86,8 @@ def main() -> int:
     print(f'{len(nodes)} nodes ({args.leaves} leaves of {args.per_leaf}, {args.spines} spines, d-mod-k), fault '
           f'{args.fault} {faults}, matrix made in {time.monotonic() - started:.0f} s ({args.plan})')
 
-    verdict = [sys.executable, '-m', 'netregress.judge.linkverdict', str(stage / 'result.json'), '--topology', str(conf),
+    verdict = [sys.executable, '-m', 'netregress.judge.linkverdict', str(stage / 'result.json'),
+               '--topology', str(conf),
                '--routing', 'd-mod-k', '--keep'] + ([] if args.plan == 'alone' else ['--plan', args.plan]) + \
         (['--sample', *map(str, sample)] if args.plan == 'sample' else [])
     wall, peak, out = timed(verdict)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netregress.measure import allpairs, linkplan
+from netregress.measure import linkplan
 from netregress.judge import linkmatrix, linkverdict
 
 FIXTURE = Path(__file__).parent / 'fixtures' / 'linkmap' / 'result.json'

@@ -15,8 +15,9 @@ read. At 1,000 nodes the file is 4 MB; it is read as a memory map (:func:`read_m
 
 :class:`LinkData` is the matrix with what the JSON result adds about its directions: the host of each rank, the
 error of each failed direction, the directions measured again alone (``recheck.pairs`` whose ``streams`` is 1, or
-that have none) and the bytes each node moved. :func:`from_result` reads both forms: the result that keeps the matrix in ``linkmatrix.bin`` and only the
-suspect directions in full, and today's that lists every pair of every round.
+that have none) and the bytes each node moved. :func:`from_result` reads both forms: the result that keeps the
+matrix in ``linkmatrix.bin`` and only the suspect directions in full, and the older one that lists every pair of
+every round.
 """
 from __future__ import annotations
 

@@ -55,8 +55,8 @@ from reframe.core.logging import getlogger
 
 from ..judge import baselines, figures
 from ..judge.linkmatrix import MATRIX_FILE, LinkData, LinkMatrixError, from_result
-from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Fabric, Verdict, compact_result,
-                                 failed_problems, judge, port_problems, slow_problems, write_link_files)
+from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Fabric, Verdict, failed_problems, judge,
+                                 port_problems, slow_problems, write_link_files)
 from .. import statefiles
 from . import cpulimit, interconnects, provenance, results, slurm
 from .base import COUNTERS_FILE

@@ -112,7 +112,10 @@ def warm(spack: str, part: Path, say: Callable[[str], None] = print) -> int:
     """Fill Spack's shared caches for the environment of ``part`` (:data:`WARM_UP`), alone; its exit status."""
     start = time.monotonic()
     rc = run([spack, '-e', str(part), 'python', '-c', WARM_UP], part / WARM_LOG, "the warm-up of Spack's caches", say)
-    say(f"spack-env: Spack's caches warmed in {time.monotonic() - start:.0f} s (exit {rc}; {part / WARM_LOG})")
+    done = f"Spack's caches warmed in {time.monotonic() - start:.0f} s (exit {rc}"
+    with open(part / WARM_LOG, 'a') as log:      # its last line, and its time the warm-up's end
+        log.write(f'==> netregress: {done})\n')
+    say(f'spack-env: {done}; {part / WARM_LOG})')
     return rc
 
 

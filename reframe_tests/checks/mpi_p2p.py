@@ -25,13 +25,13 @@ class MpitestBenchmark(MpiKernelCheck):
 
     kernel_name = 'nr-mpitest'
 
-    #: Repetitions of a fixed-size test (``-r``).
+    #: Repetitions of a fixed-size test (``-r``; the sequential rule's minimum, :meth:`repetition_opts`).
     #:
     #: :type: :class:`int`
     #: :default: ``5``
     repetitions = variable(int, value=5)
 
-    #: Seconds per repetition (``-t``).
+    #: Seconds per repetition at a fixed count (``-t``; the sequential rule splits it, :meth:`repetition_s`).
     #:
     #: :type: :class:`float`
     #: :default: ``0.3``
@@ -131,8 +131,9 @@ class mpi_throughput(Iperf3YardstickPlugin, MpitestBenchmark):
         self.duet = self.duet and (self.mode, self.io) == ('stream', 'blocking') and not self.ic.rate_mbps
         # --verify: every received message's last copy is checked against the pattern (exit 3 on a mismatch): a
         # corrupted payload fails the check; measured cost within the run-to-run noise
-        opts = ['-r', str(self.repetitions), '-t', str(self.repetition_s(self.test_time_s)), '-m',
-                str(self.message_bytes), '--verify']
+        kind = 'throughput' if self.mode == 'stream' else 'cpu_bound'
+        opts = self.repetition_opts(self.repetitions, kind) + ['-t', str(self.repetition_s(self.test_time_s)), '-m',
+                                                               str(self.message_bytes), '--verify']
         if self.mode == 'pingpong':
             opts.append('-i')
         if self.io == 'nonblocking':
@@ -172,7 +173,9 @@ class mpi_latency(MpiRoundTripPeerPlugin, MpitestBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        self.kernel_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions), '-t', str(self.test_time_s)]
+        # -t is the whole test at the minimum count of trials
+        self.kernel_opts = ['-A', str(self.size_bytes), *self.repetition_opts(self.repetitions, 'latency'), '-t',
+                            str(self.repetition_s(self.test_time_s))]
         self.kernel_opts += self.duet_opts() + list(self.extra_opts)
         size = figures.size_text(self.size_bytes)
         self.add_metric('rtt_us', 'latency.min_us', 'us',     # the best trial, as NetPIPE and IMB report

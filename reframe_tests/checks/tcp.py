@@ -76,7 +76,8 @@ class tcp_throughput(Iperf3YardstickPlugin, TcpBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        opts = ['-r', str(self.repetitions), '-t', str(self.repetition_s(self.test_time_s))]
+        kind = 'throughput' if self.mode == 'stream' else 'cpu_bound'
+        opts = self.repetition_opts(self.repetitions, kind) + ['-t', str(self.repetition_s(self.test_time_s))]
         if self.mode == 'pingpong':
             opts += PINGPONG_OPTS
         if self.io == 'nonblocking':
@@ -112,7 +113,9 @@ class tcp_rtt(TcpRoundTripPeerPlugin, TcpBenchmark):
 
     @run_after('setup')
     def set_options(self):
-        self.client_opts = ['-A', str(self.size_bytes), '-r', str(self.repetitions), '-t', str(self.test_time_s)]
+        # -t is the whole test at the minimum count of trials
+        self.client_opts = ['-A', str(self.size_bytes), *self.repetition_opts(self.repetitions, 'latency'), '-t',
+                            str(self.repetition_s(self.test_time_s))]
         self.client_opts += list(self.extra_opts)
 
     @run_after('setup')

@@ -90,13 +90,18 @@ void nr_result_json_sweep(struct nr_json *j, const struct nr_rep *points, size_t
     nr_json_end_array(j);
 }
 
-void nr_result_json_latency(struct nr_json *j, uint64_t size_bytes, uint64_t iterations, const double *rtt_us,
+void nr_result_json_latency(struct nr_json *j, uint64_t size_bytes, const struct nr_rep *trials, const double *rtt_us,
                             size_t n, const struct nr_stats *s)
 {
     nr_json_key(j, "latency");
     nr_json_begin_object(j);
     nr_json_kv_uint(j, "size_bytes", size_bytes);
-    nr_json_kv_uint(j, "iterations", iterations);
+    nr_json_kv_uint(j, "iterations", n ? trials[n - 1].iterations : 0);
+    nr_json_key(j, "trial_iterations");
+    nr_json_begin_array(j);
+    for (size_t i = 0; i < n; i++)
+        nr_json_uint(j, trials[i].iterations);
+    nr_json_end_array(j);
     nr_json_key(j, "rtt_us");
     nr_json_begin_array(j);
     for (size_t i = 0; i < n; i++)

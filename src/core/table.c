@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "nr/error.h"
+#include "nr/result.h"
 #include "nr/stats.h"
 
 void nr_table_header(FILE *f, int label_width, const struct nr_table_col *cols, size_t ncols)
@@ -23,6 +24,17 @@ void nr_table_row(FILE *f, const char *label, int label_width, const struct nr_t
     for (size_t i = 0; i < ncols; i++)
         fprintf(f, "%*.*f", cols[i].width, cols[i].prec, v[i]);
     fputc('\n', f);
+}
+
+void nr_table_counts_line(FILE *f, const char *label, const struct nr_rep *reps, size_t n, uint64_t factor)
+{
+    bool same = true;
+    for (size_t i = 1; i < n; i++)
+        same = same && reps[i].iterations == reps[0].iterations;
+    fputs(label, f);
+    for (size_t i = 0; i < (same && n ? 1 : n); i++)
+        fprintf(f, "%s%llu", i ? " " : "", (unsigned long long)(reps[i].iterations * factor));
+    fputs(same ? "\n" : " (per repetition)\n", f);
 }
 
 void nr_table_stats_line(FILE *f, const char *what, const struct nr_stats *s)

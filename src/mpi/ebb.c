@@ -12,7 +12,9 @@
  * time over the P ranks; the bucket statistics (-b) count the P x ROUNDS block times in equal-width buckets; the
  * last line is the effective bisection bandwidth (over the average block time). The JSON records every round's
  * pairs with both ranks' times and every rank's host, so a slow link can be located. --relative also times a
- * lone pair (ranks 0 and P/2, the other ranks idle) and prints the ratio.
+ * lone pair (ranks 0 and P/2, the other ranks idle) and prints the ratio. With -r MIN:MAX the rounds of a size stop
+ * once the median of the rounds' bandwidths is known to --precision (nr/repeat.h; rank 0 decides, every rank
+ * follows), else at MAX.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,19 +29,28 @@
 
 struct nr__opts {
     struct nr_size_list sizes; /* -s MIN-MAX */
-    int rounds;                /* -r */
+    struct nr_repeat rounds;   /* -r N | MIN:MAX, --precision */
     int reps;                  /* -n: exchanges per round and connection */
     int buckets;               /* -b */
     uint64_t seed;             /* --seed */
     int relative;              /* --relative */
     const char *json;          /* --json */
+    double deadline_s;         /* --deadline: seconds a round may last (0: from the planned bytes) */
 };
+
+/* A round's deadline unless --deadline: its exchanges at NR__FLOOR_BPS per pair, ten times over, and half a minute
+ * for the connections a first exchange may set up. */
+#define NR__FLOOR_BPS 1e6
+static double g_budget;
 
 struct nr__size_result {
     uint64_t size_bytes;
     double *conn_us;      /* rounds x P block times, rank order within a round (rank 0) */
     int *perm;            /* rounds x P: the round's permutation, pairs (perm[2k], perm[2k+1]) (rank 0) */
     double *round_avg_us;
+    double *round_bw;     /* each round's bandwidth: what the repetition rule reads (rank 0) */
+    int rounds;           /* rounds run */
+    struct nr_repeat rule; /* how many rounds ran and why they stopped (rank 0's decision) */
     double lone_us;       /* --relative: average lone-pair block time */
 };
 
@@ -69,6 +80,10 @@ static int nr__exchange(const struct nr__opts *o, const struct nr_mpi *m, char *
 {
     const int n = (int)bytes;
     int rc = MPI_SUCCESS;
+    char phase[96];
+    snprintf(phase, sizeof phase, "a round of %d %llu-byte exchanges%s", o->reps, (unsigned long long)bytes,
+             partner >= 0 ? "" : " (this rank idle)");
+    nr_mpi_watch(phase, g_budget);
     if (partner >= 0)
         rc = MPI_Sendrecv(sbuf, n, MPI_BYTE, partner, NR__TAG, rbuf, n, MPI_BYTE, partner, NR__TAG, MPI_COMM_WORLD,
                           MPI_STATUS_IGNORE);
@@ -111,7 +126,8 @@ static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64
     int rc = perm && (m->rank || mine_all) ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory");
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         goto out;
-    for (int r = 0; r < o->rounds; r++) {
+    res->rule = o->rounds;
+    for (int r = 0, more = 1; more; r++) {
         if (m->rank == 0)
             nr__draw(rng, perm, p);
         rc = nr_mpi_check(MPI_Bcast(perm, p, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (pairing)", err);
@@ -139,21 +155,28 @@ static int nr__run_size(const struct nr__opts *o, const struct nr_mpi *m, uint64
                 res->perm[(size_t)r * (size_t)p + (size_t)i] = perm[i];
             }
             res->round_avg_us[r] = sum / p;
+            res->round_bw[r] = nr__seed_bw(res->size_bytes, o->reps, res->round_avg_us[r]);
             printf("size: %llu, round %d: num: %d average: %f us (%f MiB/s)\n", (unsigned long long)res->size_bytes,
-                   r, p, res->round_avg_us[r], nr__seed_bw(res->size_bytes, o->reps, res->round_avg_us[r]));
+                   r, p, res->round_avg_us[r], res->round_bw[r]);
             fflush(stdout);
+            more = nr_repeat_more(&res->rule, res->round_bw, (size_t)r + 1);
         }
+        res->rounds = r + 1;
+        /* rank 0 decides whether another round follows, and every rank follows */
+        rc = nr_mpi_check(MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (another round)", err);
+        if ((rc = nr_mpi_agree(rc, err)) < 0)
+            goto out;
     }
     if (o->relative) {
         /* The lone pair: ranks 0 and P/2 (different nodes under block placement), everyone else idle. */
         double sum = 0, us;
         int partner = m->rank == 0 ? p / 2 : m->rank == p / 2 ? 0 : -1;
-        for (int r = 0; r < o->rounds; r++) {
+        for (int r = 0; r < res->rounds; r++) {
             if ((rc = nr__exchange(o, m, sbuf, rbuf, res->size_bytes, partner, &us, err)) < 0)
                 goto out;
             sum += us;
         }
-        res->lone_us = sum / o->rounds;
+        res->lone_us = sum / res->rounds;
     }
 out:
     free(perm);
@@ -163,9 +186,13 @@ out:
 
 static void nr__report(const struct nr__opts *o, int p, const struct nr__size_result *res)
 {
-    size_t n = (size_t)p * (size_t)o->rounds;
+    size_t n = (size_t)p * (size_t)res->rounds;
     double lower[1024];
     uint64_t count[1024];
+    char line[192];
+    if (nr_repeat_sequential(&o->rounds))
+        printf("# Info: (0): size %llu: rounds %s\n", (unsigned long long)res->size_bytes,
+               nr_repeat_describe(&res->rule, line, sizeof line));
     printf("# Info: (0): ---- bucket data ----\n");
     if (nr_buckets_compute(res->conn_us, n, (size_t)o->buckets, lower, count) == 0)
         for (int b = 0; b < o->buckets; b++)
@@ -194,7 +221,7 @@ static void nr__json_rounds(struct nr_json *j, const struct nr__opts *o, int p, 
 {
     nr_json_key(j, "rounds");
     nr_json_begin_array(j);
-    for (int i = 0; i < o->rounds; i++) {
+    for (int i = 0; i < r->rounds; i++) {
         const int *perm = r->perm + (size_t)i * (size_t)p;
         const double *us = r->conn_us + (size_t)i * (size_t)p;
         nr_json_begin_object(j);
@@ -241,26 +268,30 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, char
     nr_json_key(&j, "options");
     nr_json_begin_object(&j);
     nr_json_kv_int(&j, "processes", m->size);
-    nr_json_kv_int(&j, "rounds", o->rounds);
+    nr_json_kv_int(&j, "rounds", o->rounds.max);
+    nr_json_kv_int(&j, "rounds_min", o->rounds.min);
     nr_json_kv_int(&j, "exchanges_per_round", o->reps);
     nr_json_kv_int(&j, "buckets", o->buckets);
     nr_json_kv_uint(&j, "seed", o->seed);
     nr_json_kv_bool(&j, "relative", o->relative);
     nr_json_end_object(&j);
-    size_t n = (size_t)m->size * (size_t)o->rounds;
-    double *mbps = malloc(sizeof(double) * (n ? n : 1));
+    size_t most = (size_t)m->size * (size_t)o->rounds.max;
+    double *mbps = malloc(sizeof(double) * (most ? most : 1));
     uint64_t payload = 0;
     nr_json_key(&j, "sizes");
     nr_json_begin_array(&j);
     for (size_t k = 0; k < nres && mbps; k++) {
         const struct nr__size_result *r = &res[k];
+        const size_t n = (size_t)m->size * (size_t)r->rounds;
         struct nr_stats s;
         nr_stats_compute(r->conn_us, n, &s);
         payload += r->size_bytes * (uint64_t)o->reps * n;
         nr_json_begin_object(&j);
         nr_json_kv_uint(&j, "size_bytes", r->size_bytes);
         nr_json_kv_uint(&j, "connections", n);
+        nr_json_kv_int(&j, "rounds_run", r->rounds);
         nr_json_kv_int(&j, "exchanges_per_round", o->reps);
+        nr_repeat_json(&j, &r->rule);
         double avg_us = s.avg; /* s is reused for the bandwidth statistics below */
         nr_json_kv_double(&j, "average_us", avg_us);
         nr__json_bw(&j, o, r->size_bytes, avg_us);
@@ -293,6 +324,7 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, char
     /* The summary is the largest size's: what the checks compare with references. */
     if (nres && mbps) {
         const struct nr__size_result *r = &res[nres - 1];
+        const size_t n = (size_t)m->size * (size_t)r->rounds;
         struct nr_stats s;
         for (size_t i = 0; i < n; i++)
             mbps[i] = nr__seed_bw(r->size_bytes, o->reps, r->conn_us[i]) * 8;
@@ -312,19 +344,17 @@ int main(int argc, char **argv)
 {
     struct nr_error err = {0};
     struct nr_mpi mpi;
-    time_t started = time(NULL);
-    int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
-    if (rc < 0)
-        return nr_mpi_finish(NR__PROG, rc, &err);
-    struct nr__opts o = {.rounds = 10, .reps = NR__REPS_DEFAULT, .buckets = 1, .seed = 0};
+    struct nr__opts o = {.rounds = {.min = 10, .max = 10}, .reps = NR__REPS_DEFAULT, .buckets = 1, .seed = 0};
     o.sizes.n = 1, o.sizes.bytes[0] = 1048576;
     const struct nr_opt opts[] = {
         {NR_OPT_SIZE_LIST, 's', "sizes", &o.sizes, "MIN-MAX", "message sizes (a range doubles from MIN to MAX)", 1, (double)INT32_MAX, NULL, "1048576"},
-        {NR_OPT_INT, 'r', "rounds", &o.rounds, "N", "random bisection patterns per size", 1, 1000000, NULL, NULL},
+        {NR_OPT_CALL, 'r', "rounds", &o.rounds, "N|MIN:MAX", "random bisection patterns per size: N, or from MIN to MAX until the median round is known to --precision", 1, 1000000, nr_repeat_parse_opt, "10"},
+        {NR_OPT_DOUBLE, 0, "precision", &o.rounds.precision, "FRACTION", "with -r MIN:MAX: stop once the median's 90 % interval is within FRACTION of it", 0.0001, 0.5, NULL, "0.025"},
         {NR_OPT_INT, 'n', "exchanges", &o.reps, "N", "timed back-to-back exchanges per round and pair", 1, 1000000, NULL, NULL},
         {NR_OPT_INT, 'b', "buckets", &o.buckets, "N", "bucket statistics of the connection times", 1, 1024, NULL, NULL},
         {NR_OPT_SIZE, 0, "seed", &o.seed, "N", "random seed (0: from the clock; printed either way)", 0, 0, NULL, "0"},
         {NR_OPT_FLAG, 0, "relative", &o.relative, NULL, "also time a lone pair: relative effective bisection bandwidth", 0, 0, NULL, NULL},
+        {NR_OPT_DOUBLE, 0, "deadline", &o.deadline_s, "SECONDS", "a round not done by then fails the job, naming the ranks that did not answer", 0, 86400, NULL, "30 + 10 x its bytes at 1 MB/s"},
         {NR_OPT_STRING, 0, "json", &o.json, "FILE", "machine-readable results (docs/mpi.md)", 0, 0, NULL, NULL},
         {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
     };
@@ -336,8 +366,9 @@ int main(int argc, char **argv)
     size_t nres = 0;
     char *sbuf = NULL, *rbuf = NULL;
     char (*hosts)[NR_HOST_MAX] = NULL;
-    rc = nr_mpi_parse(&set, argc, argv, &err);
-    nr_mpi_set_report(&mpi, NR__PROG, o.json, "ebb", started);
+    int rc = nr_mpi_start(&argc, &argv, &set, &o.json, "ebb", &mpi, &err);
+    if (rc == NR_OK)
+        rc = nr_mpi_agree(nr_repeat_check(&o.rounds, "-r/--rounds", "--precision", &err), &err);
     if (rc == NR_OK) {
         uint64_t largest = 0;
         for (size_t i = 0; i < o.sizes.n; i++)
@@ -355,6 +386,9 @@ int main(int argc, char **argv)
             nr_buffer_fill(rbuf, largest, (uint32_t)mpi.rank + 1000u);
         }
         rc = nr_mpi_agree(rc, &err);
+        g_budget = o.deadline_s > 0 ? o.deadline_s : 30 + 10 * 2.0 * (double)largest * o.reps / NR__FLOOR_BPS;
+        if (rc == NR_OK)
+            rc = nr_mpi_watch_start(&mpi, g_budget, "start-up (host names, the seed)", &err);
     }
     if (rc == NR_OK) {
         rc = nr_mpi_check(MPI_Allgather(mpi.host, NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD),
@@ -367,8 +401,11 @@ int main(int argc, char **argv)
         rc = nr_mpi_check(MPI_Bcast(&o.seed, 1, NR_MPI_UINT64, 0, MPI_COMM_WORLD), "MPI_Bcast (seed)", &err);
         rc = nr_mpi_agree(rc, &err);
         if (rc == NR_OK && mpi.rank == 0) {
-            printf("# Info: (0): nr-ebb %s (P=%d) seed %llu, %d rounds of %d exchanges, %d buckets\n", nr_version(),
-                   mpi.size, (unsigned long long)o.seed, o.rounds, o.reps, o.buckets);
+            char rounds[32];
+            snprintf(rounds, sizeof rounds, nr_repeat_sequential(&o.rounds) ? "%d..%d" : "%d", o.rounds.min,
+                     o.rounds.max);
+            printf("# Info: (0): nr-ebb %s (P=%d) seed %llu, %s rounds of %d exchanges, %d buckets\n", nr_version(),
+                   mpi.size, (unsigned long long)o.seed, rounds, o.reps, o.buckets);
             fflush(stdout);
         }
     }
@@ -378,11 +415,12 @@ int main(int argc, char **argv)
         memset(r, 0, sizeof *r);
         r->size_bytes = o.sizes.bytes[i];
         if (mpi.rank == 0) {
-            r->conn_us = calloc((size_t)mpi.size * (size_t)o.rounds, sizeof(double));
-            r->perm = calloc((size_t)mpi.size * (size_t)o.rounds, sizeof(int));
-            r->round_avg_us = calloc((size_t)o.rounds, sizeof(double));
+            r->conn_us = calloc((size_t)mpi.size * (size_t)o.rounds.max, sizeof(double));
+            r->perm = calloc((size_t)mpi.size * (size_t)o.rounds.max, sizeof(int));
+            r->round_avg_us = calloc((size_t)o.rounds.max, sizeof(double));
+            r->round_bw = calloc((size_t)o.rounds.max, sizeof(double));
         }
-        rc = mpi.rank == 0 && (!r->conn_us || !r->perm || !r->round_avg_us)
+        rc = mpi.rank == 0 && (!r->conn_us || !r->perm || !r->round_avg_us || !r->round_bw)
                  ? nr_error_set(&err, NR_E_NOMEM, "out of memory")
                  : NR_OK;
         nres++;
@@ -392,10 +430,10 @@ int main(int argc, char **argv)
             nr__report(&o, mpi.size, r);
     }
     if (rc <= 0 && mpi.rank == 0 && o.json &&
-        nr__write_json(&o, &mpi, hosts, res, rc == NR_OK ? nres : 0, started, rc, &err) != 0 && rc == NR_OK)
+        nr__write_json(&o, &mpi, hosts, res, rc == NR_OK ? nres : 0, mpi.started, rc, &err) != 0 && rc == NR_OK)
         rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
     for (size_t i = 0; i < nres; i++)
-        free(res[i].conn_us), free(res[i].perm), free(res[i].round_avg_us);
+        free(res[i].conn_us), free(res[i].perm), free(res[i].round_avg_us), free(res[i].round_bw);
     free(sbuf), free(rbuf), free(hosts);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

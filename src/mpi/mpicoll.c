@@ -12,9 +12,11 @@
  * the minimum, and a timed run shorter than half that target is run again with the count its rate gives. Then -r
  * runs of k operations are timed and the best (smallest) time per operation is the result, as the paper does
  * ("five runs were made and the best performance results are reported"); every run's time and their median go to
- * the JSON too, so jitter is visible. Tables 2-b and 2-c are the same cycled-root runs normalised two ways:
- * measured once. Rates come from the per-test formula table in coll_rates.c. Every MPI call is checked and agreed
- * on by all ranks.
+ * the JSON too, so jitter is visible. With -r MIN:MAX the runs of a point stop once the median time per operation
+ * is known to --precision (nr/repeat.h; rank 0 decides, every rank follows), else at MAX. Tables 2-b and 2-c are
+ * the same cycled-root runs normalised two ways: measured once. Rates come from the per-test formula table in
+ * coll_rates.c. Every MPI call is checked and agreed on by all ranks. Every timed loop has a deadline (--deadline,
+ * nr_mpi.h "Deadlines").
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,20 +34,25 @@
 
 struct nr__opts {
     double min_time_s;         /* -t */
-    int runs;                  /* -r */
+    struct nr_repeat runs;     /* -r N | MIN:MAX, --precision */
     struct nr_size_list sizes; /* -s */
     uint64_t cap;              /* --cap */
     const char *tests;         /* -T */
     const char *json;          /* --json */
+    double deadline_s;         /* --deadline: seconds a timed loop may last (0: from -t) */
 };
+
+static double g_budget; /* the deadline of one timed loop (nr_mpi_watch) */
 
 struct nr__point {
     uint64_t size_bytes;
     double op_time_s;     /* best run: the paper's result */
     double median_op_s;   /* median of the runs */
     double *run_op_s;     /* every run's time per operation (runs entries, rank 0's clock) */
+    uint64_t *run_iters;  /* every run's operation count (a re-check may grow it between runs) */
     int runs;
     uint64_t iterations;  /* operations per timed run (the last run's, when a re-check grew the count) */
+    struct nr_repeat rule; /* how many runs ran and why they stopped */
     struct nr_calib calib; /* the count's calibration and what the runs achieved (rank 0's clock) */
 };
 
@@ -112,6 +119,9 @@ static int nr__op(const struct nr__ctx *x, const struct nr_coll_test *t, int n, 
 static int nr__timed(const struct nr__ctx *x, const struct nr_coll_test *t, int n, uint64_t k, double *elapsed,
                      struct nr_error *err)
 {
+    char phase[96];
+    snprintf(phase, sizeof phase, "test %s: a loop of %llu operations on %d reals", t->name, (unsigned long long)k, n);
+    nr_mpi_watch(phase, g_budget);
     /* A barrier that reports an error still synchronised: the loop runs anyway (no rank is left inside a
      * collective the others skipped) and the error is agreed on after the second barrier. */
     int brc = MPI_Barrier(MPI_COMM_WORLD), rc = MPI_SUCCESS;
@@ -159,12 +169,17 @@ static int nr__measure(const struct nr__ctx *x, const struct nr__opts *o, const 
                        uint64_t bytes, struct nr__point *pt, struct nr_error *err)
 {
     int n = (int)(bytes / 8);
+    char phase[96];
+    snprintf(phase, sizeof phase, "test %s: the warm-up operation on %d reals", t->name, n);
+    nr_mpi_watch(phase, g_budget);
     int rc = nr_mpi_agree(nr_mpi_check(nr__op(x, t, n, 0), t->routines, err), err); /* warm-up, untimed */
     if (rc < 0)
         return rc;
-    double *runs = malloc(sizeof *runs * (size_t)o->runs);
-    if ((rc = nr_mpi_agree(runs ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory"), err)) < 0) {
+    double *runs = malloc(sizeof *runs * (size_t)o->runs.max);
+    uint64_t *iters = malloc(sizeof *iters * (size_t)o->runs.max);
+    if ((rc = nr_mpi_agree(runs && iters ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory"), err)) < 0) {
         free(runs);
+        free(iters);
         return rc;
     }
     /* The paper's loops last at least the minimum time; the shared rule aims at its target, so the target is
@@ -174,7 +189,9 @@ static int nr__measure(const struct nr__ctx *x, const struct nr__opts *o, const 
     uint64_t k = 1;
     nr_calib_init(&pt->calib, NR__TARGET * o->min_time_s, NR__MAX_ITERS);
     rc = nr_calibrate(nr__probe_run, &probe, &pt->calib, &k, err);
-    for (int r = 0; rc == NR_OK && r < o->runs; r++) {
+    pt->rule = o->runs;
+    int nruns = 0;
+    for (int more = 1; rc == NR_OK && more; nruns++) {
         double e = 0;
         int rechecks = 0;
         uint64_t next = k;
@@ -184,17 +201,22 @@ static int nr__measure(const struct nr__ctx *x, const struct nr__opts *o, const 
         } while (rc == NR_OK && nr_calib_recheck(&pt->calib, k, e, &rechecks, &next));
         if (rc == NR_OK) {
             nr_calib_record(&pt->calib, k, e);
-            runs[r] = e / (double)k;
+            runs[nruns] = e / (double)k, iters[nruns] = k;
+            /* rank 0 decides whether another run follows, and every rank follows */
+            more = x->mpi->rank == 0 && nr_repeat_more(&pt->rule, runs, (size_t)nruns + 1);
+            rc = nr_mpi_check(MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (another run)", err);
+            rc = nr_mpi_agree(rc, err);
         }
     }
     if (rc < 0) {
         free(runs);
+        free(iters);
         return rc;
     }
     struct nr_stats st;
-    nr_stats_compute(runs, (size_t)o->runs, &st);
+    nr_stats_compute(runs, (size_t)nruns, &st);
     pt->size_bytes = bytes, pt->op_time_s = st.min, pt->median_op_s = st.median;
-    pt->run_op_s = runs, pt->runs = o->runs, pt->iterations = k;
+    pt->run_op_s = runs, pt->run_iters = iters, pt->runs = nruns, pt->iterations = k;
     return NR_OK;
 }
 
@@ -284,7 +306,8 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
     nr_json_begin_object(&j);
     nr_json_kv_int(&j, "processes", m->size);
     nr_json_kv_double(&j, "min_time_s", o->min_time_s);
-    nr_json_kv_int(&j, "runs", o->runs);
+    nr_json_kv_int(&j, "runs", o->runs.max);
+    nr_json_kv_int(&j, "runs_min", o->runs.min);
     nr_json_kv_uint(&j, "cap_bytes", o->cap);
     nr_json_key(&j, "sizes_bytes");
     nr_json_begin_array(&j);
@@ -327,6 +350,12 @@ static int nr__write_json(const struct nr__opts *o, const struct nr_mpi *m, cons
                 nr_json_double(&j, p->run_op_s[r] * 1e6);
             nr_json_end_array(&j);
             nr_json_kv_uint(&j, "iterations", p->iterations);
+            nr_json_key(&j, "runs_iterations");
+            nr_json_begin_array(&j);
+            for (int r = 0; r < p->runs; r++)
+                nr_json_uint(&j, p->run_iters[r]);
+            nr_json_end_array(&j);
+            nr_repeat_json(&j, &p->rule);
             nr_calib_json(&j, &p->calib);
             nr_json_end_object(&j);
         }
@@ -355,19 +384,17 @@ int main(int argc, char **argv)
 {
     struct nr_error err = {0};
     struct nr_mpi mpi;
-    time_t started = time(NULL);
-    int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
-    if (rc < 0)
-        return nr_mpi_finish(NR__PROG, rc, &err);
-    struct nr__opts o = {.min_time_s = 1.0, .runs = 5, .cap = 1000000};
+    struct nr__opts o = {.min_time_s = 1.0, .runs = {.min = 5, .max = 5}, .cap = 1000000};
     o.sizes.n = 4;
     o.sizes.bytes[0] = 8, o.sizes.bytes[1] = 1000, o.sizes.bytes[2] = 100000, o.sizes.bytes[3] = 10000000;
     const struct nr_opt opts[] = {
         {NR_OPT_DOUBLE, 't', "min-time", &o.min_time_s, "SECONDS", "minimum wall time of each timed loop", 1e-4, 3600, NULL, NULL},
-        {NR_OPT_INT, 'r', "runs", &o.runs, "N", "timed runs per test and size; the best is reported", 1, NR__MAX_RUNS, NULL, NULL},
+        {NR_OPT_CALL, 'r', "runs", &o.runs, "N|MIN:MAX", "timed runs per test and size, the best reported: N, or from MIN to MAX until the median is known to --precision", 1, NR__MAX_RUNS, nr_repeat_parse_opt, "5"},
+        {NR_OPT_DOUBLE, 0, "precision", &o.runs.precision, "FRACTION", "with -r MIN:MAX: stop once the median's 90 % interval is within FRACTION of it", 0.0001, 0.5, NULL, "0.025"},
         {NR_OPT_SIZE_LIST, 's', "sizes", &o.sizes, "SIZES", "message sizes, comma list (8-byte multiples)", 8, 1e10, NULL, "8,1000,100000,10000000"},
         {NR_OPT_SIZE, 0, "cap", &o.cap, "SIZE", "largest size of the tests the paper capped", 8, 1e10, NULL, "1000000"},
         {NR_OPT_STRING, 'T', "tests", &o.tests, "TESTS", "comma list of test names or numbers (default: all)", 0, 0, NULL, NULL},
+        {NR_OPT_DOUBLE, 0, "deadline", &o.deadline_s, "SECONDS", "a timed loop not done by then fails the job, naming the ranks that did not answer", 0, 86400, NULL, "12.5 x -t + 30"},
         {NR_OPT_STRING, 0, "json", &o.json, "FILE", "machine-readable results (docs/mpi.md)", 0, 0, NULL, NULL},
         {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
     };
@@ -380,10 +407,15 @@ int main(int argc, char **argv)
     int selected[NR_COLL_NTESTS] = {0};
     size_t npts[NR_COLL_NTESTS] = {0};
     struct nr__ctx x = {&mpi, MPI_COMM_NULL, 0, 0, NULL, NULL, NULL};
-    rc = nr_mpi_parse(&set, argc, argv, &err);
-    nr_mpi_set_report(&mpi, NR__PROG, o.json, "collectives", started);
+    int rc = nr_mpi_start(&argc, &argv, &set, &o.json, "collectives", &mpi, &err);
+    if (rc == NR_OK)
+        rc = nr_mpi_agree(nr_repeat_check(&o.runs, "-r/--runs", "--precision", &err), &err);
     if (rc == NR_OK)
         rc = nr_mpi_agree(nr__validate(&o, &mpi, selected, &err), &err);
+    /* a timed loop's deadline: ten times its target, and half a minute for what a first operation pays */
+    g_budget = o.deadline_s > 0 ? o.deadline_s : 10 * NR__TARGET * o.min_time_s + 30;
+    if (rc == NR_OK)
+        rc = nr_mpi_watch_start(&mpi, g_budget, "start-up (buffers, the ring)", &err);
     if (rc == NR_OK) {
         uint64_t amax = 8, bmax = 8, cmax = 8;
         for (int i = 0; i < NR_COLL_NTESTS; i++)
@@ -409,8 +441,11 @@ int main(int argc, char **argv)
         rc = nr_mpi_agree(rc, &err);
     }
     if (rc == NR_OK && mpi.rank == 0) {
-        printf("# Luecke & Coyle MPI communication tests: %d processes, minimum loop time %g s, best of %d runs\n",
-               mpi.size, o.min_time_s, o.runs);
+        char runs[64];
+        snprintf(runs, sizeof runs, nr_repeat_sequential(&o.runs) ? "%d..%d runs (to %.3g of the median)" : "%d runs",
+                 o.runs.min, o.runs.max, o.runs.precision);
+        printf("# Luecke & Coyle MPI communication tests: %d processes, minimum loop time %g s, best of %s\n",
+               mpi.size, o.min_time_s, runs);
         fflush(stdout);
     }
     for (int i = 0; rc == NR_OK && i < NR_COLL_NTESTS; i++) {
@@ -423,12 +458,16 @@ int main(int argc, char **argv)
                 continue; /* a capped size already measured */
             const struct nr__point *same = nr__measured(selected, npts, i, eff);
             if (same) { /* 2-c: 2-b's runs, normalised by log2 p */
-                g_pts[i][npts[i]] = *same;
-                g_pts[i][npts[i]].run_op_s = malloc(sizeof(double) * (size_t)same->runs);
-                rc = nr_mpi_agree(g_pts[i][npts[i]].run_op_s ? NR_OK
-                                                             : nr_error_set(&err, NR_E_NOMEM, "out of memory"), &err);
-                if (rc == NR_OK)
-                    memcpy(g_pts[i][npts[i]].run_op_s, same->run_op_s, sizeof(double) * (size_t)same->runs);
+                struct nr__point *p = &g_pts[i][npts[i]];
+                *p = *same;
+                p->run_op_s = malloc(sizeof *p->run_op_s * (size_t)same->runs);
+                p->run_iters = malloc(sizeof *p->run_iters * (size_t)same->runs);
+                rc = nr_mpi_agree(p->run_op_s && p->run_iters ? NR_OK
+                                                              : nr_error_set(&err, NR_E_NOMEM, "out of memory"), &err);
+                if (rc == NR_OK) {
+                    memcpy(p->run_op_s, same->run_op_s, sizeof *p->run_op_s * (size_t)same->runs);
+                    memcpy(p->run_iters, same->run_iters, sizeof *p->run_iters * (size_t)same->runs);
+                }
             } else {
                 rc = nr__measure(&x, &o, t, eff, &g_pts[i][npts[i]], &err);
             }
@@ -449,13 +488,13 @@ int main(int argc, char **argv)
                                   (unsigned long long)g_pts[i][k].size_bytes, why);
             }
     if (rc <= 0 && mpi.rank == 0 && o.json &&
-        nr__write_json(&o, &mpi, selected, g_pts, npts, started, rc, &err) != 0 && rc == NR_OK)
+        nr__write_json(&o, &mpi, selected, g_pts, npts, mpi.started, rc, &err) != 0 && rc == NR_OK)
         rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
     if (x.ring != MPI_COMM_NULL)
         MPI_Comm_free(&x.ring);
     free(x.a), free(x.b), free(x.c);
     for (int i = 0; i < NR_COLL_NTESTS; i++)
         for (size_t k = 0; k < npts[i]; k++)
-            free(g_pts[i][k].run_op_s);
+            free(g_pts[i][k].run_op_s), free(g_pts[i][k].run_iters);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

@@ -20,6 +20,8 @@
  * payload in both directions for ping-pong (as Hpcbench does). The secondary ships its times (and its system log,
  * -c) to the master after each run, outside the timed part. Every MPI call is checked and its outcome agreed on by
  * both ranks. --duet pairs every repetition with a run of a yardstick outside MPI, in random order (duet.h).
+ * -r MIN:MAX stops the repetitions once their median is known to --precision (nr/repeat.h: rank 0 decides on its
+ * own clock's figures and broadcasts it); every run has a deadline (--deadline, nr_mpi.h "Deadlines").
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +43,7 @@
 struct nr__opts {
     int pingpong;        /* -i */
     int nonblocking;     /* -n */
-    int reps;            /* -r: repetitions, or latency trials */
+    struct nr_repeat reps; /* -r N | MIN:MAX, --precision: repetitions, or latency trials */
     uint64_t msg_size;   /* -m */
     double test_time_s;  /* -t: each run is calibrated to this */
     int exponent;        /* -e N (-1: off) */
@@ -55,6 +57,7 @@ struct nr__opts {
     int verify;          /* --verify */
     int duet;            /* --duet: NR_DUET_* */
     const char *duet_iface; /* --duet-iface */
+    double deadline_s;   /* --deadline: seconds each run may last (0: from the target) */
 };
 
 struct nr__run {
@@ -65,14 +68,27 @@ struct nr__run {
     struct nr_rep *reps;  /* one per repetition / sweep point / latency trial */
     size_t nreps;
     double *rtt_us;
+    double *samples;      /* each repetition's figure (throughput, round trip): what the repetition rule reads */
     char peer_host[NR_HOST_MAX];
     struct nr_sysmon *mon;
     struct nr_sysmon_log peer_log;
     struct nr_calib calib;  /* the calibration and what the measured runs achieved (rank 0's clock) */
+    struct nr_repeat rule;  /* how many repetitions ran and why they stopped (rank 0's decision) */
     struct nr_duet duet;    /* --duet: the yardstick and the pairs */
 };
 
 static struct nr_mpi *g_mpi;
+static double g_budget; /* the deadline of a run of a calibrated count (nr_mpi_watch) */
+
+/* A run's deadline: --deadline; or for a calibrated count ten times the target, and half a minute for start-up
+ * costs a run pays (connections); a fixed count (--iterations) has no target, so its messages are planned at a
+ * millisecond each plus their bytes at 1 MB/s, ten times over. */
+static double nr__run_budget(const struct nr__opts *o, uint64_t size, uint64_t iters)
+{
+    if (o->deadline_s > 0 || !o->iterations)
+        return g_budget;
+    return 30 + 10 * (double)iters * (1e-3 + (double)size / 1e6);
+}
 
 /* The byte pattern of --verify: depends on position and iteration so stale or shifted data is caught. */
 static unsigned char nr__pattern(uint64_t i, uint64_t iter)
@@ -188,6 +204,10 @@ static int nr__run_once(const struct nr__opts *o, enum nr__pattern_kind how, str
                         unsigned char *rbuf, uint64_t size, uint64_t iters, struct nr_rep *rep, struct nr_error *err)
 {
     const int pingpong = how != NR__STREAM;
+    char phase[96];
+    snprintf(phase, sizeof phase, "a run of %llu %llu-byte messages%s", (unsigned long long)iters,
+             (unsigned long long)size, via ? " (--duet's yardstick)" : "");
+    nr_mpi_watch(phase, nr__run_budget(o, size, iters));
     if (o->verify) {
         nr__fill(sbuf, size, iters);
         memset(rbuf, 0, size);
@@ -350,7 +370,7 @@ static int nr__write_output(const struct nr__opts *o, const struct nr__run *r, s
     FILE *f = fopen(o->out, "w");
     if (!f)
         return nr_error_sys(err, NR_E_IO, "cannot write '%s'", o->out);
-    char when[64];
+    char when[64], line[192];
     fprintf(f, "# MPI communication test -- %s\n", nr_time_ctime(time(NULL), when, sizeof when));
     if (r->kind == NR_RUN_LATENCY)
         fprintf(f, "# Test mode: Round Trip Time (latency) test\n");
@@ -361,19 +381,20 @@ static int nr__write_output(const struct nr__opts *o, const struct nr__run *r, s
     fprintf(f, "# %s communication (%s)\n", o->nonblocking ? "Non-blocking" : "Blocking",
             o->nonblocking ? "MPI_Isend/MPI_Irecv" : "MPI_Send/MPI_Recv");
     if (r->kind == NR_RUN_LATENCY) {
-        fprintf(f, "# Message size (Bytes): %llu\n# Iteration : %llu\n#\n", (unsigned long long)r->size,
-                (unsigned long long)r->iterations);
+        fprintf(f, "# Message size (Bytes): %llu\n", (unsigned long long)r->size);
+        nr_table_counts_line(f, "# Iteration : ", r->reps, r->nreps, 1);
+        fprintf(f, "# Test repetition: %s\n#\n", nr_repeat_describe(&r->rule, line, sizeof line));
         for (size_t i = 0; i < r->nreps; i++)
             fprintf(f, "%-6zu %12.3f\n", i + 1, r->rtt_us[i]);
         struct nr_stats s;
         nr_stats_compute(r->rtt_us, r->nreps, &s);
         fprintf(f, "# MPI RTT min/avg/max = %.3f/%.3f/%.3f usec\n", s.min, s.avg, s.max);
     } else if (r->kind == NR_RUN_FIXED) {
-        uint64_t per_dir = r->size * r->iterations;
-        fprintf(f, "# Total data size of each test (Bytes): %llu\n# Message size (Bytes): %llu\n",
-                (unsigned long long)per_dir, (unsigned long long)r->size);
-        fprintf(f, "# Iteration : %llu\n# Test time: %f\n# Test repetition: %zu\n#\n",
-                (unsigned long long)r->iterations, o->test_time_s, r->nreps);
+        nr_table_counts_line(f, "# Total data size of each test (Bytes): ", r->reps, r->nreps, r->size);
+        fprintf(f, "# Message size (Bytes): %llu\n", (unsigned long long)r->size);
+        nr_table_counts_line(f, "# Iteration : ", r->reps, r->nreps, 1);
+        fprintf(f, "# Test time: %f\n# Test repetition: %s\n#\n", o->test_time_s,
+                nr_repeat_describe(&r->rule, line, sizeof line));
         static const struct nr_table_col cols[] = {
             {{"Overall", "Throughput", "Mbps"}, 13, 4},     {{"Master-node", "Elapsed-time", "Seconds"}, 13, 2},
             {{"M-process", "User-mode", "Seconds"}, 11, 2}, {{"M-process", "Sys-mode", "Seconds"}, 11, 2},
@@ -453,7 +474,8 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
     nr_json_begin_object(&j);
     nr_json_kv_bool(&j, "pingpong", o->pingpong || r->kind == NR_RUN_LATENCY);
     nr_json_kv_bool(&j, "blocking", !o->nonblocking);
-    nr_json_kv_int(&j, "repetitions", o->reps);
+    nr_json_kv_int(&j, "repetitions", o->reps.max);
+    nr_json_kv_int(&j, "repetitions_min", o->reps.min);
     nr_json_kv_uint(&j, "message_size_bytes", r->kind == NR_RUN_SWEEP ? 0 : r->size);
     nr_json_kv_int(&j, "exponent", o->exponent);
     nr_json_kv_double(&j, "test_time_s", o->test_time_s);
@@ -479,8 +501,10 @@ static int nr__write_json(const struct nr__opts *o, const struct nr__run *r, tim
     } else if (r->kind == NR_RUN_LATENCY && r->nreps) {
         struct nr_stats s;
         nr_stats_compute(r->rtt_us, r->nreps, &s);
-        nr_result_json_latency(&j, r->size, r->iterations, r->rtt_us, r->nreps, &s);
+        nr_result_json_latency(&j, r->size, r->reps, r->rtt_us, r->nreps, &s);
     }
+    if (r->kind != NR_RUN_SWEEP && r->nreps)
+        nr_repeat_json(&j, &r->rule);
     nr_duet_json(&j, &r->duet);
     if (r->calib.runs)
         nr_calib_json(&j, &r->calib);
@@ -506,6 +530,8 @@ static int nr__validate(const struct nr__opts *o, struct nr__run *r, struct nr_e
         return nr_error_set(err, NR_E_USAGE, "%s needs -o FILE (the logs and plot are named after it)",
                             o->syslog ? "-c" : "-P");
     r->kind = o->exponent >= 0 ? NR_RUN_SWEEP : (o->latency || o->lat_size) ? NR_RUN_LATENCY : NR_RUN_FIXED;
+    if (r->kind == NR_RUN_SWEEP && nr_repeat_sequential(&o->reps))
+        return nr_error_set(err, NR_E_USAGE, "-r MIN:MAX stops repetitions of one size; -e runs each size once");
     if (r->kind == NR_RUN_LATENCY && o->plot)
         return nr_error_set(err, NR_E_USAGE, "-P plots throughput tests; the latency test has nothing to plot");
     if (o->duet && r->kind == NR_RUN_SWEEP)
@@ -533,6 +559,10 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
     g_mpi->mode = r->mode;
+    double run_s = r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps.min : o->test_time_s;
+    g_budget = o->deadline_s > 0 ? o->deadline_s : 10 * run_s + 30;
+    if ((rc = nr_mpi_watch_start(g_mpi, g_budget, "start-up (host names, buffers, the yardstick)", err)) < 0)
+        return rc;
     /* Exchange host names (for the banner, -o and JSON). */
     char hosts[2][NR_HOST_MAX];
     rc = nr_mpi_check(MPI_Allgather(NR_MPI_IN(g_mpi->host), NR_HOST_MAX, MPI_CHAR, hosts, NR_HOST_MAX, MPI_CHAR,
@@ -558,10 +588,12 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         nr_buffer_fill(rbuf, largest ? largest : 1, 2);
     }
     r->nreps = 0;
-    size_t nruns = r->kind == NR_RUN_SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
+    size_t nruns = r->kind == NR_RUN_SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps.max;
     if (rc == NR_OK && !(r->reps = calloc(nruns, sizeof *r->reps)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (rc == NR_OK && r->kind == NR_RUN_LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
+        rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
+    if (rc == NR_OK && r->kind != NR_RUN_SWEEP && !(r->samples = calloc(nruns, sizeof *r->samples)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (rc == NR_OK && o->syslog && (rc = nr_sysmon_open(&r->mon, err)) == NR_OK)
         rc = nr_sysmon_mark(r->mon, err);
@@ -578,7 +610,9 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             goto out;
     }
     uint64_t iters = (uint64_t)o->iterations, yiters = iters;
-    double target = iters ? 0 : r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
+    /* a latency test's -t is the whole test at the minimum count of trials */
+    double target = iters ? 0 : r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps.min : o->test_time_s;
+    r->rule = o->reps;
     nr_calib_init(&r->calib, target, (uint64_t)1 << 40);
     nr_calib_init(&r->duet.calib, target, (uint64_t)1 << 40);
     struct nr_rep warm;
@@ -615,6 +649,8 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
         r->iterations = iters;
         if (r->kind == NR_RUN_LATENCY)
             r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
+        if (r->kind != NR_RUN_SWEEP)
+            r->samples[i] = r->kind == NR_RUN_LATENCY ? r->rtt_us[i] : r->reps[i].throughput_mbps;
         if (duet)
             nr_duet_record(duet, r->kind == NR_RUN_LATENCY ? r->rtt_us[i] : r->reps[i].throughput_mbps,
                            r->kind == NR_RUN_LATENCY ? duet->reps[i].local.elapsed_s / (double)yiters * 1e6
@@ -625,6 +661,20 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
             if (duet)
                 nr_duet_print_pair(duet, i);
         }
+        if (r->kind == NR_RUN_SWEEP)
+            continue;
+        /* rank 0 decides whether another repetition runs (on its own clock's figures), and every rank follows */
+        int more = g_mpi->rank == 0 && nr_repeat_more(&r->rule, r->samples, r->nreps);
+        rc = nr_mpi_check(MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (another repetition)", err);
+        if ((rc = nr_mpi_agree(rc, err)) < 0 || !more)
+            break;
+    }
+    if (rc < 0)
+        goto out;
+    if (g_mpi->rank == 0 && r->kind != NR_RUN_SWEEP) {
+        char line[192];
+        printf("Repetitions: %s\n", nr_repeat_describe(&r->rule, line, sizeof line));
+        fflush(stdout);
     }
     if (r->mon) {
         nr_sysmon_mark(r->mon, err);
@@ -673,17 +723,14 @@ int main(int argc, char **argv)
 {
     struct nr_error err = {0};
     struct nr_mpi mpi;
-    time_t started = time(NULL);
-    int rc = nr_mpi_init(&argc, &argv, &mpi, &err);
-    if (rc < 0)
-        return nr_mpi_finish(NR__PROG, rc, &err);
     g_mpi = &mpi;
-    struct nr__opts o = {.reps = 10, .msg_size = 1048576, .test_time_s = 5.0, .exponent = -1};
+    struct nr__opts o = {.reps = {.min = 10, .max = 10}, .msg_size = 1048576, .test_time_s = 5.0, .exponent = -1};
     const struct nr_opt opts[] = {
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Experiment", 0, 0, NULL, NULL},
         {NR_OPT_FLAG, 'i', "pingpong", &o.pingpong, NULL, "ping-pong (bidirectional) instead of stream", 0, 0, NULL, NULL},
         {NR_OPT_FLAG, 'n', "nonblocking", &o.nonblocking, NULL, "MPI_Isend/MPI_Irecv + MPI_Wait instead of MPI_Send/MPI_Recv", 0, 0, NULL, NULL},
-        {NR_OPT_INT, 'r', "repetitions", &o.reps, "N", "repetitions, or latency trials", 1, NR__MAX_REPS, NULL, NULL},
+        {NR_OPT_CALL, 'r', "repetitions", &o.reps, "N|MIN:MAX", "repetitions, or latency trials: N, or from MIN to MAX until the median is known to --precision", 1, NR__MAX_REPS, nr_repeat_parse_opt, "10"},
+        {NR_OPT_DOUBLE, 0, "precision", &o.reps.precision, "FRACTION", "with -r MIN:MAX: stop once the median's 90 % interval is within FRACTION of it", 0.0001, 0.5, NULL, "0.025"},
         {NR_OPT_SIZE, 'm', "message-size", &o.msg_size, "SIZE", "message size of fixed-size tests", 1, (double)INT32_MAX, NULL, NULL},
         {NR_OPT_DOUBLE, 't', "test-time", &o.test_time_s, "SECONDS", "time each run is calibrated to", 0.001, 3600, NULL, NULL},
         {NR_OPT_INT, 'e', "exponential", &o.exponent, "N", "sweep message sizes 1, 2, 4 .. 2^N bytes", 0, NR__MAX_EXPONENT, NULL, "off"},
@@ -693,6 +740,7 @@ int main(int argc, char **argv)
         {NR_OPT_FLAG, 0, "verify", &o.verify, NULL, "fill a pattern and check every received message's last copy", 0, 0, NULL, NULL},
         {NR_OPT_CALL, 0, "duet", &o.duet, "tcp|shm", "pair each repetition with a run outside MPI (TCP, shared memory), in random order: ratio MPI/yardstick", 0, 0, nr_duet_parse_kind, "off"},
         {NR_OPT_STRING, 0, "duet-iface", &o.duet_iface, "IFACE", "interface --duet tcp runs over", 0, 0, NULL, "loopback, ranks on one host"},
+        {NR_OPT_DOUBLE, 0, "deadline", &o.deadline_s, "SECONDS", "a run not done by then fails the job, naming the ranks that did not answer", 0, 86400, NULL, "from -t or --iterations"},
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Output", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 'o', "output", &o.out, "FILE", "write the results table (Hpcbench layout)", 0, 0, NULL, NULL},
         {NR_OPT_FLAG, 'c', "syslog", &o.syslog, NULL, "system logs FILE.m_log and FILE.s_log (needs -o)", 0, 0, NULL, NULL},
@@ -711,16 +759,18 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     nr_sysmon_log_init(&r.peer_log);
     r.mode = "stream";
-    rc = nr_mpi_parse(&set, argc, argv, &err);
-    nr_mpi_set_report(&mpi, NR__PROG, o.json, r.mode, started); /* the mode is set again once it is known */
+    int rc = nr_mpi_start(&argc, &argv, &set, &o.json, r.mode, &mpi, &err); /* the mode is set again once known */
+    if (rc == NR_OK)
+        rc = nr_repeat_check(&o.reps, "-r/--repetitions", "--precision", &err);
     if (rc == NR_OK)
         rc = nr__main(&o, &r, &err);
-    if (rc <= 0 && mpi.rank == 0 && o.json && nr__write_json(&o, &r, started, rc, &err) != 0 && rc == NR_OK)
+    if (rc <= 0 && mpi.rank == 0 && o.json && nr__write_json(&o, &r, mpi.started, rc, &err) != 0 && rc == NR_OK)
         rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
     nr_sysmon_close(r.mon);
     nr_duet_close(&r.duet);
     nr_sysmon_log_free(&r.peer_log);
     free(r.reps);
     free(r.rtt_us);
+    free(r.samples);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

@@ -11,6 +11,8 @@
 
 /* Seconds a failing rank leaves the launcher to forward its last words before MPI_Abort (nr_mpi_fail_loop). */
 #define NR__ABORT_GRACE_S 0.2
+/* Seconds every rank gives MPI_Finalize (and the agreement before it) once a watchdog runs. */
+#define NR__FINALIZE_S 60.0
 
 int nr_mpi_check(int mpi_rc, const char *what, struct nr_error *err)
 {
@@ -67,6 +69,18 @@ int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err)
     return NR_OK;
 }
 
+int nr_mpi_start(int *argc, char ***argv, const struct nr_opt_set *set, const char *const *json, const char *mode,
+                 struct nr_mpi *m, struct nr_error *err)
+{
+    time_t started = time(NULL);
+    int rc = nr_mpi_init(argc, argv, m, err);
+    if (rc < 0)
+        return rc;
+    rc = nr_mpi_parse(set, *argc, *argv, err);
+    nr_mpi_set_report(m, set->prog, *json, mode, started);
+    return rc;
+}
+
 int nr_mpi_agree(int rc, struct nr_error *err)
 {
     int me, size;
@@ -115,6 +129,7 @@ int nr_mpi_finish(const char *prog, int rc, struct nr_error *err)
     MPI_Initialized(&init);
     MPI_Finalized(&fini);
     if (init && !fini) {
+        nr_mpi_watch("the final agreement and MPI_Finalize", NR__FINALIZE_S);
         if (rc <= 0)
             rc = nr_mpi_agree(rc, err);
         MPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -124,6 +139,7 @@ int nr_mpi_finish(const char *prog, int rc, struct nr_error *err)
     fflush(stdout);
     if (init && !fini)
         MPI_Finalize();
+    nr_mpi_watch_stop();
     return rc > 0 ? NR_EXIT_OK : nr_exit_status(rc);
 }
 

@@ -59,6 +59,12 @@ void nr_mpi_fail_loop(const struct nr_mpi *m, struct nr_error *err);
 /* MPI_Init with errors returned (not fatal) on MPI_COMM_WORLD; fills m. */
 int nr_mpi_init(int *argc, char ***argv, struct nr_mpi *m, struct nr_error *err);
 
+/* The start every kernel's main shares: MPI_Init (nr_mpi_init), the options parsed on every rank and agreed on
+ * (nr_mpi_parse), and what a failing rank reports alone (nr_mpi_set_report: set->prog, *json once parsed, mode and
+ * the start time). Returns as nr_mpi_parse does, or nr_mpi_init's error; end with nr_mpi_finish either way. */
+int nr_mpi_start(int *argc, char ***argv, const struct nr_opt_set *set, const char *const *json, const char *mode,
+                 struct nr_mpi *m, struct nr_error *err);
+
 /* Turn an MPI return code into NR_E_MPI with the library's message; NR_OK for MPI_SUCCESS. */
 int nr_mpi_check(int mpi_rc, const char *what, struct nr_error *err);
 
@@ -72,6 +78,26 @@ int nr_mpi_parse(const struct nr_opt_set *set, int argc, char **argv, struct nr_
 
 /* Agree on rc, let rank 0 report a failure, finalize, and return the process exit status. */
 int nr_mpi_finish(const char *prog, int rc, struct nr_error *err);
+
+/* Deadlines (nr_watch.c). Every blocking phase of a kernel has one: a rank whose phase lasts longer than its budget
+ * (a stopped or frozen rank or node) ends the job within the budget plus 6 s (the probe's patience and the abort;
+ * 16 s more when rank 0 is the one stopped: NR_MPI_WATCH_SLACK_S in all), with one line that names the phase and the
+ * ranks (and nodes) that did not answer, the error document (--json, "failed_rank") and exit status 1. When every
+ * rank answers (alive: slow, or a hung library or network) rank 0 waits four budgets more, saying so, first. A
+ * watchdog thread per rank does this without MPI: it answers probes over TCP (a stopped process cannot), and when the
+ * deadline passes rank 0 probes every rank, or rank 1 probes rank 0 (nr_watch.c says how). Nothing runs in the timed
+ * loops: a phase is armed before it starts. */
+#define NR_MPI_WATCH_SLACK_S 25.0
+
+/* Collective: listen for probes, exchange the endpoints, start the thread, and arm the first phase. */
+int nr_mpi_watch_start(struct nr_mpi *m, double budget_s, const char *phase, struct nr_error *err);
+
+/* A new phase (what the error line names) with budget_s seconds from now (<= 0: no deadline). Local and cheap;
+ * call it outside timed loops. */
+void nr_mpi_watch(const char *phase, double budget_s);
+
+/* End the thread and close the listener (no-op when not started). */
+void nr_mpi_watch_stop(void);
 
 /* Bytes this rank may allocate: half the node's memory shared among the node's ranks. */
 uint64_t nr_mpi_memory_budget(const struct nr_mpi *m);

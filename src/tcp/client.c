@@ -40,7 +40,7 @@ static void nr__defaults(struct nr_tcptest *o)
     o->host = "localhost";
     o->port = NR_TCP_DEFAULT_PORT;
     o->exponent = -1;
-    o->reps = 10;
+    o->reps = (struct nr_repeat){.min = 10, .max = 10};
     o->msg_size = 65536;
     o->io_size = 8192; /* every seed-002 header: "Data size of each read/write (Bytes): 8192" */
     o->test_time_s = 5.0;
@@ -300,13 +300,15 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
     const struct nr_tcptest *o = c->o;
     struct nr_tcptest_result *r = c->r;
     int rc;
-    size_t nruns = r->kind == NR_RUN_SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps;
-    if (!(r->reps = calloc(nruns, sizeof *r->reps)))
+    size_t nruns = r->kind == NR_RUN_SWEEP ? (size_t)o->exponent + 1 : (size_t)o->reps.max;
+    if (!(r->reps = calloc(nruns, sizeof *r->reps)) || !(r->samples = calloc(nruns, sizeof *r->samples)))
         return nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (r->kind == NR_RUN_LATENCY && !(r->rtt_us = calloc(nruns, sizeof *r->rtt_us)))
         return nr_error_set(err, NR_E_NOMEM, "out of memory");
     uint64_t iterations = (uint64_t)o->iterations;
-    double target = iterations ? 0 : r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps : o->test_time_s;
+    /* a latency test's -t is the whole test at the minimum count of trials */
+    double target = iterations ? 0 : r->kind == NR_RUN_LATENCY ? o->test_time_s / o->reps.min : o->test_time_s;
+    r->rule = o->reps;
     nr_calib_init(&r->calib, target, nr__cap(r->kind == NR_RUN_SWEEP ? 1 : r->size_bytes));
     struct nr_rep warm;
     /* Warm-up: one untimed message before anything timed, also with --iterations (no calibration). */
@@ -333,8 +335,12 @@ static int nr__measure(struct nr__client *c, struct nr_error *err)
             r->rtt_us[i] = r->reps[i].local.elapsed_s / (double)n * 1e6;
         r->nreps = i + 1;
         r->nrtt = r->kind == NR_RUN_LATENCY ? i + 1 : 0;
-        nr_tcptest_print_run(r, i, nruns);
+        nr_tcptest_print_run(r, i);
+        r->samples[i] = r->kind == NR_RUN_LATENCY ? r->rtt_us[i] : r->reps[i].throughput_mbps;
+        if (r->kind != NR_RUN_SWEEP && !nr_repeat_more(&r->rule, r->samples, r->nreps))
+            break;
     }
+    nr_tcptest_print_end(r);
     return NR_OK;
 }
 
@@ -403,6 +409,8 @@ static int nr__check_options(const struct nr_tcptest *o, struct nr_error *err)
         return nr_error_set(err, NR_E_USAGE, "-P (plot) applies to throughput tests, not to -a/-A");
     if (o->iterations && o->exponent >= 0)
         return nr_error_set(err, NR_E_USAGE, "--iterations applies to fixed-size and latency tests, not to -e");
+    if (nr_repeat_sequential(&o->reps) && o->exponent >= 0)
+        return nr_error_set(err, NR_E_USAGE, "-r MIN:MAX stops repetitions of one size; -e runs each size once");
     return NR_OK;
 }
 
@@ -441,8 +449,12 @@ int main(int argc, char **argv)
          NULL},
         {NR_OPT_SIZE, 'A', "latency-size", &o.latency_size, "SIZE", "round-trip time test with SIZE-byte messages", 1,
          NR_TCP_MSG_MAX, NULL, "off"},
-        {NR_OPT_INT, 'r', "repetitions", &o.reps, "N", "repetitions (latency: trials)", 1, NR_TCP_REPS_MAX, NULL,
-         NULL},
+        {NR_OPT_CALL, 'r', "repetitions", &o.reps, "N|MIN:MAX",
+         "repetitions (latency: trials): N, or from MIN to MAX until the median is known to --precision", 1,
+         NR_TCP_REPS_MAX, nr_repeat_parse_opt, "10"},
+        {NR_OPT_DOUBLE, 0, "precision", &o.reps.precision, "FRACTION",
+         "with -r MIN:MAX: stop once the median's 90 % interval is within FRACTION of it", 0.0001, 0.5, NULL,
+         "0.025"},
         {NR_OPT_SIZE, 'm', "message-size", &o.msg_size, "SIZE", "message size of fixed-size tests", 1, NR_TCP_MSG_MAX,
          NULL, NULL},
         {NR_OPT_SIZE, 'd', "io-size", &o.io_size, "SIZE", "largest single read/write", 1, NR_TCP_IO_MAX, NULL, NULL},
@@ -485,6 +497,8 @@ int main(int argc, char **argv)
     }
     if (rc == 0)
         rc = nr__check_options(&o, &err);
+    if (rc == 0)
+        rc = nr_repeat_check(&o.reps, "-r/--repetitions", "--precision", &err);
     if (rc < 0) {
         nr_error_report("nr-tcptest", &err);
         return nr_exit_status(rc);
@@ -570,6 +584,7 @@ int main(int argc, char **argv)
     nr_sysmon_close(r.mon);
     nr_sysmon_log_free(&r.server_log);
     free(r.reps);
+    free(r.samples);
     free(r.rtt_us);
     return nr_exit_status(rc);
 }

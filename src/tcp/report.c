@@ -18,15 +18,22 @@ static void nr__latency_summary(FILE *f, const struct nr_tcptest_result *r)
     fprintf(f, "TCP RTT min/avg/max = %.3f/%.3f/%.3f usec\n", s.min, s.avg, s.max);
 }
 
-void nr_tcptest_print_run(const struct nr_tcptest_result *r, size_t i, size_t total)
+void nr_tcptest_print_run(const struct nr_tcptest_result *r, size_t i)
 {
-    if (r->kind == NR_RUN_LATENCY) {
+    if (r->kind == NR_RUN_LATENCY)
         printf("TCP Round Trip Time (%zu) : %.3f usec\n", i + 1, r->rtt_us[i]);
-        if (i + 1 == total)
-            nr__latency_summary(stdout, r);
-    } else {
+    else
         printf(" (%zu) : %f Mbps\n", i + 1, r->reps[i].throughput_mbps);
-    }
+    fflush(stdout);
+}
+
+void nr_tcptest_print_end(const struct nr_tcptest_result *r)
+{
+    char line[192];
+    if (r->kind == NR_RUN_LATENCY)
+        nr__latency_summary(stdout, r);
+    if (r->kind != NR_RUN_SWEEP)
+        printf("Repetitions: %s\n", nr_repeat_describe(&r->rule, line, sizeof line));
     fflush(stdout);
 }
 
@@ -77,11 +84,11 @@ static void nr__write_fixed(FILE *f, const struct nr_tcptest *o, const struct nr
 {
     nr__header(f, o, r);
     fprintf(f, "# Data size of each read/write (Bytes): %llu\n", (unsigned long long)r->io_bytes);
-    fprintf(f, "# Total data size sent of each test (Bytes): %llu\n",
-            (unsigned long long)(r->iterations * r->size_bytes));
+    char line[192];
+    nr_table_counts_line(f, "# Total data size sent of each test (Bytes): ", r->reps, r->nreps, r->size_bytes);
     fprintf(f, "# Message size (Bytes): %llu\n", (unsigned long long)r->size_bytes);
-    fprintf(f, "# Iteration: %llu\n", (unsigned long long)r->iterations);
-    fprintf(f, "# Test Repetition: %zu\n\n", r->nreps);
+    nr_table_counts_line(f, "# Iteration: ", r->reps, r->nreps, 1);
+    fprintf(f, "# Test Repetition: %s\n\n", nr_repeat_describe(&r->rule, line, sizeof line));
     nr_table_header(f, 1, nr__rep_cols, NR__NREP_COLS);
     double *tp = malloc((r->nreps ? r->nreps : 1) * sizeof *tp);
     for (size_t i = 0; i < r->nreps; i++) {
@@ -121,8 +128,10 @@ static void nr__write_latency(FILE *f, const struct nr_tcptest_result *r)
     fprintf(f, "# %s <--> %s\n", nr_hostname_short(r->client_host, cs, sizeof cs),
             nr_hostname_short(r->server_host, ss, sizeof ss));
     fprintf(f, "# TCP-send-buffer: %u TCP-recv-buffer: %u\n", r->sock_client.sndbuf_bytes, r->sock_client.rcvbuf_bytes);
-    fprintf(f, "# Message-size: %llu Iteration: %llu\n", (unsigned long long)r->size_bytes,
-            (unsigned long long)r->iterations);
+    char line[192], label[64];
+    snprintf(label, sizeof label, "# Message-size: %llu Iteration: ", (unsigned long long)r->size_bytes);
+    nr_table_counts_line(f, label, r->reps, r->nrtt, 1);
+    fprintf(f, "# Trials: %s\n", nr_repeat_describe(&r->rule, line, sizeof line));
     for (size_t i = 0; i < r->nrtt; i++)
         fprintf(f, "TCP Round Trip Time (%zu) : %.3f usec\n", i + 1, r->rtt_us[i]);
     nr__latency_summary(f, r);
@@ -227,7 +236,9 @@ int nr_tcptest_write_json(const char *path, const struct nr_tcptest *o, const st
     nr_json_kv_string(&j, "host", o->host);
     nr_json_kv_int(&j, "port", o->port);
     nr_json_kv_bool(&j, "blocking", !o->nonblocking);
-    nr_json_kv_int(&j, "repetitions", r->kind == NR_RUN_SWEEP ? 1 : o->reps);
+    nr_json_kv_int(&j, "repetitions", r->kind == NR_RUN_SWEEP ? 1 : o->reps.max);
+    if (r->kind != NR_RUN_SWEEP)
+        nr_json_kv_int(&j, "repetitions_min", o->reps.min);
     if (r->kind == NR_RUN_SWEEP)
         nr_json_kv_int(&j, "exponent", o->exponent);
     else
@@ -267,10 +278,12 @@ int nr_tcptest_write_json(const char *path, const struct nr_tcptest *o, const st
             nr_json_kv_stats(&j, r->kind == NR_RUN_LATENCY ? "rtt_us" : "throughput_mbps", &s);
             nr_json_end_object(&j);
             if (r->kind == NR_RUN_LATENCY)
-                nr_result_json_latency(&j, r->size_bytes, r->iterations, r->rtt_us, r->nrtt, &s);
+                nr_result_json_latency(&j, r->size_bytes, r->reps, r->rtt_us, r->nrtt, &s);
             free(v);
         }
     }
+    if (r->kind != NR_RUN_SWEEP && r->nreps > 0)
+        nr_repeat_json(&j, &r->rule);
     if (r->calib.runs)
         nr_calib_json(&j, &r->calib);
     nr_json_key(&j, "bytes");

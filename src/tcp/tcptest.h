@@ -19,7 +19,7 @@ struct nr_tcptest {
     int exponent;            /* -e/--exponential N: sweep 1..2^N bytes; -1 = fixed-size test */
     int latency;             /* -a/--latency: round-trip test with 64-byte messages */
     uint64_t latency_size;   /* -A/--latency-size SIZE: round-trip test with SIZE bytes; 0 = not given */
-    int reps;                /* -r/--repetitions: repetitions, or latency trials */
+    struct nr_repeat reps;   /* -r/--repetitions N | MIN:MAX, --precision: repetitions, or latency trials */
     uint64_t msg_size;       /* -m/--message-size */
     uint64_t io_size;        /* -d/--io-size: largest single read/write */
     double test_time_s;      /* -t/--time: each repetition is calibrated to last this long */
@@ -50,7 +50,10 @@ struct nr_tcptest_result {
     struct nr_tcp_sockinfo sock_client, sock_server;
     struct nr_rep *reps;            /* fixed: repetitions; sweep: one per size */
     size_t nreps;
-    uint64_t iterations;            /* fixed-size: iterations per repetition; latency: round trips per trial */
+    uint64_t iterations;            /* fixed-size: iterations per repetition; latency: round trips per trial (the
+                                       last one's: a re-checked calibration may change it, reps[i] has each) */
+    struct nr_repeat rule;          /* how many repetitions ran and why they stopped */
+    double *samples;                /* each repetition's figure (throughput, round trip): what the rule reads */
     struct nr_calib calib;          /* the calibration and what the measured runs achieved */
     uint64_t size_bytes;            /* fixed-size and latency message size */
     uint64_t io_bytes;              /* effective largest read/write: -d, at most the largest message */
@@ -63,8 +66,10 @@ struct nr_tcptest_result {
 };
 
 /* Writers (report.c). Each returns 0 or NR_E_IO with err filled. */
-/* The stdout line(s) of run i of total (the latency summary follows the last trial). */
-void nr_tcptest_print_run(const struct nr_tcptest_result *r, size_t i, size_t total);
+/* The stdout line of run i. */
+void nr_tcptest_print_run(const struct nr_tcptest_result *r, size_t i);
+/* The stdout lines after the last run: the latency summary, how many repetitions ran and why. */
+void nr_tcptest_print_end(const struct nr_tcptest_result *r);
 int nr_tcptest_write_output(const char *path, const struct nr_tcptest *o, const struct nr_tcptest_result *r,
                             struct nr_error *err);
 int nr_tcptest_write_syslogs(const char *path, const struct nr_tcptest_result *r, struct nr_error *err);

@@ -113,7 +113,8 @@ void nr_xfer_push(const struct nr_xfer *x)
     }
 }
 
-/* Classify a failed send/recv; EAGAIN in blocking mode means SO_SNDTIMEO/SO_RCVTIMEO expired. */
+/* Classify a failed send/recv; EAGAIN (no socket here has a send or receive timeout: a socket option set from
+ * outside) is reported as no progress. */
 static int nr__io_error(const struct nr_xfer *x, const char *what, struct nr_error *err)
 {
     if (errno == EAGAIN || errno == EWOULDBLOCK)

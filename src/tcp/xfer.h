@@ -3,9 +3,10 @@
  * These are the timed loops: they do nothing but send()/recv() of at most io_bytes per call and, in non-blocking
  * mode, poll() when the socket would block; bytes are counted as the kernel reports them moved (partial writes and
  * EAGAIN are normal in non-blocking mode). Payload content is not inspected: the server returns as many bytes as
- * it received, from its own buffer. Safety checks that must stay in the loop are cheap: the idle timeout is the
- * socket's SO_RCVTIMEO/SO_SNDTIMEO (blocking) or the poll() timeout (non-blocking), and the overall deadline
- * (server only) is compared with the clock once every 64 system calls.
+ * it received, from its own buffer. Safety checks that must stay in the loop are cheap: a process-wide watchdog
+ * timer ticks every NR_XFER_TICK_MS (a real-time signal that interrupts a blocked send()/recv(), in either mode; no
+ * SO_RCVTIMEO/SO_SNDTIMEO), and only after a tick or an interrupted call is the clock read and the idle timeout
+ * (idle_ms: no byte moved for that long) and the deadline (deadline_ns) checked.
  *
  * When a side has queued its last bytes of a run it pushes them out (nr_xfer_push): otherwise Nagle's algorithm
  * (or TCP_CORK) may hold a final partial segment until the peer's delayed ACK, adding up to 40 ms (200 ms) to the

@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import math
 import os
 import random
 import re
@@ -1174,6 +1175,48 @@ def case_old_peers():
     old.close()
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1 and len(lines) == 1 and "version 1, this side version 2" in lines[0], r.stderr
+
+
+def case_repetition_rule():
+    """-r MIN:MAX --precision F: the client stops once the median's 90 % interval (the k-th smallest and largest
+    repetition, binomial tails) is within F of the median, else at MAX; the JSON, stdout and -o say how many ran and
+    why, and -o lists each repetition's iteration count."""
+    def half_width(xs):
+        n, s = len(xs), sorted(xs)
+        ks = [c for c in range(1, (n + 1) // 2 + 1) if sum(math.comb(n, i) for i in range(c)) / 2 ** n <= 0.05]
+        med = statistics.median(s)
+        return max(med - s[max(ks) - 1], s[n - max(ks)] - med) / med if ks else math.inf
+
+    def stopped_first(xs, lo, hi, precision, rule):
+        n = len(xs)
+        assert all(half_width(xs[:k]) > precision for k in range(lo, n)), (n, xs, "an earlier count met it")
+        assert n == hi or half_width(xs) <= precision, (n, xs)
+        assert rule["ran"] == n and (rule["stopped"] == "precision") == (half_width(xs) <= precision), (rule, xs)
+
+    with Server() as s:
+        r = ok(tcptest(s.port, "-r", "5:9", "--precision", "0.5", *FAST, "-o", path("seq"), "--json", path("seq.json")))
+        j = load_json("seq.json")
+        tp = [rep["throughput_mbps"] for rep in j["repetitions"]]
+        rule = j["repetitions_rule"]
+        stopped_first(tp, 5, 9, 0.5, rule)
+        why = "precision reached" if rule["stopped"] == "precision" else "maximum count reached"
+        assert f"Repetitions: {len(tp)} of 5..9: {why}" in r.stdout, r.stdout
+        text = read("seq")
+        assert f"# Test Repetition: {len(tp)} of 5..9: {why}" in text, text
+        counts = [rep["iterations"] for rep in j["repetitions"]]
+        listed = [int(x) for x in re.search(r"^# Iteration: ([\d ]+)", text, re.M).group(1).split()]
+        assert listed == (counts if len(set(counts)) > 1 else counts[:1]), (listed, counts)
+        ok(tcptest(s.port, "-A", "8", "-r", "5:7", "--precision", "0.5", "-t", "0.1", "--json", path("lat.json")))
+        lat = load_json("lat.json")
+        stopped_first(lat["latency"]["rtt_us"], 5, 7, 0.5, lat["repetitions_rule"])
+        assert len(lat["latency"]["trial_iterations"]) == len(lat["latency"]["rtt_us"]), lat["latency"]
+        ok(tcptest(s.port, "-r", "3", *FAST, "-o", path("fixed"), "--json", path("fixed.json")))
+        assert load_json("fixed.json")["repetitions_rule"]["stopped"] == "fixed"
+        assert "# Test Repetition: 3\n" in read("fixed")
+    for bad, why in ((["-r", "3", "--precision", "0.1"], "--precision goes with"), (["-r", "6:5"], "MIN 6 > MAX 5"),
+                     (["-e", "4", "-r", "3:5"], "-e runs each size once")):
+        r = tcptest(1, *bad)
+        assert r.returncode == 2 and why in r.stderr, (bad, r.returncode, r.stderr)
 
 
 def main():

@@ -89,6 +89,81 @@ static void test_stats(void)
     CHECK_NEAR(s.stddev, 1.0, 1e-6);
 }
 
+/* The median's distribution-free interval (binomial order statistics) and the sequential stopping rule. */
+static void test_repeat(void)
+{
+    double lo = 0, hi = 0, cov = 0;
+    double four[] = {1, 2, 3, 4};
+    CHECK(!nr_median_ci(four, 4, 0.90, &lo, &hi, &cov)); /* [min, max] of 4 covers 87.5 % < 90 % */
+    double five[] = {5, 1, 4, 2, 3};
+    CHECK(nr_median_ci(five, 5, 0.90, &lo, &hi, &cov) && lo == 1 && hi == 5);
+    CHECK_NEAR(cov, 1 - 2.0 / 32, 1e-12);
+    CHECK(!nr_median_ci(five, 5, 0.95, &lo, &hi, &cov)); /* 95 % needs 6 */
+    /* n = 10 at 90 %: P(B <= 1) = 11/1024 <= 0.05, P(B <= 2) = 56/1024 > 0.05: the 2nd smallest and 2nd largest */
+    double ten[] = {10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+    CHECK(nr_median_ci(ten, 10, 0.90, &lo, &hi, &cov) && lo == 2 && hi == 9);
+    CHECK_NEAR(cov, 1 - 2 * 11.0 / 1024, 1e-12);
+    /* a large n stays finite (2^-n underflows; the sums are taken in log space) */
+    static double many[2000];
+    for (int i = 0; i < 2000; i++)
+        many[i] = i;
+    CHECK(nr_median_ci(many, 2000, 0.90, &lo, &hi, &cov) && lo > 900 && lo < 1000 && hi > 1000 && hi < 1100);
+
+    struct nr_error e;
+    struct nr_repeat r = {0};
+    const struct nr_opt ropt = {NR_OPT_CALL, 'r', "repetitions", &r, "N|MIN:MAX", "", 1, 100, nr_repeat_parse_opt,
+                                NULL};
+    nr_error_clear(&e);
+    CHECK(nr_repeat_parse_opt("7", &r, &ropt, &e) == 0 && r.min == 7 && r.max == 7 && !nr_repeat_sequential(&r));
+    CHECK(nr_repeat_parse_opt("5:20", &r, &ropt, &e) == 0 && r.min == 5 && r.max == 20 && nr_repeat_sequential(&r));
+    const char *bad[] = {"", ":", "5:", ":5", "a", "5:x", "5:20:30", "-1", "+5", "0", "5:101", "20:5", NULL};
+    const int code[] = {NR_E_PARSE, NR_E_PARSE, NR_E_PARSE, NR_E_PARSE, NR_E_PARSE, NR_E_PARSE, NR_E_PARSE,
+                        NR_E_PARSE, NR_E_PARSE, NR_E_RANGE, NR_E_RANGE, NR_E_PARSE};
+    for (int i = 0; bad[i]; i++) {
+        nr_error_clear(&e);
+        int rc = nr_repeat_parse_opt(bad[i], &r, &ropt, &e);
+        if (rc != code[i])
+            fprintf(stderr, "-r '%s': %d (%s)\n", bad[i], rc, e.detail);
+        CHECK(rc == code[i] && strstr(e.detail, "-r/--repetitions") != NULL);
+    }
+    /* --precision only with MIN:MAX; the default otherwise */
+    r = (struct nr_repeat){.min = 5, .max = 5, .precision = 0.01};
+    nr_error_clear(&e);
+    CHECK(nr_repeat_check(&r, "-r", "--precision", &e) == NR_E_USAGE && strstr(e.detail, "--precision") != NULL);
+    r = (struct nr_repeat){.min = 5, .max = 20};
+    CHECK(nr_repeat_check(&r, "-r", "--precision", &e) == 0 && r.precision == NR_REPEAT_PRECISION_DEFAULT);
+
+    /* Quiet samples stop at the minimum once an interval exists; noisy ones run to the maximum. */
+    double quiet[20], noisy[20];
+    for (int i = 0; i < 20; i++)
+        quiet[i] = 100 + (i % 3) * 0.1, noisy[i] = 100 + (i % 2 ? 30 : -30) + i;
+    r = (struct nr_repeat){.min = 3, .max = 20, .precision = 0.01};
+    int n = 0;
+    while (nr_repeat_more(&r, quiet, (size_t)++n))
+        ;
+    CHECK(n == NR_REPEAT_MIN_CI && r.reason == NR_REPEAT_PRECISION && r.have_ci && r.half_width <= 0.01);
+    r = (struct nr_repeat){.min = 6, .max = 20, .precision = 0.01};
+    n = 0;
+    while (nr_repeat_more(&r, quiet, (size_t)++n))
+        ;
+    CHECK(n == 6 && r.reason == NR_REPEAT_PRECISION); /* never below the minimum */
+    r = (struct nr_repeat){.min = 5, .max = 20, .precision = 0.01};
+    n = 0;
+    while (nr_repeat_more(&r, noisy, (size_t)++n))
+        ;
+    CHECK(n == 20 && r.reason == NR_REPEAT_MAX && r.half_width > 0.01);
+    char line[160];
+    CHECK(strstr(nr_repeat_describe(&r, line, sizeof line), "20 of 5..20: maximum count reached") != NULL);
+    /* A fixed count runs to its end whatever the samples say. */
+    r = (struct nr_repeat){.min = 5, .max = 5};
+    n = 0;
+    while (nr_repeat_more(&r, noisy, (size_t)++n))
+        ;
+    CHECK(n == 5 && r.reason == NR_REPEAT_FIXED);
+    CHECK_STR(nr_repeat_describe(&r, line, sizeof line), "5");
+    CHECK_STR(nr_repeat_reason_name(NR_REPEAT_PRECISION), "precision");
+}
+
 static void test_buckets(void)
 {
     double x[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10};
@@ -633,7 +708,7 @@ int main(int argc, char **argv)
 {
     static const struct nr_test_case cases[] = {
         {"size_parse", test_size_parse}, {"size_list", test_size_list}, {"stats", test_stats},
-        {"buckets", test_buckets},       {"opt_parse", test_opt_parse}, {"json", test_json},
+        {"buckets", test_buckets},       {"repeat", test_repeat},       {"opt_parse", test_opt_parse}, {"json", test_json},
         {"result_json", test_result_json}, {"errors", test_errors},   {"sha256", test_sha256},
         {"sysmon", test_sysmon},         {"table", test_table},         {"buffer", test_buffer},
         {"json_utf8", test_json_utf8},   {"calibrate", test_calibrate},

@@ -22,12 +22,15 @@
  *                        names (for this fault by default every rank) busy-waits N microseconds before the real call:
  *                        an MPI stack whose per-message latency regressed. A clock loop, not a sleep, whose
  *                        granularity (50 us and more) would swamp a delay of a few microseconds.
+ *   NR_FAULT_PIDDIR=DIR  every rank writes its process id to DIR/rank.N once MPI_Init returned, so a test can stop
+ *                        (SIGSTOP) one chosen rank.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NR__DATA_TAG 1
 #define NR__MAX_PENDING 64
@@ -167,6 +170,24 @@ static const void *nr__corrupt(const void *buf, int count, MPI_Datatype type, in
     memcpy(copy, buf, bytes);
     copy[bytes / 2] ^= 0x01;
     return copy;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    const char *dir = getenv("NR_FAULT_PIDDIR");
+    if (rc == MPI_SUCCESS && dir) {
+        char path[4096], tmp[4200];
+        snprintf(path, sizeof path, "%s/rank.%d", dir, nr__rank());
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = fopen(tmp, "w");
+        if (f) {
+            fprintf(f, "%ld\n", (long)getpid());
+            if (fclose(f) == 0)
+                rename(tmp, path);
+        }
+    }
+    return rc;
 }
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)

@@ -382,16 +382,184 @@ def case_mpitest_calibration_slow_phase(d):
     """The probes and the first run on a busy machine, then the load lets up: with the count calibrated for the busy
     machine the later runs lasted a few percent of the target and the test failed (exit 3). Every run is re-checked
     now: the first that falls short is run again with the count its own rate gives, and that count holds on."""
-    js = os.path.join(d, 'slow.json')
+    js, out = os.path.join(d, 'slow.json'), os.path.join(d, 'slow')
     # 2 ms before each of rank 0's first 33 sends: the warm-up, the probes and the first run (about 24 round trips)
-    run('nr-mpitest-faulty', 2, '-a', '-A', '1k', '-r', 4, '-t', 0.2, '--json', js,
+    run('nr-mpitest-faulty', 2, '-a', '-A', '1k', '-r', 4, '-t', 0.2, '--json', js, '-o', out,
         env={'NR_FAULT_STALL': 'Send:1:2:33'})
     r = load(js)
     cal, lat = r['calibration'], r['latency']
+    # every trial's own count, in the JSON and in the -o header (not only the last one)
+    counts = lat['trial_iterations']
+    check(len(counts) == 4 and counts[-1] == lat['iterations'], f'one count per trial: {counts}')
+    header = re.search(r'^# Iteration : ([\d ]+)', open(out).read(), re.M)
+    listed = [int(x) for x in header[1].split()] if header else []
+    check(listed == (counts if len(set(counts)) > 1 else counts[:1]), f'-o header {listed} against {counts}')
     print(f'slow phase: round trips {[round(t, 1) for t in lat["rtt_us"]]} us, {cal["recalibrations"]} re-runs, '
           f'{lat["iterations"]} per run at the end, shortest run {cal["achieved_min_s"]:.4f} s')
     check(cal['runs'] == 4 and cal['recalibrations'] >= 1, f'a short run was run again: {cal}')
     check(cal['far_short_runs'] == 0 and 2 * cal['short_runs'] < cal['runs'], f'no run far short of the target: {cal}')
+
+
+def ci_of_median(xs):
+    """The interval the repetition rule must use: the k-th smallest and largest sample, k from the binomial tails
+    at 90 % (None below 5 samples)."""
+    n, xs = len(xs), sorted(xs)
+    ks = [c for c in range(1, (n + 1) // 2 + 1) if sum(math.comb(n, i) for i in range(c)) / 2 ** n <= 0.05]
+    return (xs[max(ks) - 1], xs[n - max(ks)]) if ks else None
+
+
+def half_width(xs):
+    ci, med = ci_of_median(xs), statistics.median(xs)
+    return max(med - ci[0], ci[1] - med) / med if ci else math.inf
+
+
+def stopped_first(xs, lo, hi, precision, rule):
+    """The rule stopped at the first count from lo that met the precision, else at hi, and says which."""
+    n = len(xs)
+    check(all(half_width(xs[:k]) > precision for k in range(lo, n)), f'{n} ran: an earlier count met it')
+    check(n == hi or half_width(xs) <= precision, f'{n} of {lo}..{hi} ran without the precision')
+    check(rule['ran'] == n and (rule['stopped'] == 'precision') == (half_width(xs) <= precision),
+          f'why it stopped: {rule} for {xs}')
+
+
+def case_mpitest_repetition_rule(d):
+    """-r MIN:MAX: rank 0 stops the repetitions once the median's 90 % interval (order statistics) is within
+    --precision of it, or at MAX; both ranks follow its decision, and the JSON and -o say how many ran and why."""
+    def rule(*opts):
+        js, out = os.path.join(d, 'r.json'), os.path.join(d, 'r')
+        p = run('nr-mpitest', 2, *opts, '-t', 0.02, '-m', '4k', '--json', js, '-o', out)
+        doc = load(js)
+        return doc, doc['repetitions_rule'], p.stdout, open(out).read()
+
+    # a loose precision: stops once an interval exists, unless the machine is wildly noisy (then at the maximum)
+    doc, rr, stdout, text = rule('-r', '5:9', '--precision', 0.5)
+    tp = [rep['throughput_mbps'] for rep in doc['repetitions']]
+    stopped_first(tp, 5, 9, 0.5, rr)
+    reason = 'precision reached' if rr['stopped'] == 'precision' else 'maximum count reached'
+    check(rr['median'] == doc['summary']['throughput_mbps']['median'], f'the median: {rr}')
+    lo, hi = ci_of_median(tp)
+    check(math.isclose(rr['median_ci'][0], lo) and math.isclose(rr['median_ci'][1], hi), f'{rr} against {lo}, {hi}')
+    check(f'Repetitions: {len(tp)} of 5..9: {reason}' in stdout and
+          f'# Test repetition: {len(tp)} of 5..9: {reason}' in text, 'stdout and -o say why it stopped')
+    print(f'-r 5:9 --precision 0.5: {len(tp)} ran, {rr["stopped"]}, +-{100 * rr["half_width"]:.1f} %')
+    # a precision no machine reaches: runs to the maximum and says so
+    doc, rr, stdout, text = rule('-r', '2:6', '--precision', 1e-4)
+    check(rr['stopped'] == 'max' and rr['ran'] == 6 == len(doc['repetitions']), f'stopped at the maximum: {rr}')
+    check('maximum count reached' in stdout and '# Test repetition: 6 of 2..6: maximum count reached' in text, text)
+    # the latency test: trials are the repetitions
+    js = os.path.join(d, 'l.json')
+    run('nr-mpitest', 2, '-A', 8, '-r', '5:7', '--precision', 0.5, '-t', 0.05, '--json', js)
+    doc = load(js)
+    rtt = doc['latency']['rtt_us']
+    stopped_first(rtt, 5, 7, 0.5, doc['repetitions_rule'])
+    check(len(rtt) == doc['repetitions_rule']['ran'] == len(doc['latency']['trial_iterations']),
+          f'latency trials: {doc["repetitions_rule"]}')
+    # a fixed count is today's -r N, unchanged
+    doc, rr, stdout, text = rule('-r', 3)
+    check(rr['stopped'] == 'fixed' and rr['precision'] is None and len(doc['repetitions']) == 3 and
+          '# Test repetition: 3\n' in text, f'fixed count: {rr}')
+    for bad, why in ((['-r', '3', '--precision', '0.1'], '--precision goes with'), (['-r', '6:5'], 'MIN 6 > MAX 5'),
+                     (['-r', '0:5'], 'outside the allowed range'), (['-e', 4, '-r', '3:5'], '-e runs each size once')):
+        p = run('nr-mpitest', 2, *bad, expect=2)
+        check(why in p.stderr, f'{bad}: {p.stderr}')
+
+
+def case_coll_ebb_repetition_rule(d):
+    """nr-mpicoll's runs of a point and nr-ebb's rounds of a size follow the same rule (-r MIN:MAX, --precision):
+    every point's runs, their operation counts and the rule's outcome in the JSON; every rank stops together."""
+    js = os.path.join(d, 'c.json')
+    run('nr-mpicoll', 2, '-t', 0.005, '-r', '5:7', '--precision', 0.5, '-s', '8,1000', '-T', 'bcast,allreduce',
+        '--json', js)
+    for t in load(js)['tests']:
+        for p in t['points']:
+            times, rule = p['runs_time_per_op_us'], p['repetitions_rule']
+            stopped_first(times, 5, 7, 0.5, rule)
+            check(len(p['runs_iterations']) == len(times) and all(k >= 1 for k in p['runs_iterations']) and
+                  p['runs_iterations'][-1] == p['iterations'], f'{t["name"]}: one count per run: {p}')
+            check(math.isclose(p['time_per_op_us'], min(times)), f'{t["name"]}: the best of the runs that ran')
+    js = os.path.join(d, 'e.json')
+    run('nr-ebb', 2, '-s', '4096-8192', '-r', '5:8', '--precision', 0.5, '-n', 4, '--json', js)
+    for size in load(js)['sizes']:
+        bw = [r['bandwidth_mb_per_s'] for r in size['rounds']]
+        stopped_first(bw, 5, 8, 0.5, size['repetitions_rule'])
+        check(size['rounds_run'] == len(bw) and size['connections'] == 2 * len(bw), f'P x rounds connections: {size}')
+    p = run('nr-ebb', 2, '-r', '3', '--precision', '0.1', expect=2)
+    check('--precision goes with -r/--rounds MIN:MAX' in p.stderr, p.stderr)
+
+
+def stop_one_rank(d, kernel, np, victim, opts, ready, deadline, slack):
+    """Start the test build of kernel, SIGSTOP rank `victim` once stdout shows `ready`, and check the job ends within
+    the deadline plus slack seconds, exit status 1, naming the stopped rank and its node."""
+    piddir = tempfile.mkdtemp(dir=d)
+    out_path, js = os.path.join(piddir, 'stdout'), os.path.join(piddir, 'r.json')
+    cmd = [ARGS.mpiexec, ARGS.np_flag, str(np)] + shlex.split(ARGS.preflags) + \
+        [os.path.join(ARGS.test_bin, kernel + '-faulty')] + [str(o) for o in opts] + \
+        ['--deadline', str(deadline), '--json', js]
+    env = dict(os.environ, NR_FAULT_PIDDIR=piddir)
+    victim_pid = None
+    with open(out_path, 'w') as out, subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env,
+                                                       start_new_session=True) as proc:
+        try:
+            t_start = time.monotonic()
+            while not re.search(ready, open(out_path).read()):
+                if proc.poll() is not None or time.monotonic() - t_start > 120:
+                    sys.exit(f'FAIL: {kernel}: never reached {ready!r} (exit {proc.poll()}): '
+                             f'{open(out_path).read()}\n{proc.stderr.read() if proc.poll() is not None else ""}')
+                time.sleep(0.05)
+            victim_pid = int(open(os.path.join(piddir, f'rank.{victim}')).read())
+            os.kill(victim_pid, signal.SIGSTOP)
+            stopped = time.monotonic()
+            _, err = proc.communicate(timeout=deadline + slack + 60)
+            took = time.monotonic() - stopped
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            sys.exit(f'FAIL: {kernel}: rank {victim} stopped, the job still ran {deadline + slack + 60} s later')
+        finally:
+            if victim_pid:   # the launcher normally kills it; never leave a stopped rank behind
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.kill(victim_pid, sig)
+                    except ProcessLookupError:
+                        break
+    host = socket.gethostname().split('.')[0]
+    print(f'{kernel}: rank {victim} stopped: exit {proc.returncode} after {took:.1f} s '
+          f'(deadline {deadline} s); {err.strip().splitlines()[0] if err.strip() else "(no stderr)"}')
+    check(proc.returncode == 1, f'{kernel}: exit status {proc.returncode}, expected 1:\n{err}')
+    check(took <= deadline + slack, f'{kernel}: ended {took:.1f} s after the stop, deadline {deadline} + {slack} s')
+    named = re.search(rf'rank {victim} \(node ([^)]+)\) did not answer', err)
+    check(named and named[1] == host, f'{kernel}: the stopped rank and its node named:\n{err}')
+    check(err.count('did not answer') == 1, f'{kernel}: one error line, not one per rank:\n{err}')
+    doc = load(js)
+    check(doc['status'] == 'error' and f'rank {victim} (node {host}) did not answer' in doc['error'],
+          f'{kernel}: the error document names it: {doc.get("error")}')
+
+
+def case_watchdog_mpitest(d):
+    """A stopped rank (SIGSTOP) in the middle of nr-mpitest's repetitions: rank 0 finds it silent when its run's
+    deadline passes and ends the job, naming it (3 of 3)."""
+    for _ in range(3):
+        stop_one_rank(d, 'nr-mpitest', 2, 1, ['-r', 1000, '-t', 0.05, '-m', '4k'], r'\(1\) Throughput', 5, 8)
+    # a slow run is not a stopped rank: rank 0 stalls 3 s in one send of a run whose deadline is 2 s; every rank
+    # answers the probe, so rank 0 says so and waits, and the test ends well
+    js = os.path.join(d, 'slow.json')
+    p = run('nr-mpitest-faulty', 2, '--iterations', 5, '-r', 2, '-m', '1k', '--deadline', 2, '--json', js,
+            env={'NR_FAULT_STALL': 'Send:3:3000'})
+    check('every rank answers: waiting' in p.stderr and load(js)['status'] == 'ok', f'slow, not stopped: {p.stderr}')
+
+
+def case_watchdog_mpicoll(d):
+    """A stopped rank in nr-mpicoll's timed loops of MPI_Allreduce on 3 ranks (3 of 3)."""
+    for _ in range(3):
+        stop_one_rank(d, 'nr-mpicoll', 3, 2, ['-t', 0.05, '-r', 1000, '-s', 8, '-T', 'allreduce'], r'Luecke', 5, 8)
+
+
+def case_watchdog_ebb(d):
+    """A stopped rank 0 in nr-ebb's rounds on 4 ranks: rank 1 waits for rank 0 to report, then probes it and names
+    it (3 of 3); and a stopped rank 3, which rank 0 names."""
+    for _ in range(3):
+        stop_one_rank(d, 'nr-ebb', 4, 0, ['-s', '4096-4096', '-r', 100000, '-n', 20], r'round 0:', 5, 25)
+    stop_one_rank(d, 'nr-ebb', 4, 3, ['-s', '4096-4096', '-r', 100000, '-n', 20], r'round 0:', 5, 8)
 
 
 def case_mpi_library_version(d):

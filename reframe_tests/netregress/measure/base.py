@@ -37,7 +37,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 
-from ..judge import bands, figures
+from ..judge import bandrules, bands, figures
 from . import interconnects, provenance, results, slurm
 from ..judge.bands import fraction_of
 
@@ -97,6 +97,14 @@ def known_fault(faults: Sequence[Mapping], check: str, interconnect: str, oversu
             return fault['reason']
     return None
 
+
+def repetition_precision(kind: str) -> float:
+    """The sequential rule's target for a figure of this kind: a band of +-x needs the median known to about
+    +-x/4, and the narrowest band a figure gets is its kind's floor (config/interconnects.yaml ``baselines.floor``:
+    5 % for a link-bound throughput gives 1.25 %, 10 % for CPU-bound and latency figures gives 2.5 %). A wider band
+    drawn from a noisy figure's own spread only needs less."""
+    floor = bandrules.load().floor
+    return floor.get(kind, floor.get('throughput', 0.05)) / 4
 
 class NetregressCheck(rfm.RunOnlyRegressionTest):
     """Abstract base: interconnect parameter, placement, provenance counters and references."""
@@ -186,6 +194,16 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
     #: :type: :class:`float`
     #: :default: ``1.0``
     link_bound_repetition_s = variable(float, value=1.0)
+
+    #: The sequential repetition rule of the kernels (``-r MIN:MAX --precision P``, docs/mpi.md "Repetitions"):
+    #: repetitions of 1/``repetition_split`` of the check's time, at least its count and at most that many times it,
+    #: stopped once the median's 90 % interval is within a quarter of the narrowest band the figure can be judged by
+    #: (:func:`repetition_precision`). A quiet host stops at the minimum, a noisy one spends at most what the fixed
+    #: count spent. 1: the fixed count of full-length repetitions.
+    #:
+    #: :type: :class:`int`
+    #: :default: ``3``
+    repetition_split = variable(int, value=3)
 
     #: Transports the MPI library reported (filled by sanity; goes to the perflog).
     #:
@@ -418,10 +436,19 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         self.fixed_references = {**self.fixed_references, 'fraction_of_link': (1.0, lower, upper)}
 
     def repetition_s(self, default: float) -> float:
-        """Seconds per repetition: ``default``, or at least ``link_bound_repetition_s`` for a link-bound stream."""
+        """Seconds per repetition: ``default`` (split by the sequential rule), or at least
+        ``link_bound_repetition_s`` for a link-bound stream."""
+        split = round(default / max(self.repetition_split, 1), 6)
         if self.link_bound_metric and self.ic.rate_mbps:
-            return max(default, self.link_bound_repetition_s)
-        return default
+            return max(split, self.link_bound_repetition_s)
+        return split
+
+    def repetition_opts(self, count: int, kind: str) -> list[str]:
+        """``-r`` for ``count`` repetitions of a figure of this kind: the fixed count, or the sequential rule from
+        ``count`` to ``repetition_split`` x ``count``."""
+        if self.repetition_split <= 1:
+            return ['-r', str(count)]
+        return ['-r', f'{count}:{count * self.repetition_split}', '--precision', f'{repetition_precision(kind):g}']
 
     @run_before('performance')
     def apply_references(self):

@@ -7,6 +7,7 @@
  *   nr/timer.h   monotonic clock, sleeping, getrusage process times
  *   nr/host.h    host names, time stamps for headers
  *   nr/stats.h   min/avg/max/median/stddev, bucket histograms
+ *   nr/repeat.h  repetition counts: fixed, or stopped when the median's interval is narrow enough
  *   nr/size.h    sizes with k/M/G suffixes, size lists and MIN-MAX ranges
  *   nr/opt.h     option tables, parser, generated --help
  *   nr/json.h    streaming JSON writer
@@ -25,6 +26,7 @@
 #include "nr/host.h"
 #include "nr/json.h"
 #include "nr/opt.h"
+#include "nr/repeat.h"
 #include "nr/result.h"
 #include "nr/sha256.h"
 #include "nr/size.h"

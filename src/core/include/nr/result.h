@@ -73,8 +73,10 @@ void nr_result_json_reps(struct nr_json *j, const struct nr_rep *reps, size_t n,
 void nr_result_json_sweep(struct nr_json *j, const struct nr_rep *points, size_t n, const char *local_role,
                           const char *peer_role);
 
-/* "latency": {size_bytes, iterations, rtt_us: [...], min_us, avg_us, max_us, median_us, stddev_us} */
-void nr_result_json_latency(struct nr_json *j, uint64_t size_bytes, uint64_t iterations, const double *rtt_us,
+/* "latency": {size_bytes, iterations, trial_iterations: [...], rtt_us: [...], min_us, avg_us, max_us, median_us,
+ * stddev_us}: trials[i] is trial i's record (its round trips, which a re-checked calibration may change between
+ * trials: trial_iterations lists them, iterations is the last trial's). */
+void nr_result_json_latency(struct nr_json *j, uint64_t size_bytes, const struct nr_rep *trials, const double *rtt_us,
                             size_t n, const struct nr_stats *s);
 
 #endif

@@ -9,11 +9,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct nr_error;
 
 struct nr_stats;
+struct nr_rep;
 
 /* One column: up to three header lines (NULL = blank), width in characters, decimals (0 = integer). */
 struct nr_table_col {
@@ -28,6 +30,11 @@ void nr_table_header(FILE *f, int label_width, const struct nr_table_col *cols, 
 /* One row: label left-aligned in label_width, then v[i] right-aligned in cols[i]. */
 void nr_table_row(FILE *f, const char *label, int label_width, const struct nr_table_col *cols, size_t ncols,
                   const double *v);
+
+/* A header line of per-repetition counts: label then each repetition's iterations x factor (factor 1: the
+ * iteration count; the message size: the bytes of a repetition), one number when every repetition had the same
+ * count, else one per repetition (a re-checked calibration changes the count between repetitions). */
+void nr_table_counts_line(FILE *f, const char *label, const struct nr_rep *reps, size_t n, uint64_t factor);
 
 /* "# <what> statistics : Average 937.9449   Minimum 936.2530   Maximum 939.0060" (4 decimals). */
 void nr_table_stats_line(FILE *f, const char *what, const struct nr_stats *s);

@@ -1,6 +1,8 @@
 /* Monotonic timers and process times.
  *
- * Every measurement in netregress is taken with CLOCK_MONOTONIC (never gettimeofday, which jumps with NTP).
+ * The measurements of the TCP kernels and the core are taken with CLOCK_MONOTONIC (never gettimeofday, which jumps
+ * with NTP); the MPI kernels time their loops with MPI_Wtime, the MPI library's own clock, and use these functions
+ * for everything around the loops.
  * Process user/system times come from getrusage(RUSAGE_SELF) and are reported per repetition as in the
  * Hpcbench tables (C-process/S-process User-mode and System-mode columns).
  */

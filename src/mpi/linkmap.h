@@ -1,0 +1,284 @@
+/* nr-linkmap: the link test of a whole partition as one MPI job (one rank per node), the idea of LLNL's mpiGraph
+ * (written anew here): in every round each rank sends to one rank and receives from one rank, all pairs at once,
+ * and the job ends with the N x N matrix of directed-pair bandwidths.
+ *
+ * Plans. `--plan shift` (default): rounds k = 1 .. N-1, in round k rank r sends to (r+k) mod N and receives from
+ * (r-k) mod N, so every directed pair is measured once. `--plan-file FILE`: the caller's rounds (one round per line
+ * of SRC>DST pairs by rank number or host name, docs/mpi.md), checked on rank 0 and broadcast.
+ *
+ * Transports. `--transport mpi` (default): -w messages of -m bytes in flight (MPI_Isend / MPI_Irecv), the sender
+ * sends until -t seconds after the round's start and then a 16-byte end marker that carries its message count.
+ * `--transport tcp`: MPI is only the control plane; every rank listens on the IPv4 address of --bind-iface (or
+ * --bind-addr), addresses and ports are exchanged with MPI_Allgather, and the data moves over a TCP connection from
+ * sender to receiver whose first 32 bytes carry a per-job random token (MPI_Bcast from rank 0): a connection without
+ * it is closed and counted. The receiver returns its byte count when the sender has shut its side down.
+ *
+ * Rechecks (`--recheck-below F`). When the plan's rounds are done, rank 0 takes each direction's best ok rate over
+ * the rounds (steady_mbps, else mbps: as the link verdict reads it), a link's figure its slower direction, and
+ * measures every direction below F x the upper median link once more, alone in a round of its own (slowest first, at
+ * most --recheck-max). On shared CPUs a healthy link's stream read 0.44-0.6 x the median when the host's scheduler
+ * starved it for a moment: such a stall passes its recheck, a slow link stays slow. The recheck rounds are recorded
+ * as any round, so a verdict that takes each direction's best round sees them; they cost at most --recheck-max
+ * rounds of one pair each. A failed pair is not rechecked: its failure stands.
+ *
+ * Bounded time. Rank 0 drives the rounds with small point-to-point control messages (no blocking collective inside
+ * the rounds, so nothing needs MPI-3): GO(round), the ranks run the round (transfer, then with --rtt the serial
+ * round-trip phase after a READY/RTT-GO checkpoint), every rank sends its report to rank 0, and rank 0 records the
+ * round and sends the next GO. The control messages are MPI_Isends whose requests every wait loop, the TCP ones
+ * too, keeps testing (lm_progress): MPI moves a message only while its sender calls MPI, and across hosts Open MPI's
+ * TCP BTL makes its connection to a peer only then. Every wait has a deadline derived from --round-timeout: a pair
+ * that did not finish by then is recorded as failed (round, ranks, hosts, what stalled) and the next round runs.
+ * When the job cannot go on (a rank sent no report: hung or dead; an MPI request could neither complete nor be
+ * cancelled), rank 0 writes the JSON with everything it knows and ends the job with MPI_Abort; a rank that hears
+ * nothing from rank 0 in time ends the job itself (nr_mpi_fail_loop).
+ */
+#ifndef NR_LINKMAP_H
+#define NR_LINKMAP_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nr_mpi.h"
+#include "nr_net.h"
+#include "sock.h"
+
+#define NR__PROG "nr-linkmap"
+#define LM_ERR 200                /* one side's error text */
+#define LM_GRACE_S 3.0            /* rank 0's patience beyond a phase's deadline for a rank's message */
+#define LM_CANCEL_S 1.0           /* how long cancelled MPI requests may take to complete */
+#define LM_RTT_PAIR_S 2.0         /* one pair's round trips, at most */
+#define LM_TERM_BYTES 16          /* the MPI end marker: magic, message count */
+#define LM_TERM_MAGIC 0x4e524c4d454e4455ULL
+#define LM_SEND_FAILED UINT64_MAX /* the end marker's count when the sender failed */
+#define LM_MSG_MIN 32
+#define LM_HELLO_BYTES 32         /* TCP: "NRLM", kind, round, source rank, 16-byte token */
+#define LM_TOKEN_BYTES 16
+#define LM_PENDING_MAX 8          /* accepted connections waiting for their hello */
+#define LM_HELLO_TIMEOUT_S 2.0
+#define LM_TAG_GO 11              /* rank 0 -> all: GO, GO-PAIR, RTT-GO, DONE */
+#define LM_TAG_READY 12           /* all -> rank 0: transfer phase over (--rtt) */
+#define LM_TAG_REPORT 13          /* all -> rank 0: the round's report */
+#define LM_TAG_BASE 100
+#define LM_TAG_ROUNDS 5000        /* data tags cycle every 5000 rounds (tags stay below 32767) */
+#define LM_CTL_GROUPS 5           /* control sends: rank 0's four decision buffers, and a rank's own */
+#define LM_CTL_OWN 4              /* a rank's own control sends: READY, the reports of two rounds, the rtt turn */
+
+enum { LM_T_HELLO, LM_T_DATA, LM_T_PING, LM_T_PONG, LM_T_TOKEN, LM_T_KINDS };
+enum { LM_GO = 1, LM_RTT_GO, LM_DONE, LM_GO_PAIR }; /* GO-PAIR: a recheck round of one pair */
+enum { LM_OWN_READY, LM_OWN_REPORT, LM_OWN_TURN = LM_OWN_REPORT + 2 };
+enum { LM_KIND_DATA = 1, LM_KIND_RTT = 2 };
+enum lm_transport { LM_MPI, LM_TCP };
+
+static inline int lm_tag(int round, int kind)
+{
+    return LM_TAG_BASE + (round % LM_TAG_ROUNDS) * LM_T_KINDS + kind;
+}
+
+struct lm_opts {
+    const char *plan;       /* --plan */
+    const char *plan_file;  /* --plan-file */
+    const char *transport;  /* --transport */
+    const char *iface;      /* --bind-iface */
+    const char *addr;       /* --bind-addr */
+    uint64_t msg;           /* -m */
+    int window;             /* -w */
+    double time_s;          /* -t */
+    double warmup;          /* --warmup: share of -t at a stream's start left out of its steady rate */
+    double round_timeout_s; /* --round-timeout (0: 10 x -t + 5) */
+    int rtt;                /* --rtt */
+    uint64_t rtt_size;      /* --rtt-size */
+    int rtt_trials;         /* --rtt-trials */
+    double recheck_below;   /* --recheck-below (0: off) */
+    int recheck_max;        /* --recheck-max */
+    int slowest;            /* --slowest */
+    const char *json;       /* --json */
+};
+
+/* One rank's view of one direction of its round. */
+struct lm_side {
+    int32_t peer;    /* the other rank, -1 when this rank has no such role in the round */
+    int32_t failed;
+    uint64_t bytes;  /* sender: bytes sent; receiver: bytes received */
+    double seconds;  /* receiver: from the sender's hello to the last byte */
+    uint64_t steady_bytes;  /* receiver: bytes after the warm-up (--warmup) */
+    double steady_seconds;  /* receiver: from the first byte after the warm-up to the last byte */
+    double rtt_us;   /* sender with --rtt: median round trip, < 0 when not measured */
+    char error[LM_ERR];
+};
+
+/* What every rank sends rank 0 after a round. */
+struct lm_report {
+    int32_t round;
+    int32_t rank;
+    int32_t stuck;    /* MPI requests that neither completed nor could be cancelled: the job must end */
+    int32_t rejected; /* TCP connections closed for a missing or wrong token */
+    struct lm_side send, recv;
+    struct nr_cpu_limit cpu_start, cpu_now; /* the rank's CPU cgroup at its start and at this report */
+};
+
+/* Rank 0's record of one directed pair. */
+struct lm_pair {
+    int32_t round, src, dst, failed;
+    uint64_t bytes;
+    double seconds, mbps, rtt_us;
+    double steady_mbps; /* the rate after the warm-up: what the link carries once queues and buckets have filled */
+    char *error;
+};
+
+struct lm_round {
+    int index;
+    double wall_s;
+    size_t first, n; /* its pairs in ctx.pairs */
+    int failed;
+};
+
+/* Rank 0's record of one recheck: the direction measured again alone in round `round`. */
+struct lm_recheck {
+    int src, dst, round;
+    double mbps_before; /* its best ok rate over the plan's rounds */
+};
+
+struct lm_pending {
+    int fd;
+    double since;
+    size_t got;
+    unsigned char h[LM_HELLO_BYTES];
+};
+
+struct lm_ctx {
+    struct lm_opts *o;
+    struct nr_mpi *m;
+    enum lm_transport transport;
+    char (*hosts)[NR_HOST_MAX];
+    int nrounds;  /* the plan's rounds and, once planned, the recheck rounds after them */
+    int nplanned; /* the plan's rounds */
+    int *plan;    /* nrounds x size: the rank each rank sends to in the round, -1 none */
+    char plan_name[64];
+    double rt; /* the round timeout */
+    char *sbuf, *rbuf;
+    size_t rbuf_bytes;
+    MPI_Request *sreq, *rreq, *creq;
+    MPI_Status *st;
+    int *idx;
+    long long *rseq;
+    unsigned char hello_out[8], hello_in[8];
+    uint64_t term_out[2];
+    unsigned char *rtt_out, *rtt_in;
+    double *rtt_samples;
+    int dec[4][4], dec_seq, din[4]; /* control messages: action, round, and for GO-PAIR its src, dst */
+    int ready_out, *ready_in, turn_out, turn_in;
+    struct lm_report rep_out[2];
+    struct nr_cpu_limit cpu_start; /* this rank's CPU cgroup when it started (nr/cpulimit.h) */
+    /* the control sends in flight (lm_ctl_send): groups 0-3 rank 0's decisions by buffer (n each, by rank), group 4
+     * this rank's own (LM_CTL_OWN); ctl_busy[g] counts the group's active requests */
+    MPI_Request *ctl;
+    int ctl_busy[LM_CTL_GROUPS];
+    int *ctl_idx;
+    MPI_Status *ctl_st;
+    /* tcp */
+    int lfd;
+    uint32_t my_addr;
+    uint32_t *addr; /* network order, per rank */
+    uint32_t *port;
+    unsigned char token[LM_TOKEN_BYTES];
+    struct lm_pending pending[LM_PENDING_MAX];
+    int npending;
+    int rejected;
+    /* rank 0 */
+    struct lm_report *reports;
+    struct nr_cpu_limit *cpu_first, *cpu_last; /* per rank: its reading at its start and at its last report */
+    char *missing;
+    struct lm_pair *pairs;
+    size_t npairs, cap;
+    struct lm_round *rounds;
+    int rounds_run;
+    bool recheck_planned;
+    struct lm_recheck *recheck;
+    int nrecheck;
+    double recheck_median; /* the upper median link the rechecks were chosen by, NAN when not chosen */
+    long rejected_total;
+    double started_s;
+};
+
+/* ---- linkmap_rounds.c: common helpers, the control plane, the rounds ---- */
+
+/* The test build's faults (NR_LINKMAP_FAULT, nr-linkmap-faulty only): true when `kind` hits `rank` in `round`. */
+bool lm_fault(const char *kind, int rank, int round, double *seconds);
+/* Mark a side failed with its first error (later ones are consequences). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void lm_fail(struct lm_side *s, const char *fmt, ...);
+/* The MPI library's text for rc, in buf. */
+const char *lm_mpierr(int rc, char *buf, size_t len);
+/* Rank r's host name ("?" when unknown). */
+const char *lm_host(const struct lm_ctx *c, int r);
+/* A wait loop's pause when nothing moved. */
+void lm_nap(void);
+void lm_progress(struct lm_ctx *c);
+int lm_poll_ms(const struct lm_ctx *c, int ms);
+int lm_ctl_send(struct lm_ctx *c, int group, int i, void *buf, int count, MPI_Datatype type, int dest, int tag);
+void lm_ctl_release(struct lm_ctx *c);
+/* Every rank: the plan's rounds, then the rechecks, until rank 0 says DONE. */
+int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err);
+
+/* ---- linkmap_plan.c ---- */
+int lm_plan_shift(struct lm_ctx *c, struct nr_error *err);
+int lm_plan_file(struct lm_ctx *c, struct nr_error *err);
+int lm_plan_append(struct lm_ctx *c, int src, int dst, struct nr_error *err);
+
+/* ---- linkmap_recheck.c ---- */
+int lm_plan_recheck(struct lm_ctx *c, struct nr_error *err);
+
+/* ---- linkmap_mpi.c ---- */
+void lm_warm_mark(const struct lm_ctx *c, const struct lm_report *rep, double t_start, double now, double *t_warm,
+                  uint64_t *b_warm);
+/* The receiver's steady rate from the warm-up mark to its last byte. */
+void lm_steady(struct lm_report *rep, double t_last, double t_warm, uint64_t b_warm);
+int lm_mpi_drain(MPI_Request *rq, int n);
+/* One round's transfer over MPI: this rank sends to dst and receives from src (-1: no such role). */
+void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, struct lm_report *rep);
+
+/* ---- linkmap_tcp.c ---- */
+/* The 32-byte hello of a TCP connection: "NRLM", kind, round, this rank, the job's token. */
+void lm_hello(const struct lm_ctx *c, unsigned char *h, uint32_t kind, int round);
+/* Rank r's TCP endpoint "a.b.c.d:port", in buf. */
+const char *lm_endpoint_str(const struct lm_ctx *c, int r, char *buf, size_t len);
+int lm_tcp_accept(struct lm_ctx *c, uint32_t kind, int round, int src);
+/* One round's transfer over TCP, as lm_bw_mpi. */
+void lm_bw_tcp(struct lm_ctx *c, int round, int dst, int src, double t0, struct lm_report *rep);
+int lm_idle(void *ctx, int ms);
+int lm_tcp_io(struct lm_ctx *c, int fd, unsigned char *buf, size_t len, bool out, double deadline, char *why,
+              size_t wlen);
+/* Collective: every rank's listening endpoint and the job's token (--transport tcp). */
+int lm_tcp_setup(struct lm_ctx *c, struct nr_error *err);
+
+/* ---- linkmap_rtt.c ---- */
+/* One round's round trips (--rtt): the round's pairs one at a time, in the order of their senders. */
+void lm_rtt(struct lm_ctx *c, int round, int dst, int src, double start, struct lm_report *rep);
+
+/* ---- linkmap_output.c ---- */
+void lm_append(char *buf, size_t len, const char *part);
+void lm_record(struct lm_ctx *c, int round, double wall_s);
+/* Rank 0's text: the matrix, the summary, the slowest pairs. */
+void lm_print_table(const struct lm_ctx *c);
+int lm_write_json(const struct lm_ctx *c, time_t started, int status, const struct nr_error *failure);
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+void lm_abort(struct lm_ctx *c, time_t started, struct nr_error *err);
+
+#endif

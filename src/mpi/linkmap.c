@@ -31,7 +31,7 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
         return rc;
     const int w = o->window;
     c->rbuf_bytes = c->transport == LM_MPI ? (size_t)w * o->msg : o->msg;
-    c->sbuf = malloc(o->msg);
+    c->sbuf = LM_PAYLOAD_ALLOC(o->msg);
     c->rbuf = malloc(c->rbuf_bytes);
     c->rtt_out = malloc(o->rtt_size);
     c->rtt_in = malloc(o->rtt_size);
@@ -60,8 +60,10 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
         (me == 0 && (!c->reports || !c->ready_in || !c->cpu_first || !c->cpu_last)))
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (rc == NR_OK) { /* written before anything runs: no shared zero page in any transfer */
-        nr_buffer_fill(c->sbuf, o->msg, (uint32_t)me);
-        nr_buffer_fill(c->rbuf, c->rbuf_bytes, (uint32_t)me + 1000u);
+        if (!LM_SIMULATED) {
+            nr_buffer_fill(c->sbuf, o->msg, (uint32_t)me);
+            nr_buffer_fill(c->rbuf, c->rbuf_bytes, (uint32_t)me + 1000u);
+        }
         nr_buffer_fill(c->rtt_out, o->rtt_size, (uint32_t)me + 2000u);
         nr_buffer_fill(c->rtt_in, o->rtt_size, (uint32_t)me + 3000u);
     }

@@ -76,6 +76,24 @@
 #define LM_CTL_GROUPS 5           /* control sends: rank 0's four decision buffers, and a rank's own */
 #define LM_CTL_OWN 4              /* a rank's own control sends: READY, the reports of two rounds, the rtt turn */
 
+/* Under SimGrid's SMPI (its mpi.h defines SMPI_SHARED_MALLOC; tools/simcentre runs nr-linkmap on a simulated
+ * fabric) every rank's payload is one block shared by all ranks, which the simulator moves without copying, and
+ * the receive buffers are never written before use, so that only the pages the end markers land in become
+ * resident: 10,000 simulated ranks fit in one machine's memory. Everywhere else both are plain, written memory. */
+#ifdef SMPI_SHARED_MALLOC
+#define LM_SIMULATED 1
+#define LM_PAYLOAD_ALLOC(size) SMPI_SHARED_MALLOC(size)
+#else
+#define LM_SIMULATED 0
+#define LM_PAYLOAD_ALLOC(size) malloc(size)
+#endif
+/* SMPI's clock moves only while every rank waits in the simulator: a polling loop that found nothing to do lets
+ * LM_SIM_POLL_S of simulated time pass (tools/simcentre runs smpirun with --cfg=smpi/test:0, so that testing a
+ * request costs no simulated time); a stream's window drains in -w x -m / rate, far longer. */
+#ifndef LM_SIM_POLL_S
+#define LM_SIM_POLL_S 20e-6
+#endif
+
 enum { LM_T_HELLO, LM_T_DATA, LM_T_PING, LM_T_PONG, LM_T_TOKEN, LM_T_KINDS };
 enum { LM_GO = 1, LM_RTT_GO, LM_DONE, LM_GO_PAIR }; /* GO-PAIR: a recheck round of one pair */
 enum { LM_OWN_READY, LM_OWN_REPORT, LM_OWN_TURN = LM_OWN_REPORT + 2 };
@@ -85,6 +103,23 @@ enum lm_transport { LM_MPI, LM_TCP };
 static inline int lm_tag(int round, int kind)
 {
     return LM_TAG_BASE + (round % LM_TAG_ROUNDS) * LM_T_KINDS + kind;
+}
+
+/* A wait loop's turn when nothing moved: the CPU to other processes (real), simulated time passing (SMPI). */
+static inline void lm_yield(void)
+{
+    if (LM_SIMULATED)
+        nr_sleep_s(LM_SIM_POLL_S);
+    else
+        sched_yield();
+}
+
+/* A spinning loop's turn (the round trips, which must not give their CPU away): nothing on real hardware,
+ * simulated time passing under SMPI. */
+static inline void lm_spin(void)
+{
+    if (LM_SIMULATED)
+        nr_sleep_s(LM_SIM_POLL_S);
 }
 
 struct lm_opts {

@@ -39,7 +39,7 @@ int lm_mpi_drain(MPI_Request *rq, int n)
             return 0;
         if (MPI_Wtime() > until)
             return 1;
-        sched_yield();
+        lm_yield();
     }
 }
 
@@ -201,7 +201,7 @@ void lm_bw_mpi(struct lm_ctx *c, int round, int dst, int src, double t0, struct 
                 r_done = true;
         }
         if (!progress)
-            sched_yield();
+            lm_yield();
     }
     if (!s_done) {
         int left = 0;

@@ -26,9 +26,12 @@ static void lm_ping(struct lm_ctx *c, int round, int dst, double deadline, struc
             double a = MPI_Wtime();
             int flag = 0;
             MPI_Status st[2];
-            while (!flag && MPI_Wtime() <= deadline)
+            while (!flag && MPI_Wtime() <= deadline) {
                 if (MPI_Testall(2, rq, &flag, st) != MPI_SUCCESS)
                     break;
+                if (!flag)
+                    lm_spin();
+            }
             if (!flag) {
                 lm_fail(&rep->send, "rtt: no reply from rank %d (%s) to ping %d within %.1f s", dst, lm_host(c, dst),
                         t + 1, LM_RTT_PAIR_S);
@@ -88,9 +91,12 @@ static int lm_complete_by(MPI_Request *rq, double deadline, struct lm_report *re
 {
     int flag = 0;
     MPI_Status st;
-    while (!flag && MPI_Wtime() <= deadline)
+    while (!flag && MPI_Wtime() <= deadline) {
         if (MPI_Test(rq, &flag, &st) != MPI_SUCCESS)
             return -1;
+        if (!flag)
+            lm_spin();
+    }
     if (flag)
         return 0;
     if (lm_mpi_drain(rq, 1))

@@ -1,10 +1,28 @@
 /* nr-linkmap: options, set-up and the end of the job (the program: linkmap.h). */
 #include "linkmap.h"
 
+/* Rank 0: where the matrix files go: --matrix, else linkmatrix.bin beside --json; linkrtt.bin beside the matrix. */
+static int lm_matrix_paths(struct lm_ctx *c, struct nr_error *err)
+{
+    const char *given = c->o->matrix, *beside = given ? given : c->o->json;
+    if (!beside)
+        return NR_OK;
+    const char *slash = strrchr(beside, '/');
+    const int dir = slash ? (int)(slash - beside) + 1 : 0;
+    if ((given ? snprintf(c->matrix_path, sizeof c->matrix_path, "%s", given)
+               : snprintf(c->matrix_path, sizeof c->matrix_path, "%.*s%s", dir, beside, LM_MATRIX_FILE)) >=
+            (int)sizeof c->matrix_path ||
+        snprintf(c->rtt_path, sizeof c->rtt_path, "%.*s%s", dir, beside, LM_RTT_FILE) >= (int)sizeof c->rtt_path)
+        return nr_error_set(err, NR_E_USAGE, "--matrix/--json: path too long: '%s'", beside);
+    return NR_OK;
+}
+
+/* Every rank's buffers; rank 0's per-rank state, its view of the hosts and its plan. Collective. */
 static int lm_setup(struct lm_ctx *c, struct nr_error *err)
 {
     const struct lm_opts *o = c->o;
     const int n = c->m->size, me = c->m->rank;
+    const bool root = me == 0;
     int rc = NR_OK;
     if (strcmp(o->transport, "mpi") == 0)
         c->transport = LM_MPI;
@@ -14,6 +32,8 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
         rc = nr_error_set(err, NR_E_USAGE, "--transport: '%s' is neither mpi nor tcp", o->transport);
     if (rc == NR_OK && strcmp(o->plan, "shift") != 0)
         rc = nr_error_set(err, NR_E_USAGE, "--plan: unknown plan '%s' (shift; or --plan-file FILE)", o->plan);
+    else if (rc == NR_OK && o->plan_file && (o->order || o->shifts))
+        rc = nr_error_set(err, NR_E_USAGE, "--order and --shifts shape --plan shift, not --plan-file");
     else if (rc == NR_OK && c->transport == LM_TCP && !o->iface == !o->addr)
         rc = nr_error_set(err, NR_E_USAGE, "--transport tcp needs one of --bind-iface IFACE and --bind-addr ADDR");
     else if (rc == NR_OK && c->transport == LM_MPI && (o->iface || o->addr))
@@ -29,35 +49,43 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
                           (unsigned long long)o->msg, o->window);
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
-    const int w = o->window;
+    const int w = o->window, many = root && n > w + 2 ? n : w + 2; /* rank 0 waits on every rank at once */
+    const size_t ctl = LM_CTL_OWN + (root ? (size_t)(LM_CTL_GROUPS - 1) * (size_t)n : 0);
     c->rbuf_bytes = c->transport == LM_MPI ? (size_t)w * o->msg : o->msg;
     c->sbuf = LM_PAYLOAD_ALLOC(o->msg);
     c->rbuf = malloc(c->rbuf_bytes);
     c->rtt_out = malloc(o->rtt_size);
     c->rtt_in = malloc(o->rtt_size);
     c->rtt_samples = malloc(sizeof(double) * (size_t)o->rtt_trials);
-    c->hosts = calloc((size_t)n, sizeof *c->hosts);
-    c->sreq = malloc(sizeof(MPI_Request) * (size_t)(w + 2 > n ? w + 2 : n));
+    c->sreq = malloc(sizeof(MPI_Request) * (size_t)many);
     c->rreq = malloc(sizeof(MPI_Request) * (size_t)(w + 1));
-    c->creq = malloc(sizeof(MPI_Request) * (size_t)n);
-    c->st = malloc(sizeof(MPI_Status) * (size_t)(w + 2 > n ? w + 2 : n));
-    c->idx = malloc(sizeof(int) * (size_t)(w + 2 > n ? w + 2 : n));
+    c->creq = malloc(sizeof(MPI_Request) * (size_t)(root ? n : 1));
+    c->st = malloc(sizeof(MPI_Status) * (size_t)many);
+    c->idx = malloc(sizeof(int) * (size_t)many);
     c->rseq = malloc(sizeof(long long) * (size_t)w);
-    c->missing = calloc((size_t)n, 1);
-    c->ctl = malloc(sizeof(MPI_Request) * ((size_t)(LM_CTL_GROUPS - 1) * (size_t)n + LM_CTL_OWN));
-    c->ctl_idx = malloc(sizeof(int) * (size_t)(n > LM_CTL_OWN ? n : LM_CTL_OWN));
-    c->ctl_st = malloc(sizeof(MPI_Status) * (size_t)(n > LM_CTL_OWN ? n : LM_CTL_OWN));
-    for (size_t i = 0; c->ctl && i < (size_t)(LM_CTL_GROUPS - 1) * (size_t)n + LM_CTL_OWN; i++)
+    c->ctl = malloc(sizeof(MPI_Request) * ctl);
+    c->ctl_idx = malloc(sizeof(int) * (size_t)(root && n > LM_CTL_OWN ? n : LM_CTL_OWN));
+    c->ctl_st = malloc(sizeof(MPI_Status) * (size_t)(root && n > LM_CTL_OWN ? n : LM_CTL_OWN));
+    for (size_t i = 0; c->ctl && i < ctl; i++)
         c->ctl[i] = MPI_REQUEST_NULL;
-    if (me == 0) {
+    bool have = c->sbuf && c->rbuf && c->rtt_out && c->rtt_in && c->rtt_samples && c->sreq && c->rreq && c->creq &&
+                c->st && c->idx && c->rseq && c->ctl && c->ctl_idx && c->ctl_st;
+    if (root) {
+        c->hosts = calloc((size_t)n, sizeof *c->hosts);
+        c->missing = calloc((size_t)n, 1);
         c->reports = calloc((size_t)n, sizeof *c->reports);
         c->ready_in = calloc((size_t)n, sizeof(int));
         c->cpu_first = calloc((size_t)n, sizeof *c->cpu_first);
         c->cpu_last = calloc((size_t)n, sizeof *c->cpu_last);
+        c->dec = calloc(4 * (size_t)n, sizeof *c->dec);
+        c->dst_of = malloc(sizeof(int) * (size_t)n);
+        c->src_of = malloc(sizeof(int) * (size_t)n);
+        c->prev_of = malloc(sizeof(int) * (size_t)n);
+        c->next_of = malloc(sizeof(int) * (size_t)n);
+        have = have && c->hosts && c->missing && c->reports && c->ready_in && c->cpu_first && c->cpu_last && c->dec &&
+               c->dst_of && c->src_of && c->prev_of && c->next_of;
     }
-    if (!c->sbuf || !c->rbuf || !c->rtt_out || !c->rtt_in || !c->rtt_samples || !c->hosts || !c->sreq || !c->rreq ||
-        !c->creq || !c->st || !c->idx || !c->rseq || !c->missing || !c->ctl || !c->ctl_idx || !c->ctl_st ||
-        (me == 0 && (!c->reports || !c->ready_in || !c->cpu_first || !c->cpu_last)))
+    if (!have)
         rc = nr_error_set(err, NR_E_NOMEM, "out of memory");
     if (rc == NR_OK) { /* written before anything runs: no shared zero page in any transfer */
         if (!LM_SIMULATED) {
@@ -69,40 +97,32 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
     }
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
-    /* every rank's node, as MPI names it */
+    /* every rank's node, as MPI names it, to rank 0; rank 0's to every rank */
     char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
-    char mine[NR_HOST_MAX] = "";
     int len = 0;
     if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS && len > 0) {
         size_t l = (size_t)(len < MPI_MAX_PROCESSOR_NAME ? len : MPI_MAX_PROCESSOR_NAME);
-        l = l < sizeof mine - 1 ? l : sizeof mine - 1;
-        memcpy(mine, name, l);
-        mine[l] = '\0';
+        l = l < sizeof c->my_host - 1 ? l : sizeof c->my_host - 1;
+        memcpy(c->my_host, name, l);
+        c->my_host[l] = '\0';
     } else
-        snprintf(mine, sizeof mine, "%s", c->m->host);
-    rc = nr_mpi_check(MPI_Allgather(mine, NR_HOST_MAX, MPI_CHAR, c->hosts, NR_HOST_MAX, MPI_CHAR, MPI_COMM_WORLD),
-                      "MPI_Allgather (host names)", err);
-    if ((rc = nr_mpi_agree(rc, err)) < 0)
-        return rc;
-    /* the plan: rank 0 builds or reads it, everyone gets it */
-    if (me == 0)
-        rc = o->plan_file ? lm_plan_file(c, err) : lm_plan_shift(c, err);
-    if ((rc = nr_mpi_agree(rc, err)) < 0)
-        return rc;
-    rc = nr_mpi_check(MPI_Bcast(&c->nrounds, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (plan)", err);
-    if ((rc = nr_mpi_agree(rc, err)) < 0)
-        return rc;
-    c->nplanned = c->nrounds;
-    if (me != 0 && !(c->plan = malloc(sizeof(int) * (size_t)c->nrounds * (size_t)n)))
-        rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the plan");
-    if (me == 0 && !(c->rounds = calloc((size_t)c->nrounds, sizeof *c->rounds)))
-        rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the plan");
-    if ((rc = nr_mpi_agree(rc, err)) < 0)
-        return rc;
-    rc = nr_mpi_check(MPI_Bcast(c->plan, c->nrounds * n, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast (plan)", err);
+        snprintf(c->my_host, sizeof c->my_host, "%s", c->m->host);
+    snprintf(c->root_host, sizeof c->root_host, "%s", c->my_host);
+    rc = nr_mpi_check(MPI_Gather(c->my_host, NR_HOST_MAX, MPI_CHAR, root ? (void *)c->hosts : NULL, NR_HOST_MAX,
+                                 MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Gather (host names)", err);
     if (rc == NR_OK)
-        rc = nr_mpi_check(MPI_Bcast(c->plan_name, (int)sizeof c->plan_name, MPI_CHAR, 0, MPI_COMM_WORLD),
-                          "MPI_Bcast (plan name)", err);
+        rc = nr_mpi_check(MPI_Bcast(c->root_host, NR_HOST_MAX, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast (host name)",
+                          err);
+    if ((rc = nr_mpi_agree(rc, err)) < 0)
+        return rc;
+    /* the plan, the matrix and where it goes: rank 0's alone */
+    if (root && (rc = lm_plan_open(c, err)) == NR_OK && (rc = lm_matrix_paths(c, err)) == NR_OK &&
+        (rc = lm_matrix_alloc(c, err)) == NR_OK) {
+        c->nrounds = c->nplanned;
+        c->rounds_cap = c->nplanned;
+        if (!(c->rounds = calloc((size_t)c->rounds_cap, sizeof *c->rounds)))
+            rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the rounds");
+    }
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
     if (c->transport == LM_TCP)
@@ -119,10 +139,12 @@ int main(int argc, char **argv)
     if (rc < 0)
         return nr_mpi_finish(NR__PROG, rc, &err);
     struct lm_opts o = {.plan = "shift", .transport = "mpi", .msg = 1048576, .window = 8, .time_s = 1.0, .warmup = 0.2,
-                        .rtt_size = 8, .rtt_trials = 20, .recheck_max = 64, .slowest = 5};
+                        .rtt_size = 8, .rtt_trials = 20, .recheck_max = 64, .suspect_max = 10000, .slowest = 5};
     const struct nr_opt opts[] = {
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "What is measured", 0, 0, NULL, NULL},
-        {NR_OPT_STRING, 0, "plan", &o.plan, "NAME", "the rounds: shift (round k: rank r sends to r+k mod N)", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "plan", &o.plan, "NAME", "the rounds: shift (round k: position i sends to i+k mod N)", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "order", &o.order, "FILE", "shift: the positions, every rank once by rank or host (the switch tree's order)", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "shifts", &o.shifts, "LIST", "shift: the rounds' shifts, e.g. 1-5,9 (default: 1 .. N-1)", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "plan-file", &o.plan_file, "FILE", "the rounds from a file: one round per line of SRC>DST (rank or host; docs/mpi.md)", 0, 0, NULL, NULL},
         {NR_OPT_SIZE, 'm', "message-size", &o.msg, "SIZE", "message size (MPI) / write size (TCP)", LM_MSG_MIN, 1073741824.0, NULL, NULL},
         {NR_OPT_INT, 'w', "window", &o.window, "N", "MPI messages in flight per pair", 1, 64, NULL, NULL},
@@ -139,16 +161,20 @@ int main(int argc, char **argv)
         {NR_OPT_STRING, 0, "bind-iface", &o.iface, "IFACE", "tcp: listen and connect on this interface's IPv4 address", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "bind-addr", &o.addr, "ADDR", "tcp: this IPv4 address on every rank (one host)", 0, 0, NULL, NULL},
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Output", 0, 0, NULL, NULL},
-        {NR_OPT_INT, 0, "slowest", &o.slowest, "N", "slowest pairs listed", 0, 1000, NULL, NULL},
+        {NR_OPT_INT, 0, "slowest", &o.slowest, "N", "slowest directions listed", 0, 1000, NULL, NULL},
+        {NR_OPT_DOUBLE, 0, "suspect-below", &o.suspect_below, "F", "the JSON lists each direction below F x the median link (0: --recheck-below, else 0.85)", 0, 1, NULL, "0"},
+        {NR_OPT_INT, 0, "suspect-max", &o.suspect_max, "N", "suspect directions listed at most (slowest first)", 0, 100000000, NULL, NULL},
         {NR_OPT_STRING, 0, "json", &o.json, "FILE", "machine-readable results (docs/json-schema.md)", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "matrix", &o.matrix, "FILE", "the N x N matrix, 4 bytes a direction (default: linkmatrix.bin beside --json)", 0, 0, NULL, NULL},
         {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
     };
     const struct nr_opt_set set = {
         NR__PROG, "[OPTIONS]",
         "Link test of a whole partition as one MPI job (one rank per node): in every round each rank sends to one "
-        "rank and receives from one, all at once; the result is the N x N matrix of directed-pair bandwidths.",
+        "rank and receives from one, all at once; the result is the N x N matrix of directed-pair bandwidths, "
+        "kept in binary (--matrix), with the suspect directions in the JSON.",
         opts,
-        "Examples:\n  srun -N 400 --ntasks-per-node=1 nr-linkmap -t 1 --json linkmap.json\n"
+        "Examples:\n  srun -N 400 --ntasks-per-node=1 nr-linkmap -t 1 --order tree.txt --json linkmap.json\n"
         "  mpirun -np 4 nr-linkmap --transport tcp --bind-iface eth1 --rtt\n"};
     struct lm_ctx c;
     memset(&c, 0, sizeof c);
@@ -174,8 +200,9 @@ int main(int argc, char **argv)
     }
     if (rc == NR_OK && mpi.rank == 0) {
         char sz[32];
-        printf("# nr-linkmap %s: %d ranks, plan %s (%d rounds), transport %s, -m %s%s, -t %g s per round, round "
-               "timeout %g s%s\n", nr_version(), mpi.size, c.plan_name, c.nrounds, c.transport == LM_TCP ? "tcp" : "mpi",
+        printf("# nr-linkmap %s: %d ranks, plan %s%s%s (%d rounds), transport %s, -m %s%s, -t %g s per round, "
+               "round timeout %g s%s\n", nr_version(), mpi.size, c.plan_name, o.order ? " in the order of " : "",
+               o.order ? o.order : "", c.nrounds, c.transport == LM_TCP ? "tcp" : "mpi",
                nr_size_format(o.msg, sz, sizeof sz), c.transport == LM_MPI ? "" : " writes", o.time_s, c.rt,
                o.rtt ? ", round trips" : "");
         for (int r = 0; c.transport == LM_TCP && r < mpi.size && mpi.size <= 64; r++) {
@@ -191,25 +218,21 @@ int main(int argc, char **argv)
     }
     if (rc == NR_OK && mpi.rank == 0) {
         lm_print_table(&c);
-        size_t failed = 0;
-        const struct lm_pair *first = NULL;
-        for (size_t i = 0; i < c.npairs; i++)
-            if (c.pairs[i].failed && failed++ == 0)
-                first = &c.pairs[i];
-        if (failed)
-            rc = nr_error_set(&err, NR_E_NET, "%zu of %zu pairs failed; the first: %s", failed, c.npairs,
-                              first->error ? first->error : "?");
+        if (c.nfailures)
+            rc = nr_error_set(&err, NR_E_NET, "%zu of %llu streams failed; the first: %s", c.nfailures,
+                              (unsigned long long)c.streams, c.failures[0].error ? c.failures[0].error : "?");
     }
-    if (rc <= 0 && mpi.rank == 0 && o.json && lm_write_json(&c, started, rc, &err) != 0 && rc == NR_OK)
-        rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json);
+    if (rc <= 0 && mpi.rank == 0 && lm_write_json(&c, started, rc, &err) != 0 && rc == NR_OK)
+        rc = nr_error_sys(&err, NR_E_IO, "cannot write '%s'", o.json ? o.json : c.matrix_path);
     lm_ctl_release(&c);
     for (int i = 0; i < c.npending; i++)
         close(c.pending[i].fd);
     if (c.lfd >= 0)
         close(c.lfd);
-    for (size_t i = 0; i < c.npairs; i++)
-        free(c.pairs[i].error);
-    free(c.pairs), free(c.rounds), free(c.plan), free(c.hosts), free(c.sbuf), free(c.rbuf), free(c.rtt_out);
+    lm_plan_close(&c.plan);
+    lm_matrix_free(&c);
+    free(c.dec), free(c.dst_of), free(c.src_of), free(c.prev_of), free(c.next_of);
+    free(c.rounds), free(c.hosts), free(c.sbuf), free(c.rbuf), free(c.rtt_out);
     free(c.rtt_in), free(c.rtt_samples), free(c.sreq), free(c.rreq), free(c.creq), free(c.st), free(c.idx);
     free(c.rseq), free(c.missing), free(c.reports), free(c.ready_in), free(c.addr), free(c.port), free(c.ctl);
     free(c.ctl_idx), free(c.ctl_st), free(c.cpu_first), free(c.cpu_last), free(c.recheck);

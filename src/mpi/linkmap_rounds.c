@@ -54,12 +54,22 @@ const char *lm_mpierr(int rc, char *buf, size_t len)
 
 const char *lm_host(const struct lm_ctx *c, int r)
 {
-    return c->hosts && r >= 0 && r < c->m->size ? c->hosts[r] : "?";
+    if (c->hosts)
+        return r >= 0 && r < c->m->size ? c->hosts[r] : "?";
+    if (r == c->m->rank)
+        return c->my_host;
+    if (r == 0)
+        return c->root_host;
+    if (r >= 0 && r == c->turn.dst)
+        return c->turn.dst_host;
+    if (r >= 0 && r == c->turn.src)
+        return c->turn.src_host;
+    return "?";
 }
 
 void lm_nap(void)
 {
-    nr_sleep_s(50e-6);
+    nr_sleep_s(LM_SIMULATED ? LM_SIM_POLL_S : 50e-6);
 }
 
 /* ---- control plane: rank 0 <-> every rank, every wait bounded ---- */
@@ -74,7 +84,10 @@ void lm_nap(void)
  * progress rule for a request that is tested). */
 static MPI_Request *lm_ctl_slot(struct lm_ctx *c, int group, int i)
 {
-    return c->ctl + (size_t)group * (size_t)c->m->size + (size_t)i;
+    /* a rank's own sends first (LM_CTL_OWN: all a rank other than 0 has), then rank 0's four groups of n */
+    if (group == LM_CTL_GROUPS - 1)
+        return c->ctl + i;
+    return c->ctl + LM_CTL_OWN + (size_t)group * (size_t)c->m->size + (size_t)i;
 }
 
 /* Test the control sends in flight: completed ones are released. Nothing to do (and no MPI call) when none are. */
@@ -131,22 +144,36 @@ void lm_ctl_release(struct lm_ctx *c)
 {
     if (!c->ctl)
         return;
-    for (size_t i = 0; i < (size_t)(LM_CTL_GROUPS - 1) * (size_t)c->m->size + LM_CTL_OWN; i++)
+    const size_t slots = LM_CTL_OWN + (c->m->rank == 0 ? (size_t)(LM_CTL_GROUPS - 1) * (size_t)c->m->size : 0);
+    for (size_t i = 0; i < slots; i++)
         if (c->ctl[i] != MPI_REQUEST_NULL)
             MPI_Request_free(&c->ctl[i]);
     memset(c->ctl_busy, 0, sizeof c->ctl_busy);
 }
 
-/* Rank 0: tell every other rank the next step (GO, GO-PAIR with its src and dst, RTT-GO, DONE). The buffers rotate
+/* Rank 0: rank r's word for the next step; with GO its part in the round (c->dst_of and the roles from it). */
+static void lm_word(const struct lm_ctx *c, int r, int action, int round, struct lm_go *g)
+{
+    g->action = action, g->round = round;
+    g->dst = g->src = g->prev = g->next = -1;
+    if (action != LM_GO)
+        return;
+    g->dst = c->dst_of[r], g->src = c->src_of[r], g->prev = c->prev_of[r], g->next = c->next_of[r];
+    snprintf(g->dst_host, sizeof g->dst_host, "%s", g->dst >= 0 ? c->hosts[g->dst] : "");
+    snprintf(g->src_host, sizeof g->src_host, "%s", g->src >= 0 ? c->hosts[g->src] : "");
+}
+
+/* Rank 0: tell every other rank the next step (GO with its part in the round, RTT-GO, DONE). The buffers rotate
  * over four decisions: a buffer is reused only after every rank has reported twice since, so its earlier sends were
  * received. */
-static int lm_tell_all(struct lm_ctx *c, int action, int round, int src, int dst, struct nr_error *err)
+static int lm_tell_all(struct lm_ctx *c, int action, int round, struct nr_error *err)
 {
     const int slot = c->dec_seq++ % 4;
-    int *d = c->dec[slot];
-    d[0] = action, d[1] = round, d[2] = src, d[3] = dst;
+    struct lm_go *d = c->dec + (size_t)slot * (size_t)c->m->size;
     for (int r = 1; r < c->m->size; r++) {
-        int rc = lm_ctl_send(c, slot, r, d, 4, MPI_INT, r, LM_TAG_GO);
+        lm_word(c, r, action, round, &d[r]);
+        int rc = lm_ctl_send(c, slot, r, &d[r], action == LM_GO ? (int)sizeof d[r] : LM_GO_SHORT, MPI_BYTE, r,
+                             LM_TAG_GO);
         if (rc != MPI_SUCCESS) {
             char what[64];
             snprintf(what, sizeof what, "MPI_Isend (control message to rank %d)", r);
@@ -171,7 +198,7 @@ static int lm_await(struct lm_ctx *c, int round, double deadline, const char *af
     MPI_Request rq;
     MPI_Status st;
     const double since = MPI_Wtime();
-    int rc = MPI_Irecv(c->din, 4, MPI_INT, 0, LM_TAG_GO, MPI_COMM_WORLD, &rq), flag = 0;
+    int rc = MPI_Irecv(&c->word, (int)sizeof c->word, MPI_BYTE, 0, LM_TAG_GO, MPI_COMM_WORLD, &rq), flag = 0;
     while (rc == MPI_SUCCESS && !flag) {
         lm_progress(c);
         if ((rc = MPI_Test(&rq, &flag, &st)) != MPI_SUCCESS || flag)
@@ -187,7 +214,7 @@ static int lm_await(struct lm_ctx *c, int round, double deadline, const char *af
         nr_mpi_check(rc, "MPI_Irecv/MPI_Test (control message from rank 0)", err);
         nr_mpi_fail_loop(c->m, err);
     }
-    return c->din[0];
+    return c->word.action;
 }
 
 /* Rank 0: every other rank's `bytes` with `tag` into base + r x stride, until the deadline. missing[r] is set for
@@ -235,41 +262,39 @@ int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
     const int n = c->m->size, me = c->m->rank;
     const bool root = me == 0;
     double phase_end = MPI_Wtime() + c->rt; /* a rank's deadline for rank 0's next word is phase_end + 3 grace */
-    for (int k = 0;; k++) { /* the plan's rounds, then the rechecks rank 0 appends (GO-PAIR), then DONE */
+    for (int k = 0;; k++) { /* the plan's rounds, then the rechecks rank 0 appends, then DONE */
         double wall0 = MPI_Wtime();
         int action, rc;
         if (root) {
             if (k == c->nrounds && c->o->recheck_below > 0 && !c->recheck_planned && lm_plan_recheck(c, err) < 0)
                 lm_abort(c, started, err);
-            const struct lm_recheck *x = k >= c->nplanned && k < c->nrounds ? &c->recheck[k - c->nplanned] : NULL;
-            action = k >= c->nrounds ? LM_DONE : x ? LM_GO_PAIR : LM_GO;
-            if ((rc = lm_tell_all(c, action, k, x ? x->src : -1, x ? x->dst : -1, err)) < 0)
+            action = k >= c->nrounds ? LM_DONE : LM_GO;
+            if (action == LM_GO) {
+                if (lm_plan_round(c, k, err) < 0)
+                    lm_abort(c, started, err);
+                lm_plan_roles(c);
+            }
+            if ((rc = lm_tell_all(c, action, k, err)) < 0)
                 nr_mpi_fail_loop(c->m, err);
+            lm_word(c, 0, action, k, &c->turn);
         } else if ((action = lm_await(c, k, phase_end + 3 * LM_GRACE_S, "to start the round", err)) != LM_DONE &&
-                   !(action == LM_GO && k < c->nrounds) && !(action == LM_GO_PAIR && k == c->nrounds)) {
+                   action != LM_GO) {
             nr_error_set(err, NR_E_INTERNAL, "round %d: control message %d from rank 0 out of order", k, action);
             nr_mpi_fail_loop(c->m, err);
         }
         if (action == LM_DONE)
             break;
-        if (!root && c->din[1] != k) {
-            nr_error_set(err, NR_E_INTERNAL, "round %d: rank 0 started round %d", k, c->din[1]);
+        if (!root)
+            c->turn = c->word;
+        if (c->turn.round != k) {
+            nr_error_set(err, NR_E_INTERNAL, "round %d: rank 0 started round %d", k, c->turn.round);
             nr_mpi_fail_loop(c->m, err);
         }
-        if (!root && action == LM_GO_PAIR) {
-            const int s = c->din[2], d = c->din[3];
-            if (s < 0 || s >= n || d < 0 || d >= n || s == d) {
-                nr_error_set(err, NR_E_INTERNAL, "round %d: rank 0 sent a recheck of %d -> %d", k, s, d);
-                nr_mpi_fail_loop(c->m, err);
-            }
-            if (lm_plan_append(c, s, d, err) < 0)
-                nr_mpi_fail_loop(c->m, err);
+        const int dst = c->turn.dst, src = c->turn.src;
+        if (dst >= n || src >= n || dst == me || src == me) {
+            nr_error_set(err, NR_E_INTERNAL, "round %d: rank 0 sent a part of -> %d, <- %d", k, dst, src);
+            nr_mpi_fail_loop(c->m, err);
         }
-        const int *p = c->plan + (size_t)k * (size_t)n;
-        int dst = p[me], src = -1;
-        for (int r = 0; r < n; r++)
-            if (p[r] == me)
-                src = r;
         struct lm_report *rep = &c->rep_out[k % 2];
         memset(rep, 0, sizeof *rep);
         rep->round = k, rep->rank = me;
@@ -298,7 +323,7 @@ int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
                                  "(hung or dead)", k, r, lm_host(c, r), c->rt + LM_GRACE_S);
                     lm_abort(c, started, err);
                 }
-                if ((rc = lm_tell_all(c, LM_RTT_GO, k, -1, -1, err)) < 0)
+                if ((rc = lm_tell_all(c, LM_RTT_GO, k, err)) < 0)
                     nr_mpi_fail_loop(c->m, err);
             } else {
                 c->ready_out = k;

@@ -137,16 +137,9 @@ static void lm_echo_tcp(struct lm_ctx *c, int fd, double deadline)
 
 void lm_rtt(struct lm_ctx *c, int round, int dst, int src, double start, struct lm_report *rep)
 {
-    const int n = c->m->size, me = c->m->rank, ttok = lm_tag(round, LM_T_TOKEN);
-    const int *p = c->plan + (size_t)round * (size_t)n;
+    const int me = c->m->rank, ttok = lm_tag(round, LM_T_TOKEN);
     const double deadline = start + c->rt;
-    int prev = -1, next = -1;
-    for (int r = me - 1; r >= 0 && prev < 0; r--)
-        if (p[r] >= 0)
-            prev = r;
-    for (int r = me + 1; r < n && next < 0; r++)
-        if (p[r] >= 0)
-            next = r;
+    const int prev = c->turn.prev, next = c->turn.next;
     MPI_Request tok = MPI_REQUEST_NULL, first = MPI_REQUEST_NULL;
     MPI_Status st;
     char e[MPI_MAX_ERROR_STRING];

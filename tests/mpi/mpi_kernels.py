@@ -11,6 +11,7 @@ import shlex
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -734,40 +735,78 @@ def case_ebb_odd_ranks(d):
 TCP_LO = ('--transport', 'tcp', '--bind-iface', 'lo')
 
 
-def _linkmap_check(r, np, transport, rtt=False):
-    """A finished shift-plan document: every directed pair once, in the round the plan puts it, figures that add up."""
+def _linkmap_matrix(js, name='linkmatrix.bin'):
+    """The N x N matrix nr-linkmap wrote beside its JSON (docs/json-schema.md): rows of float32, NaN not measured,
+    -1 failed."""
+    with open(os.path.join(os.path.dirname(js), name), 'rb') as f:
+        data = f.read()
+    magic, n, flags = struct.unpack('<8sII', data[:16])
+    check(magic == b'NRLMAT1\0' and flags == 0 and len(data) == 16 + 4 * n * n, f'{name}: header {magic} {n} {flags}')
+    cells = struct.unpack(f'<{n * n}f', data[16:])
+    return [list(cells[i * n:(i + 1) * n]) for i in range(n)]
+
+
+def _upper_median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def _f32(x):
+    """x as the matrix stores it (float32)."""
+    return struct.unpack('<f', struct.pack('<f', x))[0]
+
+
+def _linkmap_check(r, js, np, transport, rtt=False):
+    """A finished shift-plan run: N-1 rounds of N streams, every direction in the matrix once, the summaries read
+    from it."""
     check(r['status'] == 'ok' and r['tool'] == 'nr-linkmap' and r['mode'] == 'linkmap', f'status/tool/mode: {r}')
     check(r['plan'] == 'shift' and r['rounds_planned'] == np - 1 and r['rounds_run'] == np - 1, 'N-1 shift rounds')
     check(len(r['hosts']) == np and all(isinstance(h, str) and h for h in r['hosts']), 'a host per rank')
     check(r['options']['transport'] == transport and r['options']['processes'] == np, 'options')
     check(isinstance(r['mpi']['library'], str) and r['mpi']['library'], 'mpi.library')
+    check(all('pairs' not in rd for rd in r['rounds']) and 'matrix_mbps' not in r, 'nothing N x N in the JSON')
     limits = r['cpu_limits']
     check(len(limits) == np and all(c is None or (c['rank'] == i and c['host'] == r['hosts'][i]
                                                   and c['cgroup'].startswith('/') and c['period_us'] > 0
                                                   and c['throttled_ns'] >= 0)
                                     for i, c in enumerate(limits)), f'a CPU cgroup reading per rank: {limits}')
-    seen = set()
     for rd in r['rounds']:
-        k = rd['index'] + 1
-        check(rd['wall_s'] > 0 and rd['failed_pairs'] == 0 and len(rd['pairs']) == np, f'round {rd["index"]}: {rd}')
-        for p in rd['pairs']:
-            check(p['dst'] == (p['src'] + k) % np, f'round {rd["index"]}: {p["src"]}>{p["dst"]} is not shift {k}')
-            check(p['status'] == 'ok' and 'error' not in p and p['bytes'] > 0 and p['seconds'] > 0, f'pair {p}')
-            check(math.isclose(p['mbps'], p['bytes'] * 8 / p['seconds'] / 1e6, rel_tol=1e-9), f'mbps of {p}')
-            check(p['src_host'] == r['hosts'][p['src']] and p['dst_host'] == r['hosts'][p['dst']], 'pair hosts')
-            check(r['matrix_mbps'][p['src']][p['dst']] == p['mbps'], 'matrix entry = pair')
-            if rtt:
-                check(p['rtt_us'] > 0, f'rtt_us of {p}')
-            seen.add((p['src'], p['dst']))
-    check(seen == {(a, b) for a in range(np) for b in range(np) if a != b}, f'every directed pair once: {seen}')
-    check(all(r['matrix_mbps'][i][i] is None for i in range(np)), 'null diagonal')
-    mbps = sorted(p['mbps'] for rd in r['rounds'] for p in rd['pairs'])
+        check(rd['wall_s'] > 0 and rd['failed_pairs'] == 0 and rd['streams'] == np and
+              0 < rd['min_mbps'] <= rd['max_mbps'], f'round {rd["index"]}: {rd}')
+    m = _linkmap_matrix(js)
+    check(r['matrix_file'] == os.path.join(os.path.dirname(js), 'linkmatrix.bin'), f'matrix_file {r["matrix_file"]}')
+    check(len(m) == np and all(math.isnan(m[i][i]) for i in range(np)), 'NaN diagonal')
+    cells = [m[a][b] for a in range(np) for b in range(np) if a != b]
+    check(all(v > 0 for v in cells), f'every direction measured once: {m}')
+    lo = min(rd['min_mbps'] for rd in r['rounds'])
+    hi = max(rd['max_mbps'] for rd in r['rounds'])
+    check(min(cells) == _f32(lo) and max(cells) == _f32(hi), f'the rounds\' extremes are the matrix\'s: {lo} {hi}')
+    for node in r['per_node']:
+        i = node['rank']
+        row, col = [m[i][b] for b in range(np) if b != i], [m[a][i] for a in range(np) if a != i]
+        check(node['host'] == r['hosts'][i] and node['sends'] == node['receives'] == np - 1 and
+              node['failed_sends'] == node['failed_receives'] == 0 and node['sent_bytes'] > 0 and
+              node['received_bytes'] > 0 and node['send_median_mbps'] == _upper_median(row) and
+              node['recv_median_mbps'] == _upper_median(col), f'per_node[{i}]: {node}')
+    check(sum(x['sent_bytes'] for x in r['per_node']) == sum(x['received_bytes'] for x in r['per_node']),
+          'every byte counted once as sent, once as received')
+    links = [min(m[a][b], m[b][a]) for a in range(np) for b in range(a + 1, np)]
+    rule = r['suspect_rule']
+    check(rule['below'] == 0.85 and rule['median_link_mbps'] == _upper_median(links) and
+          rule['total'] == sum(v < rule['threshold_mbps'] for v in cells) == rule['listed'] == len(r['suspects']),
+          f'suspects: {rule}')
+    check([x['mbps'] for x in r['suspects']] == sorted(x['mbps'] for x in r['suspects']) and
+          all(x['status'] == 'slow' and m[x['src']][x['dst']] == x['mbps'] for x in r['suspects']), 'suspects listed')
     s = r['summary']
-    check(s['pairs'] == s['ok_pairs'] == np * (np - 1) and s['failed_pairs'] == 0 and s['failed'] == [], 'summary')
-    check(s['mbps']['min'] == mbps[0] and s['mbps']['max'] == mbps[-1], 'summary min/max')
-    check([x['mbps'] for x in s['slowest']] == mbps[:5], 'slowest pairs, slowest first')
+    check(s['pairs'] == s['ok_pairs'] == s['streams'] == np * (np - 1) and s['failed_pairs'] == 0 and
+          s['failed'] == [], f'summary {s}')
+    check(s['mbps']['min'] == min(cells) and s['mbps']['max'] == max(cells) and
+          math.isclose(s['mbps']['median'], statistics.median(cells), rel_tol=1e-6), 'summary min/median/max')
+    check([x['mbps'] for x in s['slowest']] == sorted(cells)[:5], 'slowest directions, slowest first')
     if rtt:
-        check(s['rtt_us']['min'] > 0, 'rtt summary')
+        check(s['rtt_us']['min'] > 0 and r['rtt_matrix_file'].endswith('linkrtt.bin'), 'rtt summary')
+        t = _linkmap_matrix(js, 'linkrtt.bin')
+        check(all(t[a][b] > 0 for a in range(np) for b in range(np) if a != b), f'a round trip per direction: {t}')
     if transport == 'tcp':
         check(len(r['tcp']['endpoints']) == np and r['tcp']['rejected_connections'] == 0, f'tcp: {r["tcp"]}')
 
@@ -781,15 +820,15 @@ def _linkmap(d, np):
         r = load(js)
         print(f'nr-linkmap -np {np} {transport}: {took:.2f} s for {np - 1} rounds of 0.1 s, round walls '
               f'{[round(x["wall_s"], 3) for x in r["rounds"]]}')
-        _linkmap_check(r, np, transport)
+        _linkmap_check(r, js, np, transport)
         rows = [line for line in p.stdout.splitlines() if re.match(r'\s+\d+ ', line)]
         check(len(rows) == np and all(len(row.split()) == np + 2 for row in rows), f'matrix table:\n{p.stdout}')
         check(len(re.findall(r'^# round \d+ \(\d+ of \d+\)', p.stdout, re.M)) == np - 1, 'a line per round')
     js = os.path.join(d, 'lm-rtt.json')   # the serial round trips, on both transports
     run('nr-linkmap', np, '-t', 0.05, '-m', '16k', '--rtt', '--rtt-trials', 5, '--json', js)
-    _linkmap_check(load(js), np, 'mpi', rtt=True)
+    _linkmap_check(load(js), js, np, 'mpi', rtt=True)
     run('nr-linkmap', np, '-t', 0.05, '-m', '16k', '--rtt', '--rtt-trials', 5, *TCP_LO, '--json', js)
-    _linkmap_check(load(js), np, 'tcp', rtt=True)
+    _linkmap_check(load(js), js, np, 'tcp', rtt=True)
 
 
 def case_linkmap_2(d):
@@ -828,13 +867,18 @@ def case_linkmap_tcp_btl(d):
             check(r['status'] == 'ok' and r['summary']['ok_pairs'] == 4 and r['summary']['failed_pairs'] == 0,
                   f'plan file: {r["summary"]}\n{p.stdout}')
         else:
-            _linkmap_check(r, np, 'tcp', rtt='--rtt' in extra)
+            _linkmap_check(r, js, np, 'tcp', rtt='--rtt' in extra)
         # a round waits on the control messages only as long as the transfer: far below the 10-s round timeout
         check(max(walls) < 5, f'{extra}: a round waited for its control messages: {walls}')
 
 
+def _measured(m):
+    return {(a, b) for a, row in enumerate(m) for b, v in enumerate(row) if not math.isnan(v)}
+
+
 def case_linkmap_plan_file(d):
-    """Rounds given by the caller: comments, blank lines, a plan name, rank numbers; split rounds run as given."""
+    """Rounds given by the caller: comments, blank lines, a plan name, rank numbers; split rounds run as given; the
+    shift plan in a given order and with given shifts."""
     plan = os.path.join(d, 'plan.txt')
     with open(plan, 'w') as f:
         f.write('# sample plan: two rounds, the second split\nplan sample-1\n\n0>1 2>3   # a comment\n'
@@ -844,24 +888,38 @@ def case_linkmap_plan_file(d):
         run('nr-linkmap', 4, '--plan-file', plan, '-t', 0.05, '-m', '16k', *extra, '--json', js)
         r = load(js)
         check(r['status'] == 'ok' and r['plan'] == 'sample-1' and r['options']['plan_file'] == plan, 'plan named')
-        got = [[(p['src'], p['dst']) for p in rd['pairs']] for rd in r['rounds']]
-        check(got == [[(0, 1), (2, 3)], [(1, 0)], [(2, 1), (3, 2)]], f'{transport}: the rounds of the file: {got}')
-        m = r['matrix_mbps']
-        check(m[0][2] is None and m[0][1] > 0 and m[3][2] > 0, 'pairs not in the plan are null')
-    # a pair again in a later round (passes of the link test): both rounds reported, the matrix has the faster
+        check([rd['streams'] for rd in r['rounds']] == [2, 1, 2], f'{transport}: the rounds of the file: {r["rounds"]}')
+        m = _linkmap_matrix(js)
+        check(_measured(m) == {(0, 1), (2, 3), (1, 0), (3, 2), (2, 1)} and all(m[a][b] > 0 for a, b in _measured(m)),
+              f'{transport}: the directions of the file, the others not measured (NaN): {m}')
+    # a pair again in a later round (passes of the link test): the matrix has the faster
     with open(plan, 'w') as f:
         f.write('0>1\n1>0\n0>1\n')
     js = os.path.join(d, 'again.json')
     run('nr-linkmap', 2, '--plan-file', plan, '-t', 0.05, '-m', '16k', '--json', js)
     r = load(js)
-    twice = [p['mbps'] for rd in r['rounds'] for p in rd['pairs'] if (p['src'], p['dst']) == (0, 1)]
-    check(len(twice) == 2 and r['matrix_mbps'][0][1] == max(twice), f'0>1 twice: {twice}, {r["matrix_mbps"]}')
+    twice = [r['rounds'][0]['min_mbps'], r['rounds'][2]['min_mbps']]
+    m = _linkmap_matrix(js)
+    check(m[0][1] == _f32(max(twice)) and r['summary']['streams'] == 3 and r['summary']['pairs'] == 2,
+          f'0>1 twice: {twice}, {m}')
     # host names: on one machine every rank runs on the same host, which must then be refused as ambiguous
     host = r['hosts'][0]
     with open(plan, 'w') as f:
         f.write(f'{host}>1\n')
     p = run('nr-linkmap', 2, '--plan-file', plan, '-t', 0.05, expect=2)
     check(f"host '{host}' runs 2 ranks" in p.stderr and 'line 1' in p.stderr, p.stderr)
+    # the shift plan in a given order (rank numbers, any white space, comments), two of its shifts
+    order = os.path.join(d, 'order.txt')
+    with open(order, 'w') as f:
+        f.write('# the switch tree\n2 0\n3\t1\n')
+    js = os.path.join(d, 'order.json')
+    p = run('nr-linkmap', 4, '--order', order, '--shifts', '1,3', '-t', 0.05, '-m', '16k', '--json', js)
+    r = load(js)
+    want = {(2, 0), (0, 3), (3, 1), (1, 2)} | {(0, 2), (3, 0), (1, 3), (2, 1)}
+    check(r['status'] == 'ok' and r['plan'] == 'shift' and r['rounds_planned'] == 2 and
+          r['options']['order'] == order and r['options']['shifts'] == '1,3' and _measured(_linkmap_matrix(js)) == want,
+          f'shifts 1 and 3 in the order 2 0 3 1: {_measured(_linkmap_matrix(js))}')
+    check(f'plan shift in the order of {order} (2 rounds)' in p.stdout, p.stdout)
 
 
 def case_linkmap_bad_plans(d):
@@ -893,9 +951,23 @@ def case_linkmap_bad_plans(d):
                         (['--transport', 'tcp', '--bind-addr', 'x.y'], 'not an IPv4 address'),
                         (['--recheck-below', '1.5'], '--recheck-below'),
                         (['--recheck-below', '-0.1'], '--recheck-below'),
-                        (['--recheck-max', '100001'], '--recheck-max')):
+                        (['--recheck-max', '100001'], '--recheck-max'),
+                        (['--suspect-below', '2'], '--suspect-below'),
+                        (['--plan-file', plan, '--order', plan], '--order and --shifts shape --plan shift'),
+                        (['--shifts', '0'], "--shifts '0'"), (['--shifts', '1-2'], "--shifts '1-2'"),
+                        (['--shifts', '1,x'], "--shifts '1,x'"),
+                        (['--order', os.path.join(d, 'missing.txt')], 'cannot read order file')):
         p = run('nr-linkmap', 2, *opts, expect=2)
         check(words in p.stderr and p.stderr.count('nr-linkmap: error') == 1, f'{opts}: {p.stderr}')
+    order = os.path.join(d, 'order.txt')
+    for text, words in (('0 1 0\n', ("line 1: rank 0 (", 'listed twice (first on line 1)')),
+                        ('2\n0\n', ("order file '", 'lists 2 of the 3 ranks: rank 1 (')),
+                        ('0 1 5\n', ('line 1', 'rank 5 does not exist'))):
+        with open(order, 'w') as f:
+            f.write(text)
+        p = run('nr-linkmap', 3, '--order', order, expect=2)
+        errs = [x for x in p.stderr.splitlines() if 'nr-linkmap: error' in x]
+        check(len(errs) == 1 and all(w in errs[0] for w in words), f'--order {text!r}: {words}: {p.stderr}')
     p = run('nr-linkmap', 2, '--transport', 'tcp', '--bind-iface', 'nosuch0', expect=1)
     check("no interface 'nosuch0'" in p.stderr, p.stderr)
 
@@ -948,18 +1020,16 @@ def case_linkmap_fault_in_loop(d):
           r['failed_rank'] in (1, 2), f'rank 0 hung: {r}')
 
 
-def _linkmap_best(r, before=None):
-    """Each direction's best ok rate over the rounds (rounds with index < before only) and the upper median link:
-    linkverdict.collect_links and upper_median, by rank (on one machine every rank runs on the same host)."""
-    best, links = {}, {}
-    for rd in r['rounds']:
-        for p in rd['pairs'] if before is None or rd['index'] < before else ():
-            v = p['steady_mbps'] if isinstance(p['steady_mbps'], (int, float)) and p['steady_mbps'] > 0 else p['mbps']
-            if p['status'] == 'ok' and v > 0:
-                best[p['src'], p['dst']] = max(v, best.get((p['src'], p['dst']), 0.0))
+def _linkmap_best(m, recheck=()):
+    """Each direction's figure (the matrix, by rank: on one machine every rank runs on the same host), as it was
+    before the rechecks when their pairs are given (their mbps_before), and the upper median link."""
+    best = {(a, b): v for a, row in enumerate(m) for b, v in enumerate(row) if v > 0}
+    for x in recheck:
+        best[x['src'], x['dst']] = _f32(x['mbps_before'])
+    links = {}
     for (a, b), v in best.items():
         links[min(a, b), max(a, b)] = min(v, links.get((min(a, b), max(a, b)), math.inf))
-    return best, sorted(links.values())[len(links) // 2]
+    return best, _upper_median(links.values())
 
 
 def _linkmap_recheck_run(d, fault, *opts, extra=()):
@@ -969,26 +1039,28 @@ def _linkmap_recheck_run(d, fault, *opts, extra=()):
     r = load(js)
     check(r['status'] == 'ok' and r['summary']['failed_pairs'] == 0 and r['rounds_planned'] == 3,
           f'{fault} {opts} {extra}: a slow sender is slow, not failed: {r.get("error")}')
-    return p, r
+    return p, r, _linkmap_matrix(js)
 
 
-def _linkmap_rechecked(p, r, what, slowed):
+def _linkmap_rechecked(p, r, m, what, slowed):
     """The rechecks of a 4-rank shift run with --recheck-below 0.6: exactly the directions below 0.6 x the upper
     median link after the plan's rounds, slowest first (the slowed ones first of all), each alone in a round after
     the plan's. Returns the pairs."""
-    best, median = _linkmap_best(r, before=3)
+    rc = r['recheck']
+    best, median = _linkmap_best(m, rc['pairs'])
     below = sorted((v, a, b) for (a, b), v in best.items() if v < 0.6 * median)
-    rc, m = r['recheck'], len(below)
-    check(math.isclose(rc['median_link_mbps'], median, rel_tol=1e-9), f'{what}: the median link: {rc}')
-    check([(x['src'], x['dst'], x['mbps_before'], x['round']) for x in rc['pairs']] ==
-          [(a, b, v, 3 + i) for i, (v, a, b) in enumerate(below)] and
+    n = len(below)
+    check(rc['median_link_mbps'] == median, f'{what}: the median link: {rc}')
+    check([(x['src'], x['dst'], _f32(x['mbps_before']), x['round'], x['streams']) for x in rc['pairs']] ==
+          [(a, b, v, 3 + i, 1) for i, (v, a, b) in enumerate(below)] and
           all(x['src_host'] == r['hosts'][x['src']] and x['dst_host'] == r['hosts'][x['dst']] for x in rc['pairs']),
           f'{what}: the directions below 0.6 x {median:.1f}, slowest first: {below}, rechecked: {rc}\n{p.stdout}')
-    rounds = [(rd['index'], [(x['src'], x['dst']) for x in rd['pairs']]) for rd in r['rounds'][3:]]
-    check(r['rounds_run'] == 3 + m and rounds == [(3 + i, [(a, b)]) for i, (_, a, b) in enumerate(below)],
-          f'{what}: a round per recheck: {rounds}')
-    check(f'# recheck: {m} direction(s) below 0.6 x the median link ({median:.1f} Mbit/s)' in p.stdout and
-          f'# round 3 (4 of {3 + m})' in p.stdout, f'{what}: the recheck on stdout:\n{p.stdout}')
+    rounds = [(rd['index'], rd['streams']) for rd in r['rounds'][3:]]
+    check(r['rounds_run'] == 3 + n and rounds == [(3 + i, 1) for i in range(n)], f'{what}: a round per recheck: {rounds}')
+    check(all(m[x['src']][x['dst']] == _f32(max(x['mbps_before'], x['mbps_after'])) for x in rc['pairs']),
+          f'{what}: the matrix keeps the faster of the plan and the recheck: {rc["pairs"]}')
+    check(f'# recheck: {n} direction(s) below 0.6 x the median link ({median:.1f} Mbit/s)' in p.stdout and
+          f'# round 3 (4 of {3 + n})' in p.stdout, f'{what}: the recheck on stdout:\n{p.stdout}')
     check(sorted((x['src'], x['dst']) for x in rc['pairs'][:len(slowed)]) == sorted(slowed),
           f'{what}: {slowed} rechecked first: {rc["pairs"]}')
     others = [f'{x["src"]}>{x["dst"]} {x["mbps_before"]:.1f}' for x in rc['pairs'][len(slowed):]]
@@ -1002,26 +1074,27 @@ def case_linkmap_recheck(d):
     measured again alone after the plan, and its best round is then a healthy link's; without the option, or with
     --recheck-max 0, nothing more runs; a rank hung in a recheck round ends the job as in a plan round."""
     for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
-        p, r = _linkmap_recheck_run(d, 'slow:0:0:20', '--recheck-below', 0.6, extra=extra)
-        dst = next(x['dst'] for x in r['rounds'][0]['pairs'] if x['src'] == 0)
+        p, r, m = _linkmap_recheck_run(d, 'slow:0:0:20', '--recheck-below', 0.6, extra=extra)
+        dst = 1   # round 0 of the shift plan: 0>1
         rc = r['recheck']
         check(r['options']['recheck_below'] == rc['below'] == 0.6 and r['options']['recheck_max'] == rc['max'] == 64,
               f'{transport}: the options: {r["options"]}, {rc}')
-        pairs = _linkmap_rechecked(p, r, transport, [(0, dst)])
-        both = [x['mbps'] for rd in r['rounds'] for x in rd['pairs'] if (x['src'], x['dst']) == (0, dst)]
-        check(len(both) == 2 and r['matrix_mbps'][0][dst] == max(both), f'{transport}: the faster round: {both}')
-        best, median = _linkmap_best(r)
+        pairs = _linkmap_rechecked(p, r, m, transport, [(0, dst)])
+        best, median = _linkmap_best(m)
         print(f'nr-linkmap {transport} slow:0:0:20: 0>{dst} {pairs[0]["mbps_before"]:.1f} Mbit/s before, '
               f'{best[0, dst]:.1f} after the recheck; median link {rc["median_link_mbps"]:.1f} before, {median:.1f} '
               f'after')
         check(best[0, dst] >= 0.6 * median, f'{transport}: 0>{dst} passes its recheck: {best[0, dst]} vs {median}')
         # off (the default), and --recheck-max 0: the slow direction stays as read, no round more
         for opts, median_known in (((), False), (('--recheck-below', 0.6, '--recheck-max', 0), True)):
-            p, r = _linkmap_recheck_run(d, 'slow:0:0:20', *opts, extra=extra)
+            p, r, m = _linkmap_recheck_run(d, 'slow:0:0:20', *opts, extra=extra)
             rc = r['recheck']
             check(r['rounds_run'] == 3 and rc['pairs'] == [] and '# recheck' not in p.stdout and
                   (rc['median_link_mbps'] is not None) == median_known, f'{transport} {opts}: no recheck: {rc}')
             check(rc['below'] == (0.6 if opts else 0) and rc['max'] == (0 if opts else 64), f'{opts}: {rc}')
+            slow = [x for x in r['suspects'] if (x['src'], x['dst']) == (0, dst)]
+            check(r['suspect_rule']['below'] == (0.6 if opts else 0.85) and len(slow) == 1 and
+                  slow[0]['mbps'] == m[0][dst] and slow[0]['share'] < 0.6, f'{opts}: 0>{dst} a suspect: {r["suspects"]}')
     # below 1 x the median: the slower directions of the links under the median are rechecked; rank 2 hangs in the
     # first recheck round (idle or not, it sends no report)
     p, r = _linkmap_fault(d, 4, {'NR_LINKMAP_FAULT': 'hang:2:3:120'}, '-t', 0.2, '--round-timeout', 2,
@@ -1035,10 +1108,10 @@ def case_linkmap_recheck(d):
 def case_linkmap_recheck_slow_link(d):
     """A slow link stays slow: rank 0 napping in every round (a slow NIC) is rechecked and still reads slow."""
     for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
-        p, r = _linkmap_recheck_run(d, 'slow:0:-1:20', '--recheck-below', 0.6, extra=extra)
+        p, r, m = _linkmap_recheck_run(d, 'slow:0:-1:20', '--recheck-below', 0.6, extra=extra)
         slow = [(0, 1), (0, 2), (0, 3)]
-        pairs = _linkmap_rechecked(p, r, transport, slow)
-        best, median = _linkmap_best(r)
+        pairs = _linkmap_rechecked(p, r, m, transport, slow)
+        best, median = _linkmap_best(m)
         before = ', '.join(f'{x["src"]}>{x["dst"]} {x["mbps_before"]:.1f}' for x in pairs)
         after = ', '.join(f'{a}>{b} {best[a, b]:.1f}' for a, b in slow)
         print(f'nr-linkmap {transport} slow:0:-1:20: {before} Mbit/s before, {after} after the rechecks; median link '

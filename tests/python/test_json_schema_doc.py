@@ -96,7 +96,7 @@ def test_doc_tables_parse():
     assert ('latency.min_us', True) in rows['nr-mpitest']
     assert ('tests[].points[].rate_kBps', True) in rows['nr-mpicoll']
     assert ('sizes[].bandwidth_mibps', True) in rows['nr-ebb']
-    assert ('rounds[].pairs[].mbps', True) in rows['nr-linkmap'] and ('matrix_mbps', True) in rows['nr-linkmap']
+    assert ('suspects[].status', True) in rows['nr-linkmap'] and ('matrix_file', True) in rows['nr-linkmap']
     assert any(p == 'mpi.library' for p, _ in rows['nr-ebb']) and not any(p == 'mpi.library' for p, _ in
                                                                           rows['nr-tcptest'])
 

@@ -1,0 +1,464 @@
+"""tools/simcentre: the link test of a centre's fabric, run on a simulated one (SimGrid's SMPI, docs/scale.md).
+
+A two-level fat tree (leaf switches of H nodes, S spines, one cable from every leaf to every spine; S < H is a
+tapered tree) is written as a SimGrid platform: a FAT_TREE cluster, whose routing is static and destination-based
+(d-mod-k: a stream to the node at position d of the tree leaves its leaf towards spine d mod S), plus the faults, set
+on its links by the platform loader nr-simfabric (tools/lib/simfabric.c) after SimGrid has read the XML. The same
+tree is written as Slurm's topology.conf, from which the link test's plans and verdict read it (netregress.linkplan,
+netregress.linkverdict). Our own nr-linkmap, built with smpicc (CMake NR_SMPI), then runs under smpirun on one
+simulated host per node, one rank each, and its result is judged by the link check's own verdict.
+
+    tools/simcentre build                      nr-linkmap and nr-simfabric under smpicc, in build/smpi
+    tools/simcentre run --out DIR [TREE] [--fault F ...] [--plan full|sample|topology] [...]
+                                               write the fabric, run the plan, judge it; a line of figures
+    tools/simcentre verdict DIR                judge DIR's result again (its own time and peak memory)
+
+TREE: ``--leaves L --per-leaf H --spines S`` (default 8 x 16, 16 spines), or ``--topology FILE`` (Slurm's
+topology.conf of a regular two-level tree: every leaf the same size, every spine above every leaf); ``--link-gbps``
+(100) and ``--latency-ns`` (500) per cable. Faults (``--fault``, repeatable):
+
+    cable:NODE[:F]        the node's cable slow from the node (its transmit side) at F (0.6) of the link
+    downgrade:NODE[:F]    the node's link trained to a lower speed: both ways at F (0.5)
+    uplink:LEAF:SPINE[:F] the cable between a leaf and a spine, both ways at F (0.6)
+    spine:SPINE[:F]       every cable of a spine, both ways at F (0.6)
+    down:NODE             Slurm has the node down: left out of the job (netregress.slurm.unusable_nodes) and named
+
+Exit: 0 the verdict found nothing, 1 it named something (or the simulation failed), 2 usage.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / 'build' / 'smpi'
+KERNEL = BUILD / 'src' / 'mpi' / 'nr-linkmap'
+LOADER = BUILD / 'nr-simfabric.so'
+#: The SMPI settings under which a simulated stream reads what its links carry (docs/scale.md, "Faithful rates").
+SMPI_CONFIG = (
+    'smpi/simulate-computation:no',   # the kernel's own code costs no simulated time
+    'smpi/test:0', 'smpi/wtime:0',     # polling neither: nr-linkmap's idle loops sleep LM_SIM_POLL_S instead
+    'smpi/grow-injected-times:no',
+    'network/model:CM02',              # max-min sharing, no size-dependent bandwidth and latency factors
+    'network/TCP-gamma:0',             # no TCP window bound on a stream (InfiniBand has none)
+    'network/crosstraffic:0',          # no 5 % of each stream on the reverse links (TCP's acknowledgements)
+    'smpi/shared-malloc:local',        # every rank's payload one block the simulator does not copy
+    'smpi/display-timing:yes',         # the simulated time, on stderr
+)
+ROUND_TIME_S = 0.02                    # -t: two messages of -m per stream at the link's rate
+MIN_LINK_FRACTION = 0.85               # the link check's defaults (netregress.allpairs)
+RATE_FRACTION = 0.95
+SAMPLE_SEED = 1
+KEPT = ('result.json', 'linkmatrix.bin', 'links.json', 'links.txt', 'plan.txt')
+
+
+class UsageError(Exception):
+    """A wrong option, tree or fault: one line naming it, exit 2."""
+
+
+# --- the fabric ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FatTree:
+    """A two-level fat tree: ``leaves`` leaf switches of ``per_leaf`` nodes, ``spines`` spines, one cable from every
+    leaf to every spine; ``names`` the nodes in the tree's order (default node0 .., as SimGrid names its hosts)."""
+    leaves: int
+    per_leaf: int
+    spines: int
+    link_gbps: float = 100.0
+    latency_ns: float = 500.0
+    names: tuple[str, ...] = ()
+    leaf_names: tuple[str, ...] = ()
+    spine_names: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for what in ('leaves', 'per_leaf', 'spines'):
+            if getattr(self, what) < 1:
+                raise UsageError(f'{what.replace("_", "-")} must be at least 1, not {getattr(self, what)}')
+        if self.spines > self.per_leaf:
+            raise UsageError(f'{self.spines} spines above leaves of {self.per_leaf} nodes: more uplinks than nodes')
+        if not (self.link_gbps > 0 and self.latency_ns >= 0):
+            raise UsageError(f'link-gbps must be > 0 and latency-ns >= 0, not {self.link_gbps}, {self.latency_ns}')
+        n = self.leaves * self.per_leaf
+        defaults = (('names', 'node', n), ('leaf_names', 'leaf', self.leaves), ('spine_names', 'spine', self.spines))
+        for attr, prefix, count in defaults:
+            if not getattr(self, attr):
+                object.__setattr__(self, attr, tuple(f'{prefix}{i}' for i in range(count)))
+            elif len(getattr(self, attr)) != count:
+                raise UsageError(f'{attr}: {len(getattr(self, attr))} names for {count}')
+
+    @property
+    def n(self) -> int:
+        return self.leaves * self.per_leaf
+
+    @property
+    def taper(self) -> float:
+        return self.per_leaf / self.spines
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        return self.link_gbps * 1e9 / 8
+
+    def describe(self) -> str:
+        return (f'{self.n} nodes: {self.leaves} leaves of {self.per_leaf}, {self.spines} spines '
+                f'({self.taper:g}:1), {self.link_gbps:g} Gbit/s, {self.latency_ns:g} ns a cable')
+
+    def xml(self) -> str:
+        """The healthy fabric as SimGrid's FAT_TREE cluster (hosts node0 .. node<n-1> in the tree's order)."""
+        return (f"<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                f'<platform version="4.1">\n'
+                f'  <cluster id="fabric" prefix="node" suffix="" radical="0-{self.n - 1}" speed="1Gf"\n'
+                f'           bw="{self.link_bytes_per_s:.6g}Bps" lat="{self.latency_ns:g}ns" sharing_policy="SPLITDUPLEX"\n'
+                f'           topology="FAT_TREE" topo_parameters="2;{self.per_leaf},{self.leaves};1,{self.spines};1,1"/>\n'
+                f'</platform>\n')
+
+    def topology_conf(self) -> str:
+        """The tree as Slurm's topology.conf (each leaf's nodes, each spine above every leaf)."""
+        from netregress.slurm import abbrev
+        lines = [f'# {self.describe()} (tools/simcentre)']
+        for leaf in range(self.leaves):
+            members = self.names[leaf * self.per_leaf:(leaf + 1) * self.per_leaf]
+            lines.append(f'SwitchName={self.leaf_names[leaf]} Nodes={abbrev(members)}')
+        lines += [f'SwitchName={s} Switches={abbrev(self.leaf_names)}' for s in self.spine_names]
+        return '\n'.join(lines) + '\n'
+
+    # SimGrid's names of the cluster's links (FatTreeZone): node i is element i, leaf l element 2n-1-l, spine s
+    # element 2n-1-L-s; the k-th cable made is numbered k, the nodes' first, then each leaf's to spines 0 .. S-1;
+    # _UP leads towards the spines. nr-simfabric refuses a name the fabric does not have.
+    def cable_link(self, node: int, way: str) -> str:
+        return f'link_from_{node}_{2 * self.n - 1 - node // self.per_leaf}_{node}_{way}'
+
+    def uplink_link(self, leaf: int, spine: int, way: str) -> str:
+        n = self.n
+        return f'link_from_{2 * n - 1 - leaf}_{2 * n - 1 - self.leaves - spine}_{n + leaf * self.spines + spine}_{way}'
+
+    @classmethod
+    def from_topology(cls, text: str, source: str, link_gbps: float, latency_ns: float) -> FatTree:
+        """A regular two-level tree from Slurm's topology.conf."""
+        from netregress.linkplan import TopologyError, parse_topology
+        try:
+            leaves, children = parse_topology(text, source)
+        except TopologyError as err:
+            raise UsageError(str(err)) from None
+        sizes = {len(v) for v in leaves.values()}
+        if not leaves or len(sizes) != 1:
+            raise UsageError(f'{source}: a simulated tree needs leaves of one size, not {sorted(sizes) or "none"}')
+        spines = [s for s, below in children.items() if any(c in leaves for c in below)]
+        lacking = [s for s in spines if set(children[s]) != set(leaves)]
+        if not spines or lacking:
+            raise UsageError(f'{source}: every spine must be above every leaf'
+                             + (f' ({lacking[0]} is not)' if lacking else ' (no spine lists the leaves)'))
+        return cls(len(leaves), sizes.pop(), len(spines), link_gbps, latency_ns,
+                   tuple(n for v in leaves.values() for n in v), tuple(leaves), tuple(spines))
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault (module doc) and what the verdict must name for it."""
+    kind: str
+    where: tuple[int, ...]
+    fraction: float = 1.0
+
+    KINDS = {'cable': (1, 0.6), 'downgrade': (1, 0.5), 'uplink': (2, 0.6), 'spine': (1, 0.6), 'down': (1, None)}
+
+    @classmethod
+    def parse(cls, spec: str, tree: FatTree) -> Fault:
+        parts = spec.split(':')
+        if parts[0] not in cls.KINDS:
+            raise UsageError(f'--fault {spec!r}: unknown kind {parts[0]!r} ({", ".join(cls.KINDS)})')
+        places, default = cls.KINDS[parts[0]]
+        if len(parts) not in (1 + places, 2 + places) or (default is None and len(parts) != 1 + places):
+            raise UsageError(f'--fault {spec!r}: {parts[0]} takes {places} place(s)'
+                             + ('' if default is None else ' and an optional fraction'))
+        tables = {'cable': [tree.names], 'downgrade': [tree.names], 'down': [tree.names],
+                  'uplink': [tree.leaf_names, tree.spine_names], 'spine': [tree.spine_names]}[parts[0]]
+        where = []
+        for name, table in zip(parts[1:1 + places], tables):
+            if name not in table:
+                raise UsageError(f'--fault {spec!r}: the tree has no {name!r}')
+            where.append(table.index(name))
+        fraction = default or 1.0
+        if len(parts) == 2 + places:
+            try:
+                fraction = float(parts[-1])
+            except ValueError:
+                fraction = -1.0
+            if not 0 < fraction < 1:
+                raise UsageError(f'--fault {spec!r}: the fraction must be between 0 and 1, not {parts[-1]!r}')
+        return cls(parts[0], tuple(where), fraction)
+
+    def links(self, tree: FatTree) -> list[str]:
+        """The SimGrid links it slows."""
+        if self.kind == 'cable':
+            return [tree.cable_link(self.where[0], 'UP')]
+        if self.kind == 'downgrade':
+            return [tree.cable_link(self.where[0], way) for way in ('UP', 'DOWN')]
+        if self.kind == 'uplink':
+            return [tree.uplink_link(*self.where, way) for way in ('UP', 'DOWN')]
+        if self.kind == 'spine':
+            return [tree.uplink_link(leaf, self.where[0], way) for leaf in range(tree.leaves) for way in ('UP', 'DOWN')]
+        return []
+
+    def expected(self, tree: FatTree) -> str:
+        """What the verdict names for it (:func:`named`'s form)."""
+        if self.kind == 'down':
+            return f'left out: {tree.names[self.where[0]]}'
+        if self.kind in ('cable', 'downgrade'):
+            return f'slow node: node {tree.names[self.where[0]]} ({"out" if self.kind == "cable" else "both"})'
+        if self.kind == 'uplink':
+            leaf, spine = self.where
+            return (f'slow uplink: uplink {spine} of leaf switch {tree.leaf_names[leaf]} (to '
+                    f'{tree.spine_names[spine]}) (both)')
+        return f'slow spine: spine switch {tree.spine_names[self.where[0]]}'
+
+
+def write_fabric(tree: FatTree, faults: Sequence[Fault], out: Path) -> None:
+    """fabric.xml, faults.txt (nr-simfabric's: LINK BYTES/S) and topology.conf in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / 'fabric.xml').write_text(tree.xml())
+    (out / 'topology.conf').write_text(tree.topology_conf())
+    lines = [f'{link} {f.fraction * tree.link_bytes_per_s:.6g}  # {f.kind}' for f in faults for link in f.links(tree)]
+    (out / 'faults.txt').write_text(''.join(line + '\n' for line in lines))
+
+
+# --- a run ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class RunSpec:
+    """What `run` did, kept as run.json so that `verdict` can judge the result again."""
+    tree: dict
+    faults: list[str]
+    plan: str
+    left_out: dict[str, str] = field(default_factory=dict)
+    sample: tuple[int, int, int] = (0, 0, SAMPLE_SEED)   # per run, run index, seed
+    rate_mbps: float | None = None
+    kernel_opts: list[str] = field(default_factory=list)
+
+
+def topology_of(out: Path):
+    from netregress.linkplan import Topology
+    return Topology.from_text((out / 'topology.conf').read_text(), {'routing': 'd-mod-k'},
+                              str(out / 'topology.conf'))
+
+
+def make_plan(spec: RunSpec, nodes: list[str], topology):
+    """The link check's plan over ``nodes`` in the tree's order (netregress.linkplan)."""
+    from netregress import linkplan
+    if spec.plan == 'sample':
+        return linkplan.sample_plan(nodes, *spec.sample, topology)
+    if spec.plan == 'topology':
+        return linkplan.topology_plan(topology, nodes)
+    return linkplan.full_plan(nodes, topology)
+
+
+def left_out_by_slurm(tree: FatTree, down: Sequence[str]) -> dict[str, str]:
+    """What the link check leaves out when sinfo says ``down`` are down (netregress.slurm.unusable_nodes)."""
+    from netregress import slurm
+    rows = ''.join(f'sim|{n}|{"down" if n in down else "idle"}|{"simulated fault" if n in down else ""}\n'
+                   for n in tree.names)
+
+    def sinfo(argv, timeout_s):
+        return subprocess.CompletedProcess(argv, 0, rows, '')
+
+    left, unknown = slurm.unusable_nodes(['sim'], 0, runner=sinfo, only=set(tree.names))
+    if unknown:
+        raise UsageError(f'the simulated sinfo: {"; ".join(unknown)}')
+    return left
+
+
+def message_size(tree: FatTree) -> str:
+    """-m: the power of two nearest half a round's worth at the link's rate (two messages a stream)."""
+    return f'{2 ** round(math.log2(tree.link_bytes_per_s * ROUND_TIME_S / 2 / 2 ** 20))}M'
+
+
+def time_v(text: str) -> tuple[float, float]:
+    """(wall s, peak RSS MB) from /usr/bin/time -v's report."""
+    wall = re.search(r'Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)', text)
+    rss = re.search(r'Maximum resident set size \(kbytes\): (\d+)', text)
+    seconds = (int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))) if wall else math.nan
+    return seconds, int(rss.group(1)) / 1024 if rss else math.nan
+
+
+def run(args: argparse.Namespace) -> int:
+    tree = tree_of(args)
+    faults = [Fault.parse(f, tree) for f in args.fault]
+    out = Path(args.out)
+    if not KERNEL.exists() or not LOADER.exists():
+        raise UsageError(f'{KERNEL} or {LOADER} missing: run tools/simcentre build first')
+    write_fabric(tree, faults, out)
+    for stale in KEPT + ('run.json', 'simcentre.json', 'order.txt'):
+        (out / stale).unlink(missing_ok=True)
+    down = [tree.names[f.where[0]] for f in faults if f.kind == 'down']
+    rate = tree.link_gbps * 1000 if args.rate_mbps is None else args.rate_mbps or None
+    spec = RunSpec(asdict(tree), list(args.fault), args.plan, left_out_by_slurm(tree, down) if down else {},
+                   rate_mbps=rate)
+    topology = topology_of(out)
+    nodes = [n for n in tree.names if n not in spec.left_out]
+    if spec.plan == 'sample':
+        from netregress.allpairs import sample_matchings_for
+        spec.sample = (args.sample_sets or sample_matchings_for(len(nodes)), args.sample_run, SAMPLE_SEED)
+    plan = make_plan(spec, nodes, topology)
+    sim_host = {name: f'node{i}' for i, name in enumerate(tree.names)}
+    (out / 'hostfile').write_text(''.join(sim_host[n] + '\n' for n in plan.nodes))
+    opts = ['-t', str(ROUND_TIME_S), '-m', message_size(tree), '-w', '1', '--recheck-below',
+            f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-max', str(args.recheck_max)]
+    if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the tree's order: computed by rank 0, no file
+        (out / 'order.txt').write_text('\n'.join(map(str, range(len(plan.nodes)))) + '\n')
+        opts += ['--plan', 'shift', '--order', str(out / 'order.txt')]
+    else:
+        with open(out / 'plan.txt', 'w') as fp:
+            plan.write(fp)
+        opts += ['--plan-file', str(out / 'plan.txt')]
+    spec.kernel_opts = opts
+    (out / 'run.json').write_text(json.dumps(asdict(spec), indent=1) + '\n')
+    cmd = ['nice', '-n', '10', '/usr/bin/time', '-v', 'smpirun', '-no-privatize', '-np', str(len(plan.nodes)),
+           '-platform', str(LOADER), '-hostfile', str(out / 'hostfile'), *[f'--cfg={c}' for c in SMPI_CONFIG],
+           str(KERNEL), *opts, '--json', str(out / 'result.json')]
+    print(f'simcentre: {tree.describe()}; plan {spec.plan} ({len(plan.rounds)} rounds over {len(plan.nodes)} nodes)'
+          + (f'; faults {", ".join(args.fault)}' if args.fault else ''), flush=True)
+    with open(out / 'linkmap.out', 'w') as stdout, open(out / 'smpirun.err', 'w') as stderr:
+        proc = subprocess.run(cmd, stdout=stdout, stderr=stderr, env={**os.environ, 'NR_SIMFABRIC': str(out)})
+    err = (out / 'smpirun.err').read_text()
+    wall, peak = time_v(err)
+    simulated = re.findall(r'Simulated time: ([\d.e+-]+) seconds', err)
+    if not (out / 'result.json').exists():
+        lines = [x for x in err.splitlines() if x.strip() and 'Configuration change' not in x]
+        tail = [x for x in lines if 'CRITICAL' in x or 'rror' in x][:3] or lines[-3:]
+        print(f'simcentre: the simulation wrote no result (exit {proc.returncode}): {" | ".join(tail)}',
+              file=sys.stderr)
+        return 1
+    figures = {'nodes': len(plan.nodes), 'plan': spec.plan, 'faults': list(args.fault),
+               'rounds': json.loads((out / 'result.json').read_text()).get('rounds_run'),
+               'simulated_s': float(simulated[-1]) if simulated else None, 'wall_s': wall, 'peak_mb': peak,
+               'kernel_exit': proc.returncode}
+    verdict = subprocess.run([sys.executable, __file__, 'verdict', str(out)], capture_output=True, text=True)
+    if verdict.returncode == 2 or not verdict.stdout.strip():
+        print(f'simcentre: the verdict failed: {verdict.stderr.strip()}', file=sys.stderr)
+        return 1
+    figures.update(json.loads(verdict.stdout.splitlines()[-1]))
+    (out / 'simcentre.json').write_text(json.dumps(figures, indent=1) + '\n')
+    print(summary_line(figures))
+    return 1 if figures['named'] else 0
+
+
+def summary_line(f: dict) -> str:
+    return (f"simcentre: {f['nodes']} nodes, plan {f['plan']}, {', '.join(f['faults']) or 'healthy'}: {f['rounds']} "
+            f"rounds, {f['simulated_s']:.3f} s simulated, {f['wall_s']:.0f} s wall, peak {f['peak_mb']:.0f} MB; "
+            f"kept {f['kept_bytes'] / 1e6:.2f} MB; verdict {f['verdict_s']:.2f} s, peak {f['verdict_peak_mb']:.0f} MB; "
+            f"named: {'; '.join(f['named']) or 'nothing'}")
+
+
+# --- the verdict ---------------------------------------------------------------------------------------------------
+
+def named(v, left_out: dict[str, str]) -> list[str]:
+    """What the verdict names, one string each: left out nodes, then failed and slow elements (netregress.linkverdict
+    Named: kind, name, direction)."""
+    out = [f'left out: {node}' for node in left_out]
+    for what, elements in (('failed', v.failed_named), ('slow', v.slow_named)):
+        out += [f'{what} {x.kind}: {x.name}' + (f' ({x.direction})' if x.direction else '') for x in elements]
+    return out
+
+
+def verdict(out: Path) -> int:
+    """Judge ``out``'s result as the link check does and print one JSON line of figures (this process's time and
+    peak memory are the verdict's)."""
+    from netregress import linkmatrix, linkverdict
+    from netregress.allpairs import write_link_files
+    started = time.perf_counter()
+    spec = RunSpec(**json.loads((out / 'run.json').read_text()))
+    tree = FatTree(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.tree.items()})
+    doc = json.loads((out / 'result.json').read_text())
+    data = linkmatrix.from_result(doc, out)
+    sim_name = {f'node{i}': name for i, name in enumerate(tree.names)}   # SimGrid's hosts -> the tree's names
+    data = linkmatrix.LinkData([sim_name.get(h, h) for h in data.nodes], data.matrix, data.errors, data.rechecked,
+                               data.bytes_per_host)
+    topology = topology_of(out)
+    nodes = [n for n in tree.names if n not in spec.left_out]
+    plan = make_plan(spec, nodes, topology)
+    from netregress.linkplan import plan_contention
+    at = {h: i for i, h in enumerate(data.nodes)}
+    contention = plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
+    fabric = linkverdict.Fabric.of(topology, data.nodes)
+    v = linkverdict.judge(data, min_fraction=MIN_LINK_FRACTION, rate_mbps=spec.rate_mbps, rate_fraction=RATE_FRACTION,
+                          fabric=fabric, contention=contention if contention.max() > 1 else None)
+    write_link_files(str(out), doc, data, v, {'plan': spec.plan, 'order': [at[h] for h in plan.nodes],
+                                              'rate_mbps': spec.rate_mbps, 'topology': topology.describe(),
+                                              'nodes_left_out': list(spec.left_out.values()),
+                                              'min_link_fraction': MIN_LINK_FRACTION,
+                                              'min_rate_fraction': RATE_FRACTION})
+    took = time.perf_counter() - started
+    figures = {'named': named(v, spec.left_out), 'problems': linkverdict.failed_problems(v) + linkverdict.slow_problems(v),
+               'median_link_mbps': v.median_link_mbps, 'directions': v.directions, 'verdict_s': round(took, 3),
+               'verdict_peak_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+               'kept_bytes': sum((out / f).stat().st_size for f in KEPT if (out / f).exists())}
+    print(json.dumps(figures))
+    return 0
+
+
+# --- the command line ----------------------------------------------------------------------------------------------
+
+def tree_of(args: argparse.Namespace) -> FatTree:
+    if args.topology:
+        try:
+            text = Path(args.topology).read_text()
+        except OSError as err:
+            raise UsageError(f'--topology {args.topology}: {err.strerror}') from None
+        return FatTree.from_topology(text, args.topology, args.link_gbps, args.latency_ns)
+    return FatTree(args.leaves, args.per_leaf, args.spines, args.link_gbps, args.latency_ns)
+
+
+def build() -> int:
+    """nr-linkmap and nr-simfabric under smpicc (tools/build-kernels, CMake NR_SMPI)."""
+    if not shutil.which('smpicc'):
+        raise UsageError('smpicc not found: apt-get install libsimgrid-dev (tools/bootstrap --for test)')
+    return subprocess.run([str(ROOT / 'tools' / 'build-kernels'), '--mpicc', 'smpicc', '--build', str(BUILD), '--type',
+                           'RelWithDebInfo', '--jobs', '2', '--', '-DCMAKE_C_COMPILER=smpicc', '-DNR_SMPI=ON']).returncode
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog='tools/simcentre', description=__doc__.split('\n\n')[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest='command', required=True)
+    sub.add_parser('build', help='nr-linkmap and nr-simfabric under smpicc')
+    r = sub.add_parser('run', help='write the fabric, run a plan on it, judge the result')
+    r.add_argument('--out', required=True, help='directory for the fabric and the results')
+    r.add_argument('--leaves', type=int, default=8)
+    r.add_argument('--per-leaf', type=int, default=16)
+    r.add_argument('--spines', type=int, default=16)
+    r.add_argument('--topology', help="Slurm's topology.conf of a regular two-level tree (instead of the shape)")
+    r.add_argument('--link-gbps', type=float, default=100.0)
+    r.add_argument('--latency-ns', type=float, default=500.0)
+    r.add_argument('--fault', action='append', default=[], help='cable:NODE[:F], downgrade:NODE[:F], '
+                   'uplink:LEAF:SPINE[:F], spine:SPINE[:F], down:NODE')
+    r.add_argument('--plan', choices=('full', 'sample', 'topology'), default='topology')
+    r.add_argument('--sample-sets', type=int, help='sample: link sets per run (default: every link in 30 runs)')
+    r.add_argument('--sample-run', type=int, default=0, help='sample: the run in the rotation')
+    r.add_argument('--rate-mbps', type=float, help='the line rate the verdict holds links to (default the link; 0: none)')
+    r.add_argument('--recheck-max', type=int, default=64)
+    v = sub.add_parser('verdict', help="judge a run's result again")
+    v.add_argument('dir')
+    args = ap.parse_args(argv)
+    try:
+        if args.command == 'build':
+            return build()
+        if args.command == 'verdict':
+            return verdict(Path(args.dir))
+        return run(args)
+    except UsageError as err:
+        print(f'simcentre: {err}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -9,8 +9,12 @@ the snapshot manifest of a source mirror) is written through this module:
 * :func:`atomic_write` writes a temporary file made by ``mkstemp`` in the target's own directory, flushes and
   fsyncs it, then ``os.replace``\\ s the target and fsyncs the directory: a reader, a kill or a full disk leaves the
   old file or the new one, never a part. A target that is a symbolic link is refused, never written through.
+  Its temporary file is named ``.<name>.<pid>.<random>.tmp``; the next writer removes those a killed writer left
+  (:func:`remove_leftovers`: its process is gone, or the file is older than :data:`LEFTOVER_AGE_S`).
 * :func:`locked` holds ``fcntl.flock`` on ``<dir>/.lock`` for a read-modify-write: concurrent writers queue instead
   of losing each other's changes.
+* :func:`sealed` ends a file with a line counting its bytes, :func:`check_sealed` refuses one without it or with
+  another count: a file cut at a line boundary is still valid YAML, and would be read as a smaller one.
 
 Standard library only: the Spack helpers import it before the venv exists.
 """
@@ -18,9 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import os
+import re
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -88,8 +95,9 @@ def atomic_write(path: Path, data: str | bytes, mode: int | None = None, what: s
             os.umask(umask)
             mode = 0o666 & ~umask
     raw = data.encode() if isinstance(data, str) else data
+    remove_leftovers(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.{os.getpid()}.', suffix='.tmp', dir=directory)
     except OSError as err:
         raise StateError(f'{path}: cannot write the {what} ({err.strerror})') from None
     try:
@@ -106,6 +114,70 @@ def atomic_write(path: Path, data: str | bytes, mode: int | None = None, what: s
             raise StateError(f'{path}: cannot write the {what} ({err.strerror}); the old one is intact') from None
         raise
     fsync_dir(directory)
+
+
+#: A temporary file older than this is a leftover whatever its process id says (the id may have been reused).
+LEFTOVER_AGE_S = 600.0
+
+
+def remove_leftovers(path: Path) -> list[Path]:
+    """Remove the temporary files of earlier :func:`atomic_write` calls for ``path`` whose writer was killed: its
+    process is gone, or the file is older than :data:`LEFTOVER_AGE_S` (a file of the earlier naming, without a
+    process id, by its age alone). Returns what it removed. Writers of one file hold a lock (:func:`locked`), so a
+    temporary file of a live writer is another process's only where the process id was reused."""
+    path = Path(path)
+    pattern = re.compile(rf'\.{re.escape(path.name)}\.(?:(\d+)\.)?[A-Za-z0-9_]+\.tmp')
+    removed = []
+    now = time.time()
+    for tmp in path.parent.glob(f'.{glob.escape(path.name)}.*.tmp'):
+        found = pattern.fullmatch(tmp.name)
+        if not found:
+            continue
+        try:
+            old = now - os.lstat(tmp).st_mtime > LEFTOVER_AGE_S
+            if old or (found[1] is not None and not _alive(int(found[1]))):
+                os.unlink(tmp)
+                removed.append(tmp)
+        except OSError:
+            pass                        # gone meanwhile, or not ours to remove: the write goes on
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True                     # another user's process
+    return True
+
+
+#: The last line of a sealed file: how many bytes come before it.
+SEAL = '# end of file: {} bytes before this line\n'
+_SEAL_RE = re.compile(r'# end of file: (\d+) bytes before this line\n\Z')
+
+
+def sealed(text: str) -> str:
+    """``text`` (ending with a newline) with its seal (:data:`SEAL`) as the last line."""
+    return text + SEAL.format(len(text.encode()))
+
+
+def check_sealed(text: str, path: Path, what: str = 'file') -> str:
+    """``text`` without its seal; :class:`StateError` naming ``path`` when the seal is missing (the file was cut)
+    or counts other bytes than precede it (cut and something appended, or edited)."""
+    found = _SEAL_RE.search(text)
+    if found is None:
+        raise StateError(f'{path}: truncated {what} (its last line, "# end of file: N bytes ...", is missing): '
+                         f'kept as it is, not used; move it away to start a new one')
+    body = text[:found.start()]
+    size = len(body.encode())
+    if size != int(found[1]):
+        raise StateError(f'{path}: {what} of {size} bytes where its last line says {found[1]} (cut or edited): '
+                         f'kept as it is, not used; move it away to start a new one')
+    return body
 
 
 def fsync_dir(directory: Path) -> None:
@@ -135,7 +207,6 @@ def locked(directory: Path, timeout: float | None = None) -> Iterator[Path]:
         if timeout is None:
             fcntl.flock(fd, fcntl.LOCK_EX)
         else:
-            import time
             end = time.monotonic() + timeout
             while True:
                 try:

@@ -13,7 +13,7 @@ import tabulate
 
 from netregress.judge import bandrules, baselines, references
 from netregress.measure import interconnects, site
-from netregress import measurement
+from netregress import datafiles, measurement
 from netregress.judge.figures import asserted
 from . import runreport
 from .refswrite import check_figures, check_report, measurements, refuse_undeclared
@@ -38,6 +38,15 @@ def _reference_bands(refset: references.ReferenceSet) -> list[tuple[float, float
     return [(ref.lower, ref.upper) for _, ref in refset.entries()]
 
 
+def checked_system(system: str) -> str:
+    """``--system``, a name (:func:`netregress.datafiles.checked_name`), checked before the state directory is
+    touched; :class:`baselines.BaselineError` otherwise."""
+    try:
+        return datafiles.checked_name(system, 'system')
+    except datafiles.UnsafeName as err:
+        raise baselines.BaselineError(str(err)) from None
+
+
 def throttled_cases(doc) -> list[str]:
     """The test cases of a run report that said a CPU quota shared by every node throttled them (the checks'
     ``cpu_quota_note``: a container's CPU limit, tools/slow-machine): ``name: note`` each."""
@@ -53,6 +62,7 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     quota throttled them is left out: every CPU-bound figure of it measured the quota, and in the baseline it would
     widen the bands or shift the medians of the runs on the whole machine (a run under tools/slow-machine 1 put
     MPICH's gige round-trip ratio at 2.42 where the machine reads 1.22)."""
+    checked_system(system)
     rules = bandrules.BandRules.from_table(table.baselines)
     found_per_report, skipped = [], []
     for path in reports:
@@ -93,6 +103,7 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
 
 def reset(system: str) -> str:
     """Forget this host's baseline of ``system`` at the current measurement version (earlier versions' are kept)."""
+    checked_system(system)
     with baselines.locked():
         base = baselines.Baseline.load(system)
         if base is None:
@@ -104,6 +115,7 @@ def reset(system: str) -> str:
 
 def show(system: str, table: interconnects.InterconnectTable, report: Path | None = None) -> str:
     """This host's baseline: facts, runs, band widths; with a report, each of its figures against the bands."""
+    checked_system(system)
     rules = bandrules.BandRules.from_table(table.baselines)
     base, warning = baselines.Baseline.for_run(system, rules)
     if base is None:

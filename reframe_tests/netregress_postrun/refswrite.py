@@ -11,6 +11,7 @@ whose check did not declare them (``nr_figures``) are refused: their band kind i
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import io
@@ -18,7 +19,7 @@ import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import yaml
 
@@ -82,11 +83,12 @@ def usable(tc: Mapping) -> bool:
             and 'no reference for' in reason and 'failed to meet reference' not in reason)
 
 
-def measurements(report: Mapping) -> list[Measurement]:
-    """All usable netregress performance values of one ReFrame run report (the last attempt of each case)."""
+def measurements(report: Mapping, accepts: Callable[[Mapping], bool] = usable) -> list[Measurement]:
+    """All netregress performance values of the cases ``accepts`` takes (default: :func:`usable`) of one ReFrame
+    run report (the last attempt of each case)."""
     out = []
     for tc in runreport.final_cases(report):
-        if not usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+        if not accepts(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
             continue
         for pv in runreport.perfvalues(tc):
             if pv.value is None:
@@ -149,7 +151,10 @@ class _Flow(dict):
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    """Never an alias: readers of reference files refuse them (an object met twice is written twice)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
 
 
 _Dumper.add_representer(_Flow, lambda d, data: d.represent_mapping('tag:yaml.org,2002:map', data.items(),
@@ -172,12 +177,13 @@ def dump(doc: Mapping) -> str:
     return buf.getvalue()
 
 
-def check_report(source: object, report: Mapping) -> None:
-    """:class:`RefsError` naming the report and the figure when a usable case (one whose figures would become
-    references) holds a figure that is not a number: NaN, infinity or text never enter a reference or a baseline,
-    and a run holding one is not recorded at all (its other figures came from the same run)."""
+def check_report(source: object, report: Mapping, accepts: Callable[[Mapping], bool] = usable) -> None:
+    """:class:`RefsError` naming the report and the figure when a case whose figures would become references
+    (``accepts``, default :func:`usable`) holds a figure that is not a number: NaN, infinity or text never enter a
+    reference or a baseline, and a run holding one is not recorded at all (its other figures came from the same
+    run)."""
     for tc in runreport.final_cases(report):
-        if not usable(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
+        if not accepts(tc) or not tc.get('ref_test') or not tc.get('interconnect'):
             continue
         for pv in runreport.perfvalues(tc):
             if pv.value is None and pv.raw is not None:
@@ -207,7 +213,7 @@ def read_reference_text(path: Path) -> tuple[str, dict | None]:
     except (OSError, UnicodeDecodeError) as err:
         raise RefsError(f'{path}: unreadable ({err})') from None
     try:
-        data = yaml.safe_load(before) if before else None
+        data = references.load_yaml(before) if before else None
     except yaml.YAMLError as err:
         raise RefsError(f'{path}: not valid YAML ({" ".join(str(err).split())}): fix or move it, nothing '
                         f'written') from None
@@ -220,7 +226,7 @@ def validate_text(text: str, system: str, path: Path) -> int:
     """Parse a reference document as the checks will, every entry; its number of references (:class:`RefsError`
     naming the entry otherwise)."""
     try:
-        n = references.ReferenceSet(yaml.safe_load(text), system, source=str(path)).count()
+        n = references.ReferenceSet(references.load_yaml(text), system, source=str(path)).count()
     except references.ReferenceError as err:
         raise RefsError(str(err)) from None
     if not n:
@@ -228,11 +234,31 @@ def validate_text(text: str, system: str, path: Path) -> int:
     return n
 
 
-def write(reports: list[Path], directory: Path, table: interconnects.InterconnectTable, *,
-          system: str | None = None, dry_run: bool = False, reset_tolerance: bool = False) -> tuple[str, int]:
-    """Merge the reports into the reference files; return (diff text, number of measurements used). Every file is
-    checked before any is written; each is written atomically (never through a symlink). :class:`RefsError`:
-    nothing written."""
+def reference_path(system: str, directory: Path) -> Path:
+    """The reference file of ``system`` in ``directory``; :class:`RefsError` for a system that is not a name."""
+    try:
+        return references.reference_file(system, directory)
+    except references.ReferenceError as err:
+        raise RefsError(str(err)) from None
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """The reference directory (made when missing) locked for a read-change-write of its files: ``flock`` on its
+    ``.lock`` (:func:`netregress.statefiles.locked`, the lock ``tools/refs record`` holds on the state directory),
+    so concurrent writers queue instead of losing each other's entries."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with statefiles.locked(directory):
+            yield
+    except statefiles.StateError as err:
+        raise RefsError(str(err)) from None
+    except OSError as err:
+        raise RefsError(f'{directory}: cannot create the reference directory ({err.strerror})') from None
+
+
+def read_reports(reports: list[Path]) -> list[Measurement]:
+    """The usable figures of every report, each report checked first (:class:`RefsError`, :class:`RunReportError`)."""
     found: list[Measurement] = []
     for path in reports:
         doc = runreport.read(path)
@@ -240,36 +266,57 @@ def write(reports: list[Path], directory: Path, table: interconnects.Interconnec
         got = measurements(doc)
         check_figures(path, got)
         found += got
-    if system:
-        found = [m for m in found if m.system == system]
-    refuse_undeclared(found)
-    diffs, writes = [], []
+    return found
+
+
+def _merged(found: list[Measurement], directory: Path, table: interconnects.InterconnectTable,
+            reset_tolerance: bool) -> list[tuple[Path, str, str]]:
+    """(path, text before, text after) of every reference file the figures change, each checked."""
+    out = []
     for sys_name in sorted({m.system for m in found}):
-        path = references.reference_file(sys_name, directory)
+        path = reference_path(sys_name, directory)
         before, data = read_reference_text(path)
         try:
             after = dump(merge(data, sys_name, found, table, reset_tolerance=reset_tolerance))
         except (AttributeError, TypeError) as err:
             raise RefsError(f'{path}: malformed reference tree ({err}): fix it by hand, nothing written') from None
         validate_text(after, sys_name, path)         # the written file must be readable by the checks
-        diffs.append(''.join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                                  fromfile=f'{path} (before)', tofile=f'{path} (after)')))
-        writes.append((path, after))
-    if not dry_run:
-        for path, after in writes:
-            write_reference_file(path, after)
-    return ''.join(diffs), len(found)
+        out.append((path, before, after))
+    return out
+
+
+def write(reports: list[Path], directory: Path, table: interconnects.InterconnectTable, *,
+          system: str | None = None, dry_run: bool = False, reset_tolerance: bool = False) -> tuple[str, int]:
+    """Merge the reports into the reference files; return (diff text, number of measurements used). Every file is
+    checked before any is written, and merged again under the directory's lock (:func:`locked`) when it is; each
+    is written atomically (never through a symlink). :class:`RefsError`: nothing written."""
+    found = read_reports(reports)
+    if system:
+        found = [m for m in found if m.system == system]
+    refuse_undeclared(found)
+    merged = _merged(found, directory, table, reset_tolerance)
+    if not dry_run and any(before != after for _, before, after in merged):
+        with locked(directory):
+            merged = _merged(found, directory, table, reset_tolerance)
+            for path, before, after in merged:
+                if after != before:
+                    write_reference_file(path, after)
+    return ''.join(unified_diff(path, before, after) for path, before, after in merged), len(found)
+
+
+def unified_diff(path: Path, before: str, after: str) -> str:
+    """The unified diff of a reference file's text, ``<path> (before)`` to ``<path> (after)``."""
+    return ''.join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                        fromfile=f'{path} (before)', tofile=f'{path} (after)'))
 
 
 def write_reference_file(path: Path, text: str) -> None:
-    """``text`` into the reference file ``path`` atomically (:func:`netregress.statefiles.atomic_write`)."""
+    """``text`` into the reference file ``path`` atomically (:func:`netregress.statefiles.atomic_write`); hold
+    :func:`locked` on its directory around the read-change-write."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         statefiles.atomic_write(path, text, what='reference file')
     except statefiles.StateError as err:
         raise RefsError(str(err)) from None
-    except OSError as err:
-        raise RefsError(f'{path.parent}: cannot create the reference directory ({err.strerror})') from None
 
 
 def latest_report(run_dir: Path) -> Path | None:

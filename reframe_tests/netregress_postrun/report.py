@@ -57,7 +57,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from netregress.judge import baselines
+from netregress import statefiles
+from netregress.judge import baselines, references
 from . import history
 from .reporthistory import (ask_history, find_shifts, plot_history, shift_lines, write_changepoints_csv,
                             write_changes_csv, write_history_csv)
@@ -136,7 +137,34 @@ def collect(run_dir: Path) -> Report:
                 for env, count in sorted(builds.items(), key=lambda kv: order.env_key(kv[0]))],
         failures=failures, hidden=hidden, retried=retried,
         skips=sorted(skips.items(), key=lambda kv: (-len(kv[1]), kv[0])),
-        generated=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC'))
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC'),
+        reference_changes=reference_changes(reports))
+
+
+#: How many accepted changes of its references the report lists per system (the newest; the file keeps all).
+CHANGES_SHOWN = 5
+
+
+def reference_changes(reports: list[RunReport]) -> list[str]:
+    """The newest changes ``tools/refs accept`` recorded in the committed reference file of each system the run
+    measured, newest first: '<system> (<file>): <when> by <who>: <scope>: <reason> (<n> entries changed)'; a file
+    that cannot be read is one line saying so."""
+    lines = []
+    for system in sorted({str(tc['system']) for rep in reports for tc in rep.cases if tc.get('system')}):
+        try:
+            path = references.reference_file(system)
+            if not path.is_file():
+                continue
+            changes = references.load_file(path, system).changes
+        except references.ReferenceError as err:
+            lines.append(f'{system}: {err}')
+            continue
+        for change in reversed([c for c in changes if isinstance(c, dict)][-CHANGES_SHOWN:]):
+            selectors = change.get('scope')
+            scope = ', '.join(f'{k} {v}' for k, v in selectors.items()) if isinstance(selectors, dict) else ''
+            lines.append(f'{system} ({path}): {change.get("when")} by {change.get("who")}: {scope}: '
+                         f'{change.get("reason")} ({len(change.get("figures") or [])} entries changed)')
+    return lines
 
 
 #: The figures of a section, in the order the page shows them (the history figure comes last, once the history is in).
@@ -224,8 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         out, written = _write_report(args.run_dir, args.out, not args.no_history, args.history_days)
-    except ReportError as err:
+    except (ReportError, statefiles.StateError) as err:
         print(f'tools/report: {err}', file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f'tools/report: cannot write the report: {err.filename}: {err.strerror}', file=sys.stderr)
         return 2
     print(f'report: {out / "index.html"}')
     print(f'        {out / "summary.md"}, {out / "summary.csv"}')

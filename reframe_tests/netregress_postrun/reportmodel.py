@@ -343,6 +343,8 @@ class Report:
     #: figures whose latest runs shifted (:func:`netregress_postrun.reporthistory.find_shifts`), of how many searched
     shifts: list = field(default_factory=list)
     shift_series: int = 0
+    #: the latest accepted changes of the systems' committed references (:func:`.report.reference_changes`)
+    reference_changes: list[str] = field(default_factory=list)
 
 
 # -- how a cell reads -----------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jinja2
 
+from netregress import statefiles
 from . import changepoints, history
 from .reporthistory import CHANGE_LISTED_PCT, began
 from .reportmodel import NOT_MEASURED, Report, bounds, cell_text, fmt_number, fmt_ratio, row_label
@@ -21,30 +22,31 @@ CSV_FIELDS = ['system', 'partition', 'interconnect', 'metric', 'label', 'environ
 
 
 def write_csv(report: Report, path: Path) -> None:
-    with path.open('w', newline='') as fp:
-        w = csv.DictWriter(fp, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for sec in report.sections:
-            for row in sec.rows:
-                for env, cell in row.cells.items():
-                    fig = cell.figure
-                    rec = {'system': sec.system, 'partition': sec.partition, 'interconnect': sec.interconnect,
-                           'metric': row.metric.key, 'label': row.metric.label, 'environ': env,
-                           'unit': row.metric.unit, 'value': '', 'ratio_to_best': '', 'verdict': cell.missing,
-                           'reference': '', 'lower_bound': '', 'upper_bound': '', 'transports': '', 'nodes': '',
-                           'test_case': ''}
-                    if fig is not None:
-                        lo, hi = bounds(fig)
-                        rec.update(value=f'{fig.value:.6g}', verdict=fig.verdict,
-                                   ratio_to_best='' if cell.ratio is None else f'{cell.ratio:.4f}',
-                                   reference='' if fig.verdict == 'no reference' else f'{fig.reference:.6g}',
-                                   lower_bound='' if lo is None else f'{lo:.6g}',
-                                   upper_bound='' if hi is None else f'{hi:.6g}',
-                                   transports=fig.case.get('nr_transports') or '',
-                                   nodes=fig.case.get('job_nodelist') or '',
-                                   test_case=case_name(fig.case))
-                    w.writerow(rec)
-
+    """summary.csv, written whole or not at all (statefiles.atomic_write)."""
+    fp = io.StringIO(newline='')
+    w = csv.DictWriter(fp, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    for sec in report.sections:
+        for row in sec.rows:
+            for env, cell in row.cells.items():
+                fig = cell.figure
+                rec = {'system': sec.system, 'partition': sec.partition, 'interconnect': sec.interconnect,
+                       'metric': row.metric.key, 'label': row.metric.label, 'environ': env,
+                       'unit': row.metric.unit, 'value': '', 'ratio_to_best': '', 'verdict': cell.missing,
+                       'reference': '', 'lower_bound': '', 'upper_bound': '', 'transports': '', 'nodes': '',
+                       'test_case': ''}
+                if fig is not None:
+                    lo, hi = bounds(fig)
+                    rec.update(value=f'{fig.value:.6g}', verdict=fig.verdict,
+                               ratio_to_best='' if cell.ratio is None else f'{cell.ratio:.4f}',
+                               reference='' if fig.verdict == 'no reference' else f'{fig.reference:.6g}',
+                               lower_bound='' if lo is None else f'{lo:.6g}',
+                               upper_bound='' if hi is None else f'{hi:.6g}',
+                               transports=fig.case.get('nr_transports') or '',
+                               nodes=fig.case.get('job_nodelist') or '',
+                               test_case=case_name(fig.case))
+                w.writerow(rec)
+    statefiles.atomic_write(path, fp.getvalue(), what='report file')
 
 
 def _md(text: object) -> str:
@@ -79,6 +81,12 @@ def write_markdown(report: Report, path: Path) -> None:
     for b in report.builds:
         p(f'| {b["environ"]} | {_md(b["library"])} | {_md(", ".join(f"{n} {k}" for k, n in b["cases"].items()))} |')
     p()
+    if report.reference_changes:
+        p('## Accepted changes of the references (tools/refs accept, newest first)')
+        p()
+        for line in report.reference_changes:
+            p(f'- {line}')
+        p()
     p('## What changed since earlier runs')
     p()
     if report.history_note:
@@ -177,7 +185,7 @@ def write_markdown(report: Report, path: Path) -> None:
         p(f'- {len(names)} x {reason}')
     if not report.skips:
         p('none')
-    path.write_text(out.getvalue())
+    statefiles.atomic_write(path, out.getvalue(), what='report file')
 
 _JINJA = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / 'templates'), autoescape=True,
                             trim_blocks=True, lstrip_blocks=True)
@@ -188,11 +196,11 @@ PAGE = _JINJA.get_template('report.html.j2')
 def write_html(report: Report, path: Path) -> None:
     counts = [', '.join(f'{n} {k}' for k, n in sorted(collections.Counter(case_status(tc) for tc in rep.cases)
                                                         .items())) for rep in report.reports]
-    path.write_text(PAGE.render(r=report, counts=counts, not_measured=NOT_MEASURED, db=history.database(),
+    statefiles.atomic_write(path, PAGE.render(r=report, counts=counts, not_measured=NOT_MEASURED, db=history.database(),
                                 pct=f'{CHANGE_LISTED_PCT:g}', max_rows=40, min_segment=changepoints.MIN_SEGMENT,
                                 alpha=changepoints.ALPHA, shift_pct=f'{changepoints.MIN_SHIFT_PCT:g}',
                                 nskips=sum(len(v) for _, v in report.skips),
                                 cls={'pass': 'pass', 'fail': 'fail', 'no reference': 'noref'},
-                                short={'no reference': 'no ref'}))
+                                short={'no reference': 'no ref'}), what='report file')
 
 

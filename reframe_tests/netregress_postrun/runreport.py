@@ -34,6 +34,7 @@ from typing import Any, Iterator, Mapping
 
 from reframe.utility import nodelist_abbrev, nodelist_expand
 
+from netregress import datafiles
 from netregress.measure.results import KNOWN_FAILURE_MARK
 
 #: The run reports of a run directory (tools/validate writes one per system).
@@ -65,23 +66,33 @@ def read(path: Path) -> dict:
     if not text.strip():
         raise RunReportError(f'{path}: empty file, not a run report (a run that stopped before ReFrame wrote it?)')
     try:
-        data = json.loads(text)
+        data = datafiles.load_json(text)
     except json.JSONDecodeError as err:
         # a string still open at the end, or an error where the text ends: the file stops short
         cut = err.pos >= len(text.rstrip()) or err.msg.startswith('Unterminated string')
         what = 'truncated JSON' if cut else 'malformed JSON'
         raise RunReportError(f'{path}: unreadable run report: {what} ({err.msg} at line {err.lineno} column '
                              f'{err.colno}; a run that stopped while ReFrame wrote it?)') from None
+    except ValueError as err:
+        raise RunReportError(f'{path}: not a ReFrame run report ({err})') from None
     if not isinstance(data, dict) or not isinstance(data.get('runs'), list):
         raise RunReportError(f'{path}: not a ReFrame run report (no "runs" list)')
     check_structure(data, path)
     return data
 
 
+#: The names of a test case that may become part of a path or a key (the system and partition of its figures too).
+CASE_NAMES = ('system', 'partition', 'environ', 'interconnect', 'ref_test')
+#: What ReFrame writes for a variable a skipped case never set.
+UNDEFINED = '<undefined>'
+
+
 def check_structure(data: Mapping, path: Path | str) -> None:
     """:class:`RunReportError` naming the entry (``runs[0].testcases[3]``) where a run report is not shaped as
     ReFrame writes one: runs and test cases are mappings, ``testcases`` a list, ``perfvalues`` and ``nr_figures``
-    mappings, ``session_info`` a mapping."""
+    mappings, ``session_info`` a mapping; a case's names (:data:`CASE_NAMES`, the system and partition of each
+    figure, its figures' declared kinds) are names (:func:`netregress.datafiles.checked_name`), its unique and
+    display names text, a case with figures names its environment, and a figure with a band has a reference."""
     if 'session_info' in data and not isinstance(data['session_info'], (dict, type(None))):
         raise RunReportError(f'{path}: session_info: expected an object, got {type(data["session_info"]).__name__}')
     for i, run in enumerate(data.get('runs') or []):
@@ -97,6 +108,43 @@ def check_structure(data: Mapping, path: Path | str) -> None:
             for key in ('perfvalues', DECLARATIONS):
                 if tc.get(key) is not None and not isinstance(tc[key], dict):
                     raise RunReportError(f'{where}.{key}: expected an object, got {type(tc[key]).__name__}')
+            _check_case(tc, where)
+
+
+def _check_case(tc: Mapping, where: str) -> None:
+    """The names and figures of one test case (:func:`check_structure`)."""
+    def name(value, what: str, at: str = '') -> None:
+        try:
+            datafiles.checked_name(value, what)
+        except datafiles.UnsafeName as err:
+            raise RunReportError(f'{where}{at}: {err}') from None
+
+    perf = tc.get('perfvalues') or {}
+    for key in CASE_NAMES:
+        if tc.get(key) is not None and not (tc[key] == UNDEFINED and not perf):
+            name(tc[key], key)
+    for key in ('unique_name', 'display_name'):
+        if tc.get(key) is not None and not isinstance(tc[key], str):
+            raise RunReportError(f'{where}: {key} {tc[key]!r}: expected text, got {type(tc[key]).__name__}')
+    for var, decl in (tc.get(DECLARATIONS) or {}).items():
+        if isinstance(decl, dict) and decl.get('kind') is not None:
+            name(decl['kind'], 'kind', f'.{DECLARATIONS}[{var!r}]')
+    if perf and tc.get('environ') is None:
+        raise RunReportError(f'{where}: no environ (a case with figures names its environment)')
+    for key, entry in perf.items():
+        at = f'.perfvalues[{key!r}]'
+        parts = str(key).split(':', 2)
+        if len(parts) == 3:
+            name(parts[0], 'system', at)
+            name(parts[1], 'partition', at)
+        if not (isinstance(entry, list) and len(entry) == 6):
+            continue                     # read as a figure without a value (perfvalues)
+        ref, lower, upper = entry[1:4]
+        for what, value in (('reference', ref), ('lower', lower), ('upper', upper)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise RunReportError(f'{where}{at}: {what} {value!r} is not a number')
+        if ref is None and (lower is not None or upper is not None):
+            raise RunReportError(f'{where}{at}: a band ({lower}, {upper}) without a reference value')
 
 
 def percent(text: str) -> float:
@@ -268,8 +316,12 @@ def job_nodes(tc: Mapping) -> list[str]:
 
 def failure(tc: Mapping) -> str:
     """'<phase> error: <reason> [nodes: <host list>]' on one line (ReFrame's own reasons often start with '<phase>
-    error:'); the nodes the job ran on, where it got any, so that every failure names where it happened."""
+    error:'); the nodes the job ran on, where it got any, so that every failure names where it happened. A case
+    ReFrame passed with a value that is no figure (:func:`figure_faults`) fails in the performance stage."""
     reason, phase = one_line(tc.get('fail_reason')), tc.get('fail_phase') or 'unknown stage'
+    faults = figure_faults(tc) if tc.get('result') != 'fail' else []
+    if faults:
+        reason, phase = f'performance error: {"; ".join(faults)}', 'performance'
     text = reason if reason.startswith(f'{phase} error') else f'{phase} error: {reason}'
     nodes = job_nodes(tc)
     return f'{text} [nodes: {nodelist_abbrev(nodes)}]' if nodes else text
@@ -302,6 +354,20 @@ class PerfValue:
     def banded(self) -> bool:
         """Whether ReFrame judged the figure against a band (a reference with a bound on either side)."""
         return self.lower is not None or self.upper is not None
+
+    @property
+    def fault(self) -> str | None:
+        """Why the value is no figure (NaN, infinite, text, negative: no figure netregress measures is); None for a
+        finite number >= 0, or where the report holds no value at all."""
+        if self.value is None:
+            return None if self.raw is None else f'{self.raw!r} is not a finite figure'
+        return f'{self.value:g} is negative' if self.value < 0 else None
+
+
+def figure_faults(tc: Mapping) -> list[str]:
+    """'<figure>: <fault>' of every figure of ``tc`` that is no figure (:attr:`PerfValue.fault`): such a case
+    fails, whatever ReFrame said of its band."""
+    return [f'{pv.var}: {pv.fault}' for pv in perfvalues(tc) if pv.fault]
 
 
 def _number(value: Any) -> float | None:

@@ -79,7 +79,7 @@ def judged(cases: list[Mapping]) -> dict[tuple[str, str], collections.Counter]:
             if pv.banded:
                 row['band'] += 1
                 row['shared_cpu'] += pv.var in shared
-                row['out'] += pv.result == 'fail'
+                row['out'] += pv.result == 'fail' or pv.fault is not None
             else:
                 row['recorded'] += 1
     return table
@@ -117,7 +117,7 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     for tc in sorted(cases, key=lambda t: -case_seconds(t))[:5]:
         lines.append(f'   {case_seconds(tc):6.1f} s  {runreport.case_name(tc)}  {tc.get("result")}')
     lines += judged_lines(cases, list(res['first'].values()))
-    failed = [tc for tc in cases if tc.get('result') == 'fail']
+    failed = failed_cases(cases)
     if failed:
         lines.append(f'   failed ({len(failed)}):')
         lines += ['     ' + runreport.failure_line(tc) for tc in failed]
@@ -148,11 +148,17 @@ def summarise(report: Mapping, name: str = 'report', skips: Mapping[str, str] | 
     return '\n'.join(lines), ok
 
 
+def failed_cases(cases: list[Mapping]) -> list[Mapping]:
+    """The cases that failed: ReFrame's failures, and cases holding a value that is no figure (NaN, infinite,
+    negative: :func:`runreport.figure_faults`), which ReFrame may have found inside their band."""
+    return [tc for tc in cases if tc.get('result') == 'fail' or runreport.figure_faults(tc)]
+
+
 def failure_lines(report: Mapping) -> list[str]:
     """One line per case that failed, or failed and then passed on a retry outside the performance stage: what the
     end of a run repeats, so that the last lines of a CI log say what failed."""
     res = runreport.analyse(report)
-    failed = [tc for tc in res['final'].values() if tc.get('result') == 'fail']
+    failed = failed_cases(list(res['final'].values()))
     lines = ([runreport.failure_line(tc) for tc in failed]
              + [f'{runreport.case_name(tc)} (failed, then passed on a retry): {runreport.failure(tc)}'
                 for tc in res['hidden'].values()])
@@ -205,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             print(baseline_status(args.system))
         except (baselines.BaselineError, interconnects.InterconnectError, site.SiteError) as err:
             print(f'host baseline: {err}')
-            return 1
+            return 2
         return 0
     if args.cmd == 'failures':
         for path in args.reports:
@@ -214,13 +220,13 @@ def main(argv: list[str] | None = None) -> int:
             except runreport.RunReportError as err:
                 print(f'{err}')
         return 0
-    all_ok = True
+    all_ok, unreadable = True, False
     for path in args.reports:
         try:
             report = runreport.read(path)
         except runreport.RunReportError as err:
             print(f'== {err}')
-            all_ok = False
+            unreadable = True
             continue
         skips: dict[str, str] = {}
         for log in args.log:
@@ -231,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         text, ok = summarise(report, path.name, skips)
         print(text)
         all_ok &= ok
-    return 0 if all_ok else 1
+    return 2 if unreadable else 0 if all_ok else 1
 
 
 if __name__ == '__main__':

@@ -2,7 +2,7 @@
 import pytest
 
 from netregress.judge import bandrules, baselines, references
-from netregress import measurement
+from netregress import measurement, statefiles
 from netregress_postrun import refswrite, runsummary
 
 RULES = bandrules.BandRules(window=3, min_runs=2, spread_factor=3.0, floor={'throughput': 0.05, 'latency': 0.10},
@@ -264,7 +264,8 @@ def test_choosing_among_versions_reads_headers_and_only_the_chosen_one_whole(tmp
     ('metrics: {}\nnote: a key after the figures\n', True, False)])      # laid out otherwise: read whole
 def test_a_header_read_knows_whether_figures_follow(tmp_path, tail, complete, has_figures):
     path = tmp_path / 'b.yaml'
-    path.write_text(f'schema: {baselines.SCHEMA}\nmeasured_by: v1\nruns:\n- recorded_utc: x\n{tail}')
+    path.write_text(statefiles.sealed(f'schema: {baselines.SCHEMA}\nmeasured_by: v1\nruns:\n- recorded_utc: x\n'
+                                      f'{tail}'))
     head = baselines.Baseline.read('vc', path, header_only=True)
     assert (head.complete, head.has_figures, len(head.runs)) == (complete, has_figures, 1)
 
@@ -289,8 +290,8 @@ def test_a_baseline_of_the_earlier_layout_is_read_and_kept(tmp_path):
 def test_a_bad_sample_in_a_baseline_file_is_one_line(tmp_path, samples, message):
     path = baselines.baseline_path('vc', tmp_path, version='v1')
     path.parent.mkdir(parents=True)
-    path.write_text(f'schema: {baselines.SCHEMA}\nmeasured_by: v1\nmetrics: {{gige: {{gnu: {{gige: {{t: '
-                    f'{{bw: {{unit: x, samples: {samples}}}}}}}}}}}}}\n')
+    path.write_text(statefiles.sealed(f'schema: {baselines.SCHEMA}\nmeasured_by: v1\nmetrics: {{gige: {{gnu: '
+                                      f'{{gige: {{t: {{bw: {{unit: x, samples: {samples}}}}}}}}}}}}}\n'))
     with pytest.raises(baselines.BaselineError) as err:
         baselines.Baseline.load('vc', tmp_path, version='v1')
     assert message in str(err.value) and str(path) in str(err.value) and 'gige/gnu/gige/t/bw' in str(err.value)

@@ -93,9 +93,30 @@ def test_metric_names_round_trip():
 
 def test_stored_reference_files_are_valid(repo_root):
     for path in sorted((repo_root / 'reference_values').glob('*.yaml')):
-        refset_ = references.load_file(path, path.stem)
-        assert refset_.count() > 0, path
+        assert references.check_file(path, path.stem) > 0, path
         assert yaml.safe_load(path.read_text())['system'] == path.stem
+
+
+def test_the_page_describes_the_schema_and_its_example_is_valid(repo_root, tmp_path):
+    """docs/references.md and config/references.schema.json agree: every key the schema allows is in the page's
+    table, and the page's example is a file tools/refs check passes."""
+    import json
+    import re
+    page = (repo_root / 'docs' / 'references.md').read_text()
+    schema = json.loads((repo_root / 'config' / 'references.schema.json').read_text())
+    keys = set(schema['properties'])
+    for name in ('entry', 'sized', 'change'):
+        keys |= set(schema['$defs'][name]['properties'])
+    keys |= set(schema['$defs']['change']['properties']['scope']['properties'])
+    documented = set(re.findall(r'`([a-z_]+)`', '\n'.join(line for line in page.splitlines() if line.startswith('|'))))
+    assert keys <= documented, keys - documented
+    example = re.search(r'```yaml\n(.*?)```', page, re.S).group(1)
+    example = example.replace('<partition>', 'hdr').replace('<environment>', 'ompi5').replace(
+        '<interconnect>', 'ib').replace('<test>', 'mpitest.latency')
+    example = example.replace('<metric>:                      # one value', 'rtt_us:').replace(
+        '<metric>:                      # a value per message size in bytes', 'latency_us:')
+    (tmp_path / 'orion.yaml').write_text(example)
+    assert references.check_file(tmp_path / 'orion.yaml', 'orion') == 3
 
 
 def test_a_one_sided_band_is_allowed_and_a_band_open_on_both_sides_is_not():

@@ -96,3 +96,22 @@ def test_perfvalues_keep_the_order_and_mark_what_could_not_be_evaluated():
         ('vc', 'gige', 12.5, 10.0, -0.1, None, 'us', 'pass')
     assert rtt.banded and not pvs[1].banded                     # one-sided band: still a band
     assert [pv.value for pv in pvs[1:]] == [None, None, None]
+
+
+def test_a_figure_that_is_no_figure_fails_its_case_in_the_run_summary():
+    """NaN, infinity and a negative value in a passing case, even inside ReFrame's band: the summary counts them
+    outside it and fails the case, naming the figure; a sound case beside them passes."""
+    from netregress_postrun import runsummary
+    banded = [-0.1, 0.1]
+    cases = [tc(f'c-{name}', perf={'vc:gige:bw_mbps': [value, 940.0, *banded, 'Mbit/s', 'pass']})
+             for name, value in (('nan', float('nan')), ('inf', float('inf')), ('negative', -940.0),
+                                 ('sound', 940.0))]
+    report = json.loads(json.dumps({'runs': [{'testcases': cases}]}))            # NaN as JSON carries it
+    text, ok = runsummary.summarise(report)
+    assert not ok and 'figures asserted against a band: 4 of 4, outside it: 3' in text
+    failed = [line.strip() for line in text.splitlines() if line.startswith('     c-')]
+    assert failed == ['c-nan @vc:gige+openmpi4: performance error: bw_mbps: nan is not a finite figure',
+                      'c-inf @vc:gige+openmpi4: performance error: bw_mbps: inf is not a finite figure',
+                      'c-negative @vc:gige+openmpi4: performance error: bw_mbps: -940 is negative']
+    assert runsummary.failure_lines(report) == failed
+    assert runsummary.summarise({'runs': [{'testcases': cases[3:]}]})[1]

@@ -42,7 +42,7 @@ MALICIOUS = [
     ('archive-other-digest', entry(archive=f'_source-cache/archive/00/{"0" * 64}.tar.gz'), 'archive', 'must be'),
     ('missing', {'package': 'osu-micro-benchmarks'}, 'snapshots[0]: missing', 'version, sha256, archive'),
     ('not-mapping', 'osu', 'snapshots[0]: expected a mapping', ''),
-    ('duplicate', [GOOD, GOOD], 'snapshots[1]: osu-micro-benchmarks@7.4', 'listed twice'),
+    ('duplicate', [GOOD, dict(GOOD)], 'snapshots[1]: osu-micro-benchmarks@7.4', 'listed twice'),
 ]
 
 

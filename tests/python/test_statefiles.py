@@ -1,4 +1,5 @@
 """Private state directories, atomic writes and the state lock (netregress.statefiles)."""
+import json
 import os
 import random
 import signal
@@ -141,3 +142,45 @@ def test_a_symlinked_lock_file_is_refused(tmp_path):
         with statefiles.locked(tmp_path):
             pass
     assert not (tmp_path / 'elsewhere').exists()
+
+
+def test_temporary_files_of_killed_baseline_saves_are_removed_by_the_next_writer(tmp_path):
+    """tools/refs record killed (SIGKILL) during its baseline save, after the temporary file was written and
+    before the rename: the next writer removes the MB the killed one left (a killed one too), the record after
+    the kills keeps its run, and a live writer's temporary file is not touched."""
+    state, rep = tmp_path / 'state', tmp_path / 'r.json'
+    cases = [{'result': 'pass', 'environ': 'gnu', 'interconnect': 'gige', 'ref_test': 'tcp.stream', 'system': 'vc',
+              'partition': 'gige', 'unique_name': f'c{i}',
+              'nr_figures': {f'bw{i}_mbps': {'kind': 'throughput', 'label': 'x', 'better': 'higher'}},
+              'perfvalues': {f'vc:gige:bw{i}_mbps': [940.0, 0, None, None, 'Mbit/s', 'pass']}} for i in range(6000)]
+    rep.write_text(json.dumps({'runs': [{'testcases': cases}]}))
+    env = {**os.environ, 'NETREGRESS_STATE': str(state)}
+    killed = textwrap.dedent('''
+        import os, sys, time
+        sys.path.insert(0, sys.argv[1])
+        from pathlib import Path
+        from netregress_postrun import refsbaseline
+        from netregress.measure import interconnects
+        def stalled(src, dst):
+            print('renaming', flush=True)
+            time.sleep(60)
+        os.replace = stalled
+        refsbaseline.record([Path(sys.argv[2])], 'vc', interconnects.load())
+    ''')
+    folder = state / 'baselines' / 'vc'
+    for _ in range(2):                  # the second killed writer removed the first one's leftover
+        proc = subprocess.Popen([sys.executable, '-c', killed, str(ROOT / 'reframe_tests'), str(rep)], env=env,
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == 'renaming\n'
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        left = sorted(folder.glob('.*.tmp'))
+        assert len(left) == 1 and left[0].stat().st_size > 500_000, left
+    live = folder / f'{left[0].name.split(".tmp")[0].rsplit(".", 2)[0]}.{os.getpid()}.live.tmp'
+    live.write_text('a writer still at work\n')
+    out = subprocess.run([str(ROOT / 'tools' / 'refs'), 'record', '--system', 'vc', str(rep)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and '6000 figures added; 6000 variables, 1 runs' in out.stdout, out.stdout
+    assert sorted(p.name for p in folder.glob('.*.tmp')) == [live.name]
+    assert statefiles.remove_leftovers(folder / 'x.yaml') == []

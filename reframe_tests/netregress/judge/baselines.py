@@ -24,8 +24,9 @@ deviation among two runs is about one standard deviation): until then the band i
 :mod:`.bandrules`). Every entry says in its comment which runs it came from.
 
 The state directory is private (:mod:`.statefiles`: created 0700, refused when another user owns it or group or
-others may write it); a baseline is written atomically, never through a symlink, and :func:`locked` serialises
-read-modify-write (``tools/refs record``).
+others may write it); a baseline is written atomically, never through a symlink, and sealed (its last line counts
+its bytes: one cut at a line boundary is refused and kept as it is, :func:`netregress.statefiles.check_sealed`),
+and :func:`locked` serialises read-modify-write (``tools/refs record``).
 """
 from __future__ import annotations
 
@@ -43,12 +44,14 @@ from typing import Iterable, Iterator, Mapping
 
 import yaml
 
-from .. import paths, statefiles
+from .. import datafiles, paths, statefiles
 from . import references
 from .. import measurement
 from .bandrules import BandRules, BaselineError
 
-SCHEMA = 'netregress-baseline/1'
+SCHEMA = 'netregress-baseline/2'
+#: the schema of baselines written before their seal (statefiles.sealed): read as they are, sealed when next saved
+UNSEALED_SCHEMA = 'netregress-baseline/1'
 
 
 # -- where and for which host -----------------------------------------------------------------------------------
@@ -123,14 +126,12 @@ def host_id(facts: Mapping | None = None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-_SAFE_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.+-]*')
-
-
 def _safe(name: str, what: str) -> str:
-    """A name that may become one path component (a system, a host id, a version)."""
-    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or '..' in name:
-        raise BaselineError(f'{what} {name!r}: letters, digits, ".", "_", "+" and "-" only')
-    return name
+    """A name that may become one path component (a system, a host id, a version): :func:`datafiles.checked_name`."""
+    try:
+        return datafiles.checked_name(name, what)
+    except datafiles.UnsafeName as err:
+        raise BaselineError(str(err)) from None
 
 
 def baseline_path(system: str, directory: Path | None = None, host: str | None = None,
@@ -172,6 +173,7 @@ def _mapping(value, where: str) -> Mapping:
 
 _TOP_METRICS = re.compile(r'^metrics:', re.M)
 _TOP_LEVEL = re.compile(r'^[^\s#]', re.M)
+_COMMENT_LINE = re.compile(r'^#.*$', re.M)
 
 
 def _header(text: str) -> tuple[str, bool] | None:
@@ -183,7 +185,8 @@ def _header(text: str) -> tuple[str, bool] | None:
     rest = text[found.end():]
     if _TOP_LEVEL.search(rest):       # another top-level key after the figures
         return None
-    return text[:found.start()], rest.strip() not in ('', '{}', 'null', '~')
+    figures = _COMMENT_LINE.sub('', rest).strip()          # less the seal (statefiles.sealed)
+    return text[:found.start()], figures not in ('', '{}', 'null', '~')
 
 
 class Baseline:
@@ -196,7 +199,7 @@ class Baseline:
         if data is not None and not isinstance(data, Mapping):
             raise BaselineError(f'{path}: not a baseline (top level is {type(data).__name__}, not a mapping)')
         data = dict(data or {})
-        if data and data.get('schema') != SCHEMA:
+        if data and data.get('schema') not in (SCHEMA, UNSEALED_SCHEMA):
             raise BaselineError(f'{path}: schema must be {SCHEMA!r}, got {data.get("schema")!r}')
         self.host: dict = dict(_mapping(data.get('host'), f'{path}: host') or host_facts())
         self.host_id: str = str(data.get('host_id') or host_id(self.host))
@@ -246,6 +249,11 @@ class Baseline:
             raise BaselineError(f'{path}: not valid YAML ({" ".join(str(err).split())})') from None
         if data is None:
             raise BaselineError(f'{path}: empty baseline (truncated?); move it away to start a new one')
+        if isinstance(data, Mapping) and data.get('schema') == SCHEMA:
+            try:
+                statefiles.check_sealed(text, path, 'baseline')
+            except statefiles.StateError as err:
+                raise BaselineError(str(err)) from None
         base = cls(system, path, data)
         if head is not None:
             base.complete, base.has_figures = False, head[1]
@@ -360,10 +368,9 @@ class Baseline:
             statefiles.private_dir(folder.parent.parent, 'state directory')
             statefiles.private_dir(folder.parent, 'baselines directory')
             statefiles.private_dir(folder, 'baselines directory')
-            statefiles.atomic_write(self.path, f'# netregress host baseline of {self.system!r} on host '
-                                               f'{self.host_id} (tools/refs show)\n'
-                                    + references.dump_yaml(self.to_dict()),
-                                    mode=0o600, what='baseline')
+            statefiles.atomic_write(self.path, statefiles.sealed(
+                f'# netregress host baseline of {self.system!r} on host {self.host_id} (tools/refs show)\n'
+                + references.dump_yaml(self.to_dict())), mode=0o600, what='baseline')
         except statefiles.StateError as err:
             raise BaselineError(str(err)) from None
 

@@ -1,6 +1,7 @@
-"""Reference performance from ``reference_values/<system>.yaml``.
+"""Committed reference performance: ``<system>.yaml`` of the reference directory (docs/references.md:
+``$NETREGRESS_REFERENCES``, else the site's ``references/``, else the checkout's ``reference_values/``).
 
-Layout (one file per system; PyYAML ships with ReFrame)::
+Layout (one file per system; PyYAML ships with ReFrame; the JSON Schema: ``config/references.schema.json``)::
 
     schema: netregress-references/1
     system: vcluster
@@ -15,6 +16,7 @@ Layout (one file per system; PyYAML ships with ReFrame)::
                 unit: us
                 comment: why this tolerance
                 sizes: {8: {value: 12.1, lower: -0.6, upper: 1.5}, 1048576: {...}}
+    changes: [...]                            # tools/refs accept's audit trail (when, who, reason, ...)
 
 ``lower``/``upper`` are fractions of ``value`` (ReFrame's convention: -0.05 = 5% below). A performance variable of a
 check is named ``<metric>`` or ``<metric>@<size>``. Every lookup either returns a complete reference or raises
@@ -31,25 +33,26 @@ from typing import Mapping
 
 import yaml
 
+from .. import datafiles, paths
 from ..measure import site
-
-#: libyaml's parser where PyYAML was built with it (PyPI's wheels are): a host baseline of 3,000 figures parses in
-#: 0.25 s instead of 1.3 s, and every run reads each of its measurement versions' files; the same safe constructor
-_YAML_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 
 
 def load_yaml(text: str):
-    """``yaml.safe_load`` of ``text``, through libyaml when available (the same objects, the same errors' types)."""
-    return yaml.load(text, Loader=_YAML_LOADER)
+    """``yaml.safe_load`` of ``text`` through libyaml where available, aliases refused and nesting bounded
+    (:func:`netregress.datafiles.load_yaml`: a ``yaml.YAMLError`` for either)."""
+    return datafiles.load_yaml(text)
 
 
-#: and written through it: 3,000 figures dump in 0.3 s instead of 1.7 s (the same safe representer)
-_YAML_DUMPER = getattr(yaml, 'CSafeDumper', yaml.SafeDumper)
+#: libyaml's emitter where PyYAML was built with it (3,000 figures dump in 0.3 s instead of 1.7 s), the safe
+#: representer, and never an alias (an object met twice is written twice: readers refuse aliases)
+_Dumper = type('_Dumper', (getattr(yaml, 'CSafeDumper', yaml.SafeDumper),),
+               {'ignore_aliases': lambda self, data: True})
+
 
 
 def dump_yaml(data) -> str:
     """``yaml.safe_dump`` of ``data`` in block style, keys in their order, lines up to 118 columns."""
-    return yaml.dump(data, Dumper=_YAML_DUMPER, sort_keys=False, width=118)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=118)
 
 
 SCHEMA = 'netregress-references/1'
@@ -93,6 +96,12 @@ def metric_name(metric: str, size: int | None = None) -> str:
 
 
 def reference_file(system: str, directory: Path | None = None) -> Path:
+    """``<directory>/<system>.yaml`` (default: the site's reference directory); :class:`ReferenceError` for a
+    system that is not a name (:func:`netregress.datafiles.checked_name`)."""
+    try:
+        datafiles.checked_name(system, 'system')
+    except datafiles.UnsafeName as err:
+        raise ReferenceError(str(err)) from None
     return (directory or site.reference_dir()) / f'{system}.yaml'
 
 
@@ -140,6 +149,7 @@ class ReferenceSet:
         self.source = source
         if data is None:
             data = {}
+        self.data = data
         if not isinstance(data, Mapping):
             raise ReferenceError(f'{source}: top level must be a mapping')
         if data and data.get('schema') != SCHEMA:
@@ -149,21 +159,35 @@ class ReferenceSet:
         self.tree: Mapping = data.get('references') or {}
         if not isinstance(self.tree, Mapping):
             raise ReferenceError(f'{source}: references: expected a mapping, got {type(self.tree).__name__}')
+        #: the audit trail of ``tools/refs accept``, oldest first (docs/references.md)
+        self.changes: list = data.get('changes') or []
+        if not isinstance(self.changes, list):
+            raise ReferenceError(f'{source}: changes: expected a list, got {type(self.changes).__name__}')
 
     def entries(self):
         """Every (partition, environ, interconnect, test, metric[@size]) and its validated reference;
-        :class:`ReferenceError` naming the first level that is not a mapping."""
-        def level(node, keys):
+        :class:`ReferenceError` naming the first level that is not a mapping, or a key that is not a name (a size
+        that is not a whole number of bytes)."""
+        def level(node, keys, what=None):
+            where = f'{self.source}: {"/".join(map(str, keys)) or "references"}'
             if not isinstance(node, Mapping):
-                raise ReferenceError(f'{self.source}: {"/".join(map(str, keys)) or "references"}: expected a mapping, '
-                                     f'got {type(node).__name__}')
+                raise ReferenceError(f'{where}: expected a mapping, got {type(node).__name__}')
+            for key in node:
+                if what is None:
+                    if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+                        raise ReferenceError(f'{where}: size {key!r} is not a whole number of bytes')
+                    continue
+                try:
+                    datafiles.checked_name(key, what)
+                except datafiles.UnsafeName as err:
+                    raise ReferenceError(f'{where}: {err}') from None
             return node.items()
 
-        for part, envs in level(self.tree, []):
-            for env, ics in level(envs, [part]):
-                for ic, tests in level(ics, [part, env]):
-                    for test, metrics in level(tests, [part, env, ic]):
-                        for metric, spec in level(metrics, [part, env, ic, test]):
+        for part, envs in level(self.tree, [], 'partition'):
+            for env, ics in level(envs, [part], 'environment'):
+                for ic, tests in level(ics, [part, env], 'interconnect'):
+                    for test, metrics in level(tests, [part, env, ic], 'test'):
+                        for metric, spec in level(metrics, [part, env, ic, test], 'metric'):
                             sizes = spec.get('sizes') if isinstance(spec, Mapping) else None
                             if sizes is not None:
                                 list(level(sizes, [part, env, ic, test, metric, 'sizes']))
@@ -204,6 +228,39 @@ class ReferenceSet:
         return _entry(sizes[size], node, f'{where}.sizes.{size}')
 
 
+#: The JSON Schema of a reference file, in the checkout (docs/references.md describes it).
+SCHEMA_FILE = 'config/references.schema.json'
+
+
+def check_schema(data: Mapping, source: str) -> None:
+    """:class:`ReferenceError` naming the first place where a reference document breaks the file format's JSON
+    Schema (``config/references.schema.json``, described in docs/references.md): unknown keys, a malformed
+    ``changes:`` entry, anything the entries' own checks (:meth:`ReferenceSet.count`) leave out."""
+    import jsonschema  # type: ignore[import-untyped]
+    validator = jsonschema.Draft202012Validator(_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(_string_keys(data)))
+    if error is not None:
+        where = '/'.join(map(str, error.absolute_path)) or 'top level'
+        message = ' '.join(error.message.split())
+        message = message if len(message) <= 200 else f'{message[:197]}...'
+        raise ReferenceError(f'{source}: {where}: {message} ({SCHEMA_FILE})')
+
+
+@functools.lru_cache(maxsize=1)
+def _schema() -> dict:
+    import json
+    return json.loads((paths.repo_root() / SCHEMA_FILE).read_text())
+
+
+def _string_keys(node):
+    """``node`` with every mapping key as text (YAML reads a size as an integer; JSON Schema names are text)."""
+    if isinstance(node, Mapping):
+        return {str(k): _string_keys(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_string_keys(v) for v in node]
+    return node
+
+
 def load_file(path: Path, system: str, *, require: bool = False) -> ReferenceSet:
     """Parse one reference file; a file that does not exist is an empty set (every lookup then fails) unless
     ``require``. A file that exists but holds no document (cut to its header) is a :class:`ReferenceError`."""
@@ -225,13 +282,24 @@ def load_file(path: Path, system: str, *, require: bool = False) -> ReferenceSet
     return ReferenceSet(data, system, source=str(path))
 
 
+def check_file(path: Path, system: str) -> int:
+    """Every entry of the reference file ``path`` validated, and the whole against the schema; its number of
+    references (:class:`ReferenceError` naming the file and the fault, also for a file that holds none)."""
+    refset = load_file(path, system, require=True)
+    n = refset.count()
+    if not n:
+        raise ReferenceError(f'{path}: no references (an empty tree: a reference file asserts nothing)')
+    check_schema(refset.data, str(path))
+    return n
+
+
 @functools.lru_cache(maxsize=16)
 def _load_cached(path: str, system: str, mtime: float) -> ReferenceSet:
     return load_file(Path(path), system)
 
 
 def load(system: str, directory: Path | None = None) -> ReferenceSet:
-    """The references of ``system`` from ``reference_values/`` (re-read when the file changes)."""
+    """The references of ``system`` from the reference directory (re-read when the file changes)."""
     path = reference_file(system, directory)
     mtime = path.stat().st_mtime if path.exists() else -1.0
     return _load_cached(str(path), system, mtime)

@@ -28,7 +28,7 @@ import re
 import shutil
 from pathlib import Path
 
-from .. import statefiles
+from .. import datafiles, statefiles
 
 MANIFEST = 'netregress-snapshots.yaml'
 DATA_FILE = 'snapshots.json'
@@ -105,7 +105,8 @@ def check_entry(entry, where: str) -> dict:
 
 
 def load(mirror: Path) -> list[dict]:
-    """The checked entries of ``<mirror>/netregress-snapshots.yaml`` ([] when there is none)."""
+    """The checked entries of ``<mirror>/netregress-snapshots.yaml`` ([] when there is none); aliases and deep
+    nesting refused (:func:`netregress.datafiles.load_yaml`)."""
     import yaml
     path = Path(mirror) / MANIFEST
     if not path.exists() and not path.is_symlink():
@@ -113,7 +114,7 @@ def load(mirror: Path) -> list[dict]:
     if path.is_symlink():
         raise SnapshotError(f'{path}: a symbolic link: refusing it')
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = datafiles.load_yaml(path.read_text())
     except (OSError, UnicodeDecodeError) as err:
         raise SnapshotError(f'{path}: unreadable ({err})') from None
     except yaml.YAMLError as err:

@@ -6,9 +6,10 @@
 SHELL := /bin/bash
 .PHONY: validate test drill onboard bootstrap clean
 
+# validate: bootstrap inside tools/validate, so its last line times set-up, measurement and post-run, and a failed
+# set-up (a Spack phase that failed, say) ends it with one line before anything is measured
 validate:
-	tools/bootstrap --for validate
-	tools/validate
+	tools/validate --bootstrap
 
 test:
 	tools/bootstrap --for test

@@ -2,12 +2,19 @@
 #   nr_take_site "$@"   takes --site DIR (or --site=DIR) out of the arguments into NETREGRESS_SITE, checks the site
 #                       (netregress.sitecheck: one line naming what is wrong, exit 2) and leaves the rest in NR_ARGS
 #   nr_config_args      the ReFrame -C arguments: config/settings.py, then the site's settings.py
+#   nr_pick_python      sets nr_py: the venv's Python, else NETREGRESS_PYTHON, else python3 (again once tools/bootstrap
+#                       has made the venv)
 root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 NR_DEPS=${NETREGRESS_DEPS:-$root/.deps}
-nr_py=python3
-for cand in "$NR_DEPS/venv/bin/python" "${NETREGRESS_PYTHON:-}"; do
-  [ -n "$cand" ] && [ -x "$cand" ] && { nr_py=$cand; break; }
-done
+nr_pick_python() {
+  local cand
+  nr_py=python3
+  for cand in "$NR_DEPS/venv/bin/python" "${NETREGRESS_PYTHON:-}"; do
+    [ -n "$cand" ] && [ -x "$cand" ] && { nr_py=$cand; break; }
+  done
+  return 0
+}
+nr_pick_python
 export PYTHONPATH="$root/reframe_tests${PYTHONPATH:+:$PYTHONPATH}"
 
 nr_take_site() {

@@ -65,9 +65,12 @@ PERF_REPORT_SPEC = '19700101T000000+0000:now?num_failures==0/last:/+job_nodelist
 
 #: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).
 RUN = run_dir()
+#: Whether ReFrame itself is loading this file to run: only then are directories made. The tools load it to read
+#: it (netregress.measure.site), and reading must write nothing (a read-only or shared checkout stays clean).
+RUNNING = 'reframe.frontend.cli' in sys.modules
 #: Host state kept across runs (baselines, ReFrame's results database): NETREGRESS_STATE, else RUN/state.
 try:
-    STATE = state_dir()
+    STATE = state_dir(create=RUNNING)
 except BaselineError as err:              # someone else's or a world-writable state directory: one line, not a trace
     sys.exit(f'config/settings.py: {err}')
 # Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
@@ -120,7 +123,9 @@ ENV_NAMES = ['gnu'] + list(MPI_BUILDS)
 local = {
     'name': 'local',
     'descr': 'this machine, no root: shared memory and TCP loopback',
-    'hostnames': ['.*'],
+    # any host, unless a site is loaded: then only a site's system that matches the host is chosen, never `local`
+    # silently on a cluster's login node (--system local still works; with no match the tools stop naming the host)
+    'hostnames': ['(?!)'] if os.environ.get('NETREGRESS_SITE') else ['.*'],
     'modules_system': 'nomod',
     'prefix': str(RUN),               # stage/ and output/ under it: ReFrame's defaults, so --prefix moves them
     'partitions': [{
@@ -206,4 +211,5 @@ site_configuration = {
     }],
 }
 
-os.makedirs(RUN / 'logs', exist_ok=True)
+if RUNNING:
+    os.makedirs(RUN / 'logs', exist_ok=True)

@@ -86,14 +86,27 @@ def selected_system() -> str:
     except ConfigError as err:
         raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host: '
                         f'{err}') from None
-    return cfg.get('systems/0/name')
+    name = cfg.get('systems/0/name')
+    if name in _builtin_systems():       # ReFrame's own fallback: none of ours matched this host
+        import socket
+        raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host '
+                        f'({socket.gethostname()}: a system\'s `hostnames` are regular expressions matched '
+                        f'against it)')
+    return name
+
+
+def _builtin_systems() -> set[str]:
+    from reframe.core import settings as builtin
+    return {s['name'] for s in builtin.site_configuration['systems']}
 
 
 def systems() -> dict[str, Mapping]:
     """Every system by name; where two files define one name, the one loaded last (the site's) wins."""
     out: dict[str, Mapping] = {}
+    builtin = _builtin_systems()
     for sysconf in config()['systems']:
-        out.setdefault(sysconf['name'], sysconf)       # ReFrame puts a later file's systems first
+        if sysconf['name'] not in builtin:             # ReFrame's own `generic`, chosen when nothing matches
+            out.setdefault(sysconf['name'], sysconf)   # ReFrame puts a later file's systems first
     return out
 
 
@@ -155,6 +168,25 @@ def reference_dir() -> Path:
         return Path(env).resolve()
     site = directory()
     return site / 'references' if site else paths.repo_root() / 'reference_values'
+
+
+def run_dir(system_name: str) -> Path:
+    """Where a run of ``system_name`` writes (ReFrame's prefix: stage, output, perflogs, reports, logs, and the
+    state unless ``NETREGRESS_STATE``): ``--prefix``/``RFM_PREFIX`` when given; else the system's ``prefix`` in its
+    settings (ReFrame's own key: where a site says its runs go); else ``run/`` of the checkout for the systems it
+    ships (``local``, the sites under ``config/sites/``); else ``$XDG_STATE_HOME/netregress/<system>``
+    (``~/.local/state``): a site's run never writes into the checkout it runs from."""
+    explicit = paths.explicit_run_dir()
+    if explicit:
+        return explicit
+    prefix = system(system_name).get('prefix')
+    if prefix:
+        return Path(os.path.expandvars(str(prefix))).expanduser().resolve()
+    where = directory()
+    if where is None or paths.repo_root() in where.parents:
+        return paths.run_dir()
+    state = os.environ.get('XDG_STATE_HOME') or str(Path.home() / '.local' / 'state')
+    return Path(state).resolve() / 'netregress' / system_name
 
 
 def spack_system_dir(system_name: str) -> Path:

@@ -300,16 +300,20 @@ def read_hostfile(path: Path) -> list[str]:
 # -- command line -------------------------------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
-    """``reframe-args``: print the ReFrame arguments of a scope, one per line; ``describe``: one line."""
+    """``reframe-args``: print the ReFrame arguments of a scope, one per line; ``others``: the ReFrame arguments
+    given that are not the scope's, one per line (what narrows the checks that run); ``describe``: one line."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rfm = argv[argv.index('--') + 1:] if '--' in argv else []
     argv = argv[:argv.index('--')] if '--' in argv else argv
     ap = argparse.ArgumentParser(prog='python -m netregress.scope', description=__doc__.split('\n\n')[0])
-    ap.add_argument('action', choices=['reframe-args', 'describe'])
+    ap.add_argument('action', choices=['reframe-args', 'others', 'describe'])
     add_options(ap)
     ap.add_argument('--exclude-file', type=Path, help='more nodes to exclude, one host list per line (those the '
                                                       'node check before a run left out)')
     args = ap.parse_args(argv)
+    if args.action == 'others':
+        print(''.join(f'{arg}\n' for arg in split_reframe_args(rfm)[1]), end='')
+        return 0
     try:
         scope = from_options(args, rfm)
         if args.exclude_file:

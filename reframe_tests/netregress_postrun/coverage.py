@@ -197,9 +197,6 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     parts = slurm_names(configs)
     fabric = {p['name']: ', '.join(scope.fabrics(p)) or 'no fabric' for p in configs}
     label = {p: f'{where.system}:{p} ({fabric[p]})' for p in parts}
-    if not parts:
-        print(f'coverage: {where.describe()} has no Slurm partitions: nothing to check')
-        return 0
     narrowed = bool(where.reservation or where.nodes or where.exclude)
     try:
         nodes = scope.node_sets(where, runner=runner).cover
@@ -208,6 +205,9 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         return 3
     except scope.ScopeError as err:
         ap.error(str(err))
+    if not parts:
+        print(f'coverage: {where.describe()} has no Slurm partitions: nothing to check')
+        return 0
     in_scope = {n for part in nodes.values() for n in part}
     unusable, problems = unusable_in_scope(where, nodes, args.wait, runner=runner)
     if any(slurm.STATES_UNKNOWN in p for p in problems):

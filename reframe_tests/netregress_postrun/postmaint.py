@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import paths, scope
-from netregress.measure import site, slurm
+from netregress import paths, scope, sitecheck
+from netregress.measure import interconnects, site, slurm
 from . import coverage, history, runreport, runsummary
 
 REPORT_NAME = 'report-maintenance.json'
@@ -347,6 +347,12 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
           f'tags {args.tags}', file=sys.stderr)
     for note in (plan.notes if plan else []):
         print(f'post-maintenance: {note}', file=sys.stderr)
+    if args.plan or args.dry_run:         # nothing runs, so ReFrame does not say what the site gets wrong: we do
+        try:
+            for line in sitecheck.static_problems([system]):
+                print(f'post-maintenance: WARNING: site: {line}', file=sys.stderr)
+        except (site.SiteError, interconnects.InterconnectError) as err:
+            print(f'post-maintenance: WARNING: site: {err}', file=sys.stderr)
     if args.plan:
         try:
             for line in link_plans(system, args, plan, runner=runner):

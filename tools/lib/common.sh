@@ -29,7 +29,7 @@ nr_take_site() {
     esac
   done
   if [ -n "${NETREGRESS_SITE:-}" ]; then
-    "$nr_py" -m netregress.sitecheck check >/dev/null || exit 2
+    "$nr_py" -m netregress.sitecheck load >/dev/null || exit 2
     NETREGRESS_SITE=$(cd "$NETREGRESS_SITE" && pwd)
   fi
 }

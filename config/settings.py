@@ -51,6 +51,7 @@ import sys
 from pathlib import Path
 
 try:
+    from netregress import perflogs
     from netregress.judge.baselines import BaselineError, state_dir
     from netregress.measure import mpibuilds
     from netregress.paths import run_dir
@@ -195,19 +196,8 @@ site_configuration = {
              'level': 'debug', 'append': False,
              'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s'},
         ],
-        'handlers_perflog': [{
-            'type': 'filelog',
-            'basedir': str(RUN / 'perflogs'),
-            'prefix': '%(check_system)s/%(check_partition)s',
-            'level': 'info',
-            'format': ('%(check_job_completion_time)s|%(check_result)s|%(check_system)s:%(check_partition)s|'
-                       '%(check_environ)s|%(check_display_name)s|%(check_interconnect)s|%(check_ref_test)s|'
-                       'transports=%(check_nr_transports)s|wire=%(check_nr_wire)s|%(check_jobid)s|'
-                       '%(check_perfvalues)s'),
-            'format_perfvars': ('%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s '
-                                '(ref %(check_perf_ref)s %(check_perf_lower_thres)s..%(check_perf_upper_thres)s)|'),
-            'append': True,
-        }],
+        # our file per system and partition; a site adds its own store for its systems (netregress.perflogs)
+        'handlers_perflog': [perflogs.file_handler(RUN)],
     }],
 }
 

@@ -127,3 +127,14 @@ def test_reframe_list_and_the_post_maintenance_dry_run_warn(rock, tmp_path):
                           '--dry-run'], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "post-maintenance: WARNING: site: " in res.stderr and 'ic-opa' in res.stderr
+
+
+def test_a_sites_own_checks_are_loaded_beside_ours(rock, monkeypatch):
+    from netregress.measure import site
+    monkeypatch.setenv(site.ENV, str(rock))
+    assert '-c' not in site.reframe_args()
+    (rock / 'checks').mkdir()
+    assert site.reframe_args()[-2:] == ['-c', str(rock / 'checks')]
+    out = subprocess.run(['bash', '-c', f'. {ROOT}/tools/lib/common.sh && nr_config_args && echo "${{NR_CONFIG[*]}}"'],
+                         env={**os.environ, 'NETREGRESS_SITE': str(rock)}, capture_output=True, text=True).stdout
+    assert out.split()[-2:] == ['-c', str(rock / 'checks')]

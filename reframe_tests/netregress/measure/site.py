@@ -8,6 +8,7 @@ tools also take ``--site DIR``, which sets it)::
     $NETREGRESS_SITE/references/          committed references, <system>.yaml (tools/refs write/accept writes here)
     $NETREGRESS_SITE/spack/<system>/      the Spack environment of a system (spack.yaml, reframe.yaml; or
                                           reframe.yaml naming another system's environment)
+    $NETREGRESS_SITE/checks/              the site's own ReFrame checks, loaded beside ours (optional)
 
 Without a site the embedded configuration (``config/``) is used alone. The ReFrame files are loaded by ReFrame's
 own loader, in the order ReFrame is given them (``-C config/settings.py -C $NETREGRESS_SITE/settings.py``), so a
@@ -58,8 +59,11 @@ def settings_files() -> list[Path]:
 
 
 def reframe_args() -> list[str]:
-    """``-C FILE`` for every configuration file: the start of every ReFrame command line a tool builds."""
-    return [arg for f in settings_files() for arg in ('-C', str(f))]
+    """``-C FILE`` for every configuration file, and ``-c`` of the site's own checks (``checks/``) when it has
+    them: the start of every ReFrame command line a tool builds."""
+    site = directory()
+    checks = ['-c', str(site / 'checks')] if site and (site / 'checks').is_dir() else []
+    return [arg for f in settings_files() for arg in ('-C', str(f))] + checks
 
 
 @functools.lru_cache(maxsize=4)

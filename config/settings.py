@@ -51,6 +51,7 @@ import sys
 from pathlib import Path
 
 try:
+    from netregress import perflogs
     from netregress.judge.baselines import BaselineError, state_dir
     from netregress.measure import mpibuilds
     from netregress.paths import run_dir
@@ -65,9 +66,12 @@ PERF_REPORT_SPEC = '19700101T000000+0000:now?num_failures==0/last:/+job_nodelist
 
 #: Where a run writes: ReFrame's --prefix or RFM_PREFIX, else run/ (netregress.paths.run_dir).
 RUN = run_dir()
+#: Whether ReFrame itself is loading this file to run: only then are directories made. The tools load it to read
+#: it (netregress.measure.site), and reading must write nothing (a read-only or shared checkout stays clean).
+RUNNING = 'reframe.frontend.cli' in sys.modules
 #: Host state kept across runs (baselines, ReFrame's results database): NETREGRESS_STATE, else RUN/state.
 try:
-    STATE = state_dir()
+    STATE = state_dir(create=RUNNING)
 except BaselineError as err:              # someone else's or a world-writable state directory: one line, not a trace
     sys.exit(f'config/settings.py: {err}')
 # Nothing of a run lands in the checkout, not even the checks' byte code (a read-only or shared checkout works too)
@@ -120,7 +124,9 @@ ENV_NAMES = ['gnu'] + list(MPI_BUILDS)
 local = {
     'name': 'local',
     'descr': 'this machine, no root: shared memory and TCP loopback',
-    'hostnames': ['.*'],
+    # any host, unless a site is loaded: then only a site's system that matches the host is chosen, never `local`
+    # silently on a cluster's login node (--system local still works; with no match the tools stop naming the host)
+    'hostnames': ['(?!)'] if os.environ.get('NETREGRESS_SITE') else ['.*'],
     'modules_system': 'nomod',
     'prefix': str(RUN),               # stage/ and output/ under it: ReFrame's defaults, so --prefix moves them
     'partitions': [{
@@ -190,20 +196,10 @@ site_configuration = {
              'level': 'debug', 'append': False,
              'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s'},
         ],
-        'handlers_perflog': [{
-            'type': 'filelog',
-            'basedir': str(RUN / 'perflogs'),
-            'prefix': '%(check_system)s/%(check_partition)s',
-            'level': 'info',
-            'format': ('%(check_job_completion_time)s|%(check_result)s|%(check_system)s:%(check_partition)s|'
-                       '%(check_environ)s|%(check_display_name)s|%(check_interconnect)s|%(check_ref_test)s|'
-                       'transports=%(check_nr_transports)s|wire=%(check_nr_wire)s|%(check_jobid)s|'
-                       '%(check_perfvalues)s'),
-            'format_perfvars': ('%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s '
-                                '(ref %(check_perf_ref)s %(check_perf_lower_thres)s..%(check_perf_upper_thres)s)|'),
-            'append': True,
-        }],
+        # our file per system and partition; a site adds its own store for its systems (netregress.perflogs)
+        'handlers_perflog': [perflogs.file_handler(RUN)],
     }],
 }
 
-os.makedirs(RUN / 'logs', exist_ok=True)
+if RUNNING:
+    os.makedirs(RUN / 'logs', exist_ok=True)

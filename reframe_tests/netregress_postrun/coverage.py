@@ -15,8 +15,12 @@ Slurm's view (which nodes are down, drained or not responding) is :func:`netregr
     one at a time (Slurm keeps them so with a license, not ReFrame): every pair that ``sacct`` shows running at the
     same time, e.g. ``jobs 3012 (osu ... @vcluster:fast+openmpi4) and 3013 (...) ran at the same time``.
 :func:`main`
-    ``python -m netregress_postrun.coverage --system vcluster --report REPORT.json --wait 30`` prints every kind of
-    problem and exits 1 when there is any (2 on a usage error, 3 when Slurm did not answer at all).
+    ``python -m netregress_postrun.coverage [--site DIR] --system vcluster [--reservation R] [--nodes L]
+    [--exclude L] [--report REPORT.json] [--strict] --wait 30 [-- REFRAME OPTIONS]`` judges only the nodes in scope
+    (netregress.scope: the same options as every entry point, or ReFrame's ``-J reservation=...`` after ``--``). A
+    node Slurm cannot use is named with the fabrics it serves and left out (``--left-out-file`` lists them for the
+    run to exclude), a failure only with ``--strict``; nodes no passing check used are one line per partition and
+    fabric. Exit 1 when there is a problem (2 on a usage error, 3 when Slurm did not answer at all).
 
 Slurm is asked through netregress.slurm's injectable *runner*, so tests feed canned output and need no cluster.
 """
@@ -24,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
-from typing import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Collection, Iterable, Mapping, Sequence
 
+from netregress import scope
 from netregress.measure import interconnects, site, slurm
 from . import runreport
 
@@ -145,32 +152,90 @@ def shares_host_cpus(configs: Iterable[Mapping]) -> bool:
     return any((p.get('extras') or {}).get('host_cpus') for p in configs)
 
 
+def by_node(problems: Sequence[str], nodes: Collection[str]) -> tuple[dict[str, str], list[str]]:
+    """({node: its problem}, problems naming no node of ``nodes``) of :func:`netregress.slurm.node_problems`'s
+    lines (``node: what (state...)``)."""
+    named: dict[str, str] = {}
+    other = []
+    for line in problems:
+        node = line.split(':', 1)[0]
+        if node in nodes:
+            named.setdefault(node, line.split(':', 1)[1].strip())
+        else:
+            other.append(line)
+    return named, other
+
+
+def unusable_in_scope(where: scope.Scope, nodes: Mapping[str, list[str]], wait_s: float, *,
+                      runner: slurm.Runner = slurm.run_command) -> tuple[dict[str, str], list[str]]:
+    """({node in scope Slurm cannot use: ``node (fabrics): what (state; reason)``}, problems naming no node, as a
+    partition sinfo does not list or Slurm not answering) of the scope's node sets ``nodes``
+    (:func:`netregress.scope.node_sets`)."""
+    configs = {p['name']: p for p in scope.partition_configs(where)}
+    in_scope = {n for members in nodes.values() for n in members}
+    found = slurm.node_problems(list(dict.fromkeys(slurm_names(configs[p] for p in nodes).values())), wait_s,
+                                runner=runner, only=in_scope, reserved_ok=bool(where.reservation))
+    unusable, other = by_node(found, in_scope)
+    named = {}
+    for node, what in unusable.items():
+        fabrics = [f for p, members in nodes.items() if node in members for f in scope.fabrics(configs[p])]
+        named[node] = f'{node} ({", ".join(dict.fromkeys(fabrics)) or "no fabric"}): {what}'
+    return named, other
+
+
 def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
-    """Print the nodes Slurm cannot use and, with ``--report``, the nodes no passing check used; 1 if any."""
+    """Print the nodes in scope Slurm cannot use (left out, named; a failure with ``--strict``) and, with
+    ``--report``, the nodes in scope no passing check used, per partition and fabric; 1 if any problem."""
     ap = argparse.ArgumentParser(prog='python -m netregress_postrun.coverage', description=__doc__.split('\n\n')[0])
-    ap.add_argument('--system', default='vcluster', help='system in config/settings.py (default: vcluster)')
+    ap.add_argument('--site', help='the site directory (NETREGRESS_SITE; docs/site.md)')
+    scope.add_options(ap)
     ap.add_argument('--report', help='ReFrame JSON run report of that system')
     ap.add_argument('--wait', type=float, default=30.0,
                     help='seconds to wait for nodes in passing states (not responding, unknown) (default: 30)')
-    ap.add_argument('--partition', action='append', default=None,
-                    help='ReFrame partition to check (repeatable; default: every Slurm partition of the system)')
-    args = ap.parse_args(argv)
-
+    ap.add_argument('--strict', action='store_true',
+                    help='a node in scope that Slurm cannot use fails the check (default: named and left out)')
+    ap.add_argument('--left-out-file', type=Path,
+                    help='write the nodes left out (one host list) here, for the run to exclude')
+    args, rfm_args = ap.parse_known_args(argv)
+    if rfm_args and rfm_args[0] == '--':
+        rfm_args = rfm_args[1:]
+    elif rfm_args:
+        ap.error(f'unrecognized arguments: {" ".join(rfm_args)}')
+    if args.site:
+        os.environ[site.ENV] = args.site
     try:
-        configs = site.slurm_partitions(args.system)
-    except site.SiteError as err:
+        where = scope.from_options(args, rfm_args)
+        configs = [p for p in scope.partition_configs(where) if p.get('scheduler') in ('slurm', 'squeue')]
+    except (scope.ScopeError, site.SiteError) as err:
         ap.error(str(err))
     parts = slurm_names(configs)
-    if args.partition:
-        unknown = [p for p in args.partition if p not in parts]
-        if unknown:
-            ap.error(f'unknown partition(s) {", ".join(unknown)} of {args.system} (have: {", ".join(parts)})')
-        parts = {p: parts[p] for p in args.partition}
+    fabric = {p['name']: ', '.join(scope.fabrics(p)) or 'no fabric' for p in configs}
+    label = {p: f'{where.system}:{p} ({fabric[p]})' for p in parts}
+    narrowed = bool(where.reservation or where.nodes or where.exclude)
+    try:
+        nodes = scope.node_sets(where, runner=runner).cover
+    except scope.SlurmUnavailable as err:
+        print(f'{slurm.STATES_UNKNOWN}: {err}')
+        return 3
+    except scope.ScopeError as err:
+        ap.error(str(err))
     if not parts:
-        print(f'coverage: system {args.system} has no Slurm partitions: nothing to check')
+        print(f'coverage: {where.describe()} has no Slurm partitions: nothing to check')
         return 0
-    problems = slurm.node_problems(list(dict.fromkeys(parts.values())), args.wait, runner=runner)
-    nodes: dict[str, list[str]] = {}
+    in_scope = {n for part in nodes.values() for n in part}
+    unusable, problems = unusable_in_scope(where, nodes, args.wait, runner=runner)
+    if any(slurm.STATES_UNKNOWN in p for p in problems):
+        print('\n'.join(problems))
+        return 3
+    if args.strict:
+        problems += list(unusable.values())
+    else:
+        print(''.join(f'{line}: left out\n' for line in unusable.values()), end='')
+    for part, members in nodes.items():
+        if members and not [n for n in members if n not in unusable]:
+            problems.append(f'{label[part]}: no node in scope Slurm can use')
+    if args.left_out_file:
+        args.left_out_file.write_text(slurm.abbrev(list(unusable)) + '\n' if unusable else '')
     serial = ''
     if args.report:
         try:
@@ -178,26 +243,26 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         except runreport.RunReportError as err:
             print(f'coverage: {err}', file=sys.stderr)
             return 2
-        for rfm_part, slurm_part in parts.items():
-            try:
-                nodes[rfm_part] = slurm.partition_nodes(slurm_part, runner=runner)
-            except slurm.SlurmQueryError as err:
-                problems.append(f'partition {rfm_part}: node list unknown: {err}')
-        problems += [p for p in uncovered_nodes(report, nodes, system=args.system) if p not in problems]
+        used = covered_nodes(report, system=where.system)
+        for part, members in nodes.items():
+            missing = [n for n in members if n not in unusable and n not in used.get(part, set())]
+            if missing:
+                problems.append(f'{label[part]}: no passing check moved payload over {fabric[part]} on '
+                                f'{len(missing)} node(s) in scope: {slurm.abbrev(missing)}')
         if shares_host_cpus(configs):
             serial = ', its jobs one at a time'
             try:
-                problems += overlapping_jobs(report, system=args.system, runner=runner)
+                problems += overlapping_jobs(report, system=where.system, runner=runner)
             except slurm.SlurmQueryError as err:
                 problems.append(f'jobs of the run: not known whether they ran one at a time: {err}')
     for p in problems:
         print(p)
     if not problems:
-        counted = f'{sum(map(len, nodes.values()))} nodes' if nodes else 'every node'
-        print(f'coverage: {counted} of {", ".join(parts)} usable'
-              + (' and used by a passing check' if args.report else '') + serial)
-    if any(slurm.STATES_UNKNOWN in p for p in problems):
-        return 3
+        usable = [n for n in in_scope if n not in unusable]
+        print(f'coverage: {len(usable)} nodes of {", ".join(label.values())}'
+              + (f' in {where.describe()}' if narrowed else '') + ' usable'
+              + (' and used by a passing check' if args.report else '') + serial
+              + (f'; left out: {slurm.abbrev(list(unusable))}' if unusable else ''))
     return 1 if problems else 0
 
 

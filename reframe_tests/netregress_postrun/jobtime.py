@@ -45,11 +45,14 @@ class Job:
         return max(0, self.start - self.submit) if self.start and self.submit else 0
 
 
-def case_jobs(doc: Mapping) -> dict[str, str]:
-    """{Slurm job id: check name} of every attempt of every test case that ran a job through Slurm."""
+def case_jobs(doc: Mapping, system: str | None = None, partitions: Sequence[str] = ()) -> dict[str, str]:
+    """{Slurm job id: check name} of every attempt of every test case that ran a job through Slurm (of ``system``
+    and ``partitions`` only, when given: the scope's part of a report)."""
     jobs = {}
     for tc in runreport.testcases(doc):
         jobid = tc.get('jobid')
+        if system and tc.get('system') != system or partitions and tc.get('partition') not in partitions:
+            continue
         if tc.get('scheduler') in SLURM_SCHEDULERS and jobid not in (None, ''):
             jobs[str(jobid)] = str(tc.get('display_name') or tc.get('name') or '?').split()[0]
     return jobs
@@ -124,7 +127,13 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = run_sacct)
     ap = argparse.ArgumentParser(prog='python -m netregress_postrun.jobtime', description=__doc__.split('\n\n')[0])
     ap.add_argument('report', help='ReFrame JSON run report (tools/validate: <run dir>/report-<system>.json)')
     ap.add_argument('--top', type=int, default=8, help='checks listed by their time (default: 8)')
+    ap.add_argument('--system', help='only the test cases of this system, or SYSTEM:PARTITION (a report holds the '
+                                     'nodes, reservation and exclusions its run was scoped to)')
+    ap.add_argument('--partition', action='append', default=[], help='only this partition (repeatable)')
     args = ap.parse_args(argv)
+    if args.system and ':' in args.system:
+        args.system, part = args.system.split(':', 1)
+        args.partition.append(part)
     if args.top < 1:
         ap.error(f'--top must be at least 1, not {args.top}')
     try:
@@ -132,8 +141,9 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = run_sacct)
     except runreport.RunReportError as err:
         print(f'jobtime: {err}', file=sys.stderr)
         return 2
-    jobs = case_jobs(doc)
-    system = next((str(tc.get('system')) for tc in runreport.testcases(doc) if tc.get('system')), '')
+    jobs = case_jobs(doc, args.system, args.partition)
+    system = args.system or next((str(tc.get('system')) for tc in runreport.testcases(doc) if tc.get('system')), '')
+    system += f':{",".join(args.partition)}' if args.partition else ''
     if not jobs:
         print(f'time on {system or os.path.basename(args.report)}: no test case ran a Slurm job')
         return 0

@@ -37,17 +37,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from netregress import paths
-from netregress.measure import site, slurm
+from netregress import paths, scope, sitecheck
+from netregress.measure import interconnects, site, slurm
 from . import coverage, history, runreport, runsummary
 
 REPORT_NAME = 'report-maintenance.json'
+JUNIT_NAME = 'junit-maintenance.xml'
 LINK_PLANS = ('full', 'sample', 'topology')
 #: Changes smaller than this (percent) are counted, not listed, unless --threshold says otherwise.
 DEFAULT_THRESHOLD_PCT = 5.0
 #: Minutes a post-maintenance ReFrame run may take (a maintenance window is hours; a hung run must not outlast it).
 DEFAULT_TIMEOUT_MIN = 240.0
-_UNSAFE = re.compile(r'[\s;&|`$<>()\\\'"]')
 
 
 class UsageError(Exception):
@@ -61,10 +61,6 @@ class Plan:
     exclude: list[str] = field(default_factory=list)             # nodes of the system outside the set
     partial: list[str] = field(default_factory=list)             # partitions of which the set holds only part
     notes: list[str] = field(default_factory=list)
-
-
-class SlurmUnavailable(UsageError):
-    """Slurm cannot say which nodes a partition has."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,6 +82,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument('--nodes', help="Slurm host list of the nodes that came back ('n[001-016]'): the set to cover")
     ap.add_argument('--system', help='ReFrame system (default: the one config/settings.py selects)')
     ap.add_argument('--partition', help='only this partition of the system (needs --system)')
+    ap.add_argument('--exclude', help="Slurm host list of nodes of the set not to use nor cover ('n[003,007]')")
     ap.add_argument('--tags', default='ci', help="ReFrame tag filter (default: ci; 'all' for the whole suite)")
     ap.add_argument('--output', type=Path, help='where the report goes (default: run/post-maintenance/<UTC stamp>)')
     ap.add_argument('--threshold', type=runreport.percent, default=DEFAULT_THRESHOLD_PCT,
@@ -94,6 +91,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument('--timeout', type=_minutes, default=DEFAULT_TIMEOUT_MIN,
                     help=f'minutes the ReFrame run may take before it is stopped (default {DEFAULT_TIMEOUT_MIN})')
     ap.add_argument('--dry-run', action='store_true', help='print the reframe command, run nothing')
+    ap.add_argument('--strict', action='store_true',
+                    help='a node of the set that Slurm cannot use (drained, down) fails the run; by default it is '
+                         'named and left out')
     ap.add_argument('--links', choices=LINK_PLANS, default='full',
                     help='which links the link test measures: full (every pair, default), sample (a rotating '
                          'share per run), topology (inside every leaf switch and across uplinks)')
@@ -111,7 +111,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError('--partition needs --system')
     for what in ('reservation', 'nodes', 'exclude', 'system', 'partition', 'tags'):
         value = getattr(args, what)
-        if value is not None and (not value.strip() or (what != 'tags' and _UNSAFE.search(value))):
+        if value is not None and (not value.strip() or (what != 'tags' and scope.UNSAFE.search(value))):
             raise UsageError(f'--{what} {value!r}: empty, or contains spaces or shell metacharacters')
     args.exclude_nodes = excluded(args)
     return args
@@ -122,75 +122,16 @@ USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--
          '[--no-compare] [--dry-run]')
 
 
-def _hostlist(expr: str, option: str) -> list[str]:
+def node_plan(where: scope.Scope, *, runner: slurm.Runner = slurm.run_command) -> Plan:
+    """The partitions' nodes against the scope's node set: what to exclude and what to cover (netregress.scope)."""
     try:
-        return slurm.expand_hostlist(expr)
-    except ValueError as err:
-        raise UsageError(f'{option} {expr!r} is not a Slurm host list ({err})') from None
-
-
-def excluded(args: argparse.Namespace) -> list[str]:
-    """The nodes of ``--exclude`` (none without it); :class:`UsageError` when it names none."""
-    if not getattr(args, 'exclude', None):
-        return []
-    nodes = _hostlist(args.exclude, '--exclude')
-    if not nodes:
-        raise UsageError(f'--exclude {args.exclude!r} names no node')
-    return nodes
-
-
-def selected_system() -> str:
-    """The system ReFrame selects on this machine from our settings and the site's (netregress.site)."""
-    try:
-        return site.selected_system()
-    except site.SiteError as err:
-        raise UsageError(f'{err}: give --system') from None
-
-
-def node_plan(system: str, partition: str | None, nodes_expr: str, *,
-              runner: slurm.Runner = slurm.run_command,
-              slurm_parts: Mapping[str, str] | None = None, exclude: Sequence[str] = ()) -> Plan:
-    """The partitions' nodes against the set ``nodes_expr`` less ``exclude``: what to exclude and what to cover."""
-    listed = _hostlist(nodes_expr, '--nodes')
-    if not listed:
-        raise UsageError(f'--nodes {nodes_expr!r} names no node')
-    wanted = [n for n in listed if n not in exclude]
-    if not wanted:
-        raise UsageError(f'--exclude leaves no node of --nodes {nodes_expr!r}')
-    if slurm_parts is None:
-        try:
-            slurm_parts = coverage.slurm_partitions(system)
-        except site.SiteError as err:
-            raise UsageError(str(err)) from None
-    if partition:
-        slurm_parts = {k: v for k, v in slurm_parts.items() if k == partition}
-    if not slurm_parts:
-        raise UsageError(f'--nodes needs Slurm partitions; system {system}'
-                         f'{":" + partition if partition else ""} has none (give --reservation, or run tools/validate)')
-    plan = Plan()
-    known: set[str] = set()
-    for part, slurm_part in slurm_parts.items():
-        try:
-            nodes = slurm.partition_nodes(slurm_part, runner=runner)
-        except slurm.SlurmQueryError as err:
-            raise SlurmUnavailable(f'partition {part}: {err}') from None
-        known.update(nodes)
-        inside = [n for n in nodes if n in wanted]
-        if inside:
-            plan.cover[part] = inside
-            if len(inside) < len(nodes):
-                plan.partial.append(part)
-                plan.notes.append(f'{part}: --nodes holds {len(inside)} of its {len(nodes)} nodes: every check '
-                                  f'there, the all-node ones too, uses only {",".join(inside)}')
-        else:
-            plan.notes.append(f'{part}: none of its {len(nodes)} nodes is in --nodes: its checks cannot run')
-        plan.exclude += [n for n in nodes if n not in wanted and n not in plan.exclude]
-    unknown = [n for n in listed if n not in known]
-    if unknown:
-        raise UsageError(f'--nodes names nodes in no partition of {system}: {", ".join(unknown)}')
-    if exclude:
-        plan.notes.append(f'--exclude: {slurm.abbrev([n for n in listed if n in exclude])} not used, not covered')
-    return plan
+        sets = scope.node_sets(where, runner=runner)
+    except scope.SlurmUnavailable:
+        raise
+    except scope.ScopeError as err:
+        raise UsageError(str(err)) from None
+    return Plan(cover={p: n for p, n in sets.cover.items() if n}, exclude=sets.outside, partial=sets.partial,
+                notes=sets.notes)
 
 
 def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) -> list[str]:
@@ -211,8 +152,8 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
     except ValueError as err:
         raise UsageError(f'link cost constants: {err}') from None
     wanted = set(reservation_nodes(args.reservation, runner=runner)) if args.reservation else None
-    if wanted is not None:
-        wanted -= set(getattr(args, 'exclude_nodes', []))
+    if wanted is not None and args.exclude:
+        wanted -= set(scope.hostlist(args.exclude, '--exclude'))
     lines = []
     for part in site.slurm_partitions(system):
         if args.partition and part['name'] != args.partition:
@@ -274,22 +215,40 @@ def run_bounded(cmd: Sequence[str], out, timeout_s: float) -> int:
         return TIMED_OUT
 
 
-def reframe_command(args: argparse.Namespace, plan: Plan | None, report: Path) -> list[str]:
+#: Seconds the node check before the run waits for nodes in passing states (restarting, rebooting).
+NODE_WAIT_S = 30.0
+
+
+def leave_out_unusable(where: scope.Scope, strict: bool, *, runner: slurm.Runner = slurm.run_command,
+                       wait_s: float = NODE_WAIT_S) -> dict[str, str]:
+    """{node in scope Slurm cannot use: why}, each named on stderr: left out of the run and of what must be
+    covered, or with ``strict`` kept in (it then fails the run, uncovered). Slurm that cannot say is named and
+    nothing is left out (the run's own checks then tell)."""
+    try:
+        sets = scope.node_sets(where, runner=runner)
+        unusable, other = coverage.unusable_in_scope(where, sets.cover, wait_s, runner=runner)
+    except scope.ScopeError as err:
+        print(f'post-maintenance: node states not checked before the run: {err}', file=sys.stderr)
+        return {}
+    for line in other:
+        print(f'post-maintenance: before the run: {line}', file=sys.stderr)
+    for line in unusable.values():
+        print(f'post-maintenance: {line}: ' + ('--strict: kept in scope, it must be covered' if strict
+                                                else 'left out (--strict fails the run for it)'), file=sys.stderr)
+    return unusable
+
+
+def reframe_command(args: argparse.Namespace, where: scope.Scope, plan: Plan | None, report: Path) -> list[str]:
+    """The ReFrame command line: the maintenance mode, the scope's options (netregress.scope.reframe_options: the
+    system, the reservation, one ``-J exclude=`` of the nodes outside the set), the tags and the link plan."""
     cmd = [os.environ.get('REFRAME') or history.reframe_exe(), *site.reframe_args(), '--mode', 'maintenance']
-    if args.system:
-        cmd += ['--system', f'{args.system}{":" + args.partition if args.partition else ""}']
+    outside = scope.NodeSets(outside=plan.exclude) if plan is not None else None
+    cmd += scope.reframe_options(where, outside)
     if args.tags != 'all':
         cmd += ['-t', args.tags]
     if args.links != 'full':
         cmd += ['-S', f'link_allpairs.plan={args.links}']
-    if args.reservation:
-        cmd += ['-J', f'reservation={args.reservation}']
-        if getattr(args, 'exclude_nodes', None):
-            cmd += ['-J', f'exclude={",".join(args.exclude_nodes)}']
-    elif plan is not None:
-        if plan.exclude:
-            cmd += ['-J', f'exclude={",".join(plan.exclude)}']
-    return cmd + ['-r', '--report-file', str(report)]
+    return cmd + ['-r', '--report-file', str(report), '--report-junit', str(report.with_name(JUNIT_NAME))]
 
 
 # -- after the run ------------------------------------------------------------------------------------------------
@@ -308,8 +267,9 @@ def unloaded_check_files(log_text: str) -> list[str]:
     return sorted(set(UNLOADED.findall(log_text)))
 
 
-def verdict(report: Mapping, rc: int, uncovered: Sequence[str], unloaded: Sequence[str] = ()) -> tuple[bool, str]:
-    """(passed, the RESULT line)."""
+def verdict(report: Mapping, rc: int, uncovered: Sequence[str], unloaded: Sequence[str] = (),
+            left_out: Sequence[str] = ()) -> tuple[bool, str]:
+    """(passed, the RESULT line); ``left_out``: nodes of the set Slurm could not use, named in it either way."""
     n = counts(report)
     hidden = runreport.analyse(report)['hidden']
     total, failed = sum(n.values()), n['fail'] + n['abort']
@@ -323,8 +283,9 @@ def verdict(report: Mapping, rc: int, uncovered: Sequence[str], unloaded: Sequen
         why.append(f'reframe exit {rc}')
     if n['pass'] == 0:
         why.append('nothing passed')
+    note = f'; {len(left_out)} node(s) left out: {slurm.abbrev(list(left_out))}' if left_out else ''
     line = (f'RESULT: {"PASS" if ok else "FAIL"} ({n["pass"]}/{total} test cases passed, {failed} failed, '
-            f'{n["skip"]} skipped{"; " + "; ".join(why) if why and not ok else ""})')
+            f'{n["skip"]} skipped{"; " + "; ".join(why) if why and not ok else ""}{note})')
     return ok, line
 
 
@@ -364,31 +325,45 @@ def comparison(report_path: Path, threshold: float) -> list[str]:
 def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
-        system = args.system
+        try:
+            where = scope.from_options(args)
+        except scope.ScopeError as err:
+            raise UsageError(str(err)) from None
+        system = where.system
+        left_out = {} if args.plan else leave_out_unusable(where, args.strict, runner=runner)
+        where = scope.excluding(where, [] if args.strict else left_out)
         plan = None
         if args.nodes:
-            system = system or selected_system()
             try:
-                plan = node_plan(system, args.partition, args.nodes, runner=runner, exclude=args.exclude_nodes)
-            except SlurmUnavailable as err:
+                plan = node_plan(where, runner=runner)
+            except scope.SlurmUnavailable as err:
                 if not args.dry_run:
-                    raise
+                    raise UsageError(str(err)) from None
                 print(f'post-maintenance: dry run: {err}; the real run excludes every node of the partitions '
                       f'outside --nodes', file=sys.stderr)
-    except UsageError as err:
+        # a site's run goes where its settings say (netregress.measure.site.run_dir), ReFrame's too
+        run_root = site.run_dir(system)
+    except (UsageError, site.SiteError) as err:
         print(f'post-maintenance: {err}\n{USAGE}', file=sys.stderr)
         return 2
-    out = args.output or paths.run_dir() / 'post-maintenance' / datetime.datetime.now(
+    os.environ.setdefault('RFM_PREFIX', str(run_root))
+    out = args.output or run_root / 'post-maintenance' / datetime.datetime.now(
         datetime.timezone.utc).strftime('%Y%m%dT%H%M%SZ')
     report = out / REPORT_NAME
-    cmd = reframe_command(args, plan, report)
+    cmd = reframe_command(args, where, plan, report)
     print(f'post-maintenance: {"reservation " + args.reservation if args.reservation else "nodes " + args.nodes}, '
           f'tags {args.tags}', file=sys.stderr)
     for note in (plan.notes if plan else []):
         print(f'post-maintenance: {note}', file=sys.stderr)
+    if args.plan or args.dry_run:         # nothing runs, so ReFrame does not say what the site gets wrong: we do
+        try:
+            for line in sitecheck.static_problems([system]):
+                print(f'post-maintenance: WARNING: site: {line}', file=sys.stderr)
+        except (site.SiteError, interconnects.InterconnectError) as err:
+            print(f'post-maintenance: WARNING: site: {err}', file=sys.stderr)
     if args.plan:
         try:
-            for line in link_plans(system or selected_system(), args, plan, runner=runner):
+            for line in link_plans(system, args, plan, runner=runner):
                 print(f'link test {line}')
         except (UsageError, site.SiteError) as err:
             print(f'post-maintenance: {err}', file=sys.stderr)
@@ -419,7 +394,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     systems = sorted({tc.get('system') for run in data['runs'] for tc in run.get('testcases') or []} - {None})
     used = set().union(set(), *coverage.covered_nodes(data).values())
     if args.reservation:
-        nodes = [n for n in reservation_nodes(args.reservation, runner=runner) if n not in args.exclude_nodes]
+        nodes = [n for n in reservation_nodes(args.reservation, runner=runner) if n not in where.exclude]
         if nodes:      # a reservation's node is covered when a passing check of any partition used it
             uncovered = [f'{n}: no passing check moved payload over its fabric there' for n in nodes if n not in used]
         else:
@@ -430,9 +405,9 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         cover = plan.cover if plan else {}
         nodes = [n for part_nodes in cover.values() for n in part_nodes]
         uncovered = coverage.uncovered_nodes(data, cover, system=systems[0] if len(systems) == 1 else None)
-    scope = f'reservation {args.reservation}' if args.reservation else f'--nodes {args.nodes}'
+    asked = f'reservation {args.reservation}' if args.reservation else f'--nodes {args.nodes}'
     ran_on = used | {n for tc in runreport.testcases(data) for n in runreport.job_nodes(tc)}
-    print(f'== nodes of {scope}: {slurm.abbrev(nodes) or "unknown"}; '
+    print(f'== nodes of {asked}: {slurm.abbrev(nodes) or "unknown"}; '
           f'jobs ran on {slurm.abbrev(sorted(ran_on)) or "none"}; '
           f'covered by a passing check: {slurm.abbrev([n for n in nodes if n in used]) or "none"}')
 
@@ -459,9 +434,10 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         print(f'== report page: {page}')
     except Exception as err:              # the page is an extra: its failure must not hide the verdict
         print(f'== no report page: {err}')
-    ok, line = verdict(data, rc, uncovered, unloaded)
+    ok, line = verdict(data, rc, uncovered, unloaded, [] if args.strict else list(left_out))
     print(line)
-    print(f'REPORT: {report}   (console log: {log})')
+    junit = report.with_name(JUNIT_NAME)
+    print(f'REPORT: {report}   (console log: {log}{"; JUnit: " + str(junit) if junit.exists() else ""})')
     return 0 if ok else 1
 
 

@@ -36,6 +36,8 @@ class FakeSlurm:
             raise self.sinfo_exc
         if '%N' in argv:                          # partition node list (sinfo -o %N)
             part = argv[argv.index('-p') + 1]
+            if self.returncode:
+                return subprocess.CompletedProcess(argv, self.returncode, '', self.stderr)
             return subprocess.CompletedProcess(argv, 0, {'fast': 'fast[1-4]\n', 'gige': 'gige[1-4]\n'}
                                                .get(part, ''), '')
         out = self.sinfo[0] if len(self.sinfo) == 1 else self.sinfo.pop(0)
@@ -271,19 +273,24 @@ def test_main_prints_problems_and_exits_1(tmp_path, capsys):
                      hostnames={'fast[1-4]': NODES['fast'], 'gige[1-4]': NODES['gige']})
     assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0'], runner=fake) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out == ['fast2: drained (drained; reason: x)', 'gige4: no passing check moved payload over its fabric there']
+    # the drained node is named with its fabric and left out; the node nothing used is named with its fabric
+    assert out == ['fast2 (fast): drained (drained; reason: x): left out',
+                   'vcluster:gige (gige): no passing check moved payload over gige on 1 node(s) in scope: gige4']
+    assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0', '--strict'],
+                         runner=fake) == 1
+    assert capsys.readouterr().out.splitlines()[0] == 'fast2 (fast): drained (drained; reason: x)'
 
 
 def test_main_exits_3_when_slurm_does_not_answer(capsys):
     fake = FakeSlurm('', returncode=1, stderr='sbatch: fatal: Could not establish a configuration source\n')
     assert coverage.main(['--system', 'vcluster', '--wait', '0'], runner=fake) == 3
-    assert 'node states unknown: sinfo failed (exit 1)' in capsys.readouterr().out
+    assert 'node states unknown: partition fast: sinfo failed (exit 1)' in capsys.readouterr().out
 
 
 def test_main_all_good_and_bad_report(tmp_path, capsys):
-    fake = FakeSlurm(HEALTHY)
+    fake = FakeSlurm(HEALTHY, hostnames={'fast[1-4]': ['fast1', 'fast2'], 'gige[1-4]': ['gige1', 'gige2']})
     assert coverage.main(['--system', 'vcluster', '--wait', '0'], runner=fake) == 0
-    assert 'usable' in capsys.readouterr().out
+    assert capsys.readouterr().out == 'coverage: 4 nodes of vcluster:fast (fast), vcluster:gige (gige) usable\n'
     bad = tmp_path / 'bad.json'
     bad.write_text('{not json')
     assert coverage.main(['--system', 'vcluster', '--report', str(bad), '--wait', '0'], runner=fake) == 2
@@ -331,8 +338,8 @@ def test_main_checks_jobs_one_at_a_time_where_nodes_share_cpus(tmp_path, capsys)
     good = FakeSlurm(HEALTHY, hostnames=hostnames, sacct=sacct((11, '00:00', '00:05'), (12, '00:05', '00:09'),
                                                                (13, '00:09', '00:10')))
     assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0'], runner=good) == 0
-    assert capsys.readouterr().out.strip() == (
-        'coverage: 3 nodes of fast, gige usable and used by a passing check, its jobs one at a time')
+    assert capsys.readouterr().out.strip() == ('coverage: 3 nodes of vcluster:fast (fast), vcluster:gige (gige) '
+                                               'usable and used by a passing check, its jobs one at a time')
     bad = FakeSlurm(HEALTHY, hostnames=hostnames, sacct=sacct((11, '00:00', '00:05'), (12, '00:04', '00:09'),
                                                               (13, '00:09', '00:10')))
     assert coverage.main(['--system', 'vcluster', '--report', str(report), '--wait', '0'], runner=bad) == 1

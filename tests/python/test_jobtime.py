@@ -88,3 +88,14 @@ def test_no_sacct_on_the_path_is_named(monkeypatch):
     monkeypatch.setenv('PATH', '/nonexistent')
     with pytest.raises(slurm.SlurmQueryError, match='^sacct not found: Slurm client commands are not installed'):
         jobtime.query_jobs({'1': 'osu'})
+
+
+def test_the_scope_picks_the_systems_and_partitions_of_a_report(tmp_path, capsys):
+    rep = tmp_path / 'report.json'
+    rep.write_text(json.dumps(report({**tc('osu ib', 7), 'partition': 'ib'}, {**tc('osu eth', 8), 'partition': 'eth'},
+                                     tc('nas other', 9, system='other'))))
+    assert jobtime.case_jobs(json.loads(rep.read_text()), 'vc', ['ib']) == {'7': 'osu'}
+    fake = FakeSacct({'7': '1|2|5', '8': '1|2|9', '9': '1|1|2'})
+    assert jobtime.main([str(rep), '--system', 'vc:eth'], runner=fake) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('time on vc:eth (Slurm accounting, 1 jobs)') and 'osu 1 x 7.0 s' in out[1]

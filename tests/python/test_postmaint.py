@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from netregress import scope
 from netregress.judge import baselines
 from netregress_postrun import postmaint
 from reports_fixture import LAT, T0, case, history_reports, report
@@ -24,9 +25,16 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOL = str(ROOT / 'ci' / 'post-maintenance')
 
 FAKE_SINFO = '''#!/bin/sh
-# sinfo -h -p PART -o %N
-while [ $# -gt 0 ]; do [ "$1" = -p ] && part=$2; shift; done
-case $part in fast) echo 'fast[1-4]' ;; gige) echo 'gige[1-4]' ;; *) exit 1 ;; esac
+# sinfo -h -p PART -o %N | sinfo -h -N -p PART[,PART] -o '%P|%N|%T|%E' (the node named by $FAKE_DRAINED is drained)
+while [ $# -gt 0 ]; do case $1 in -p) parts=$2 ;; -N) rows=1 ;; esac; shift; done
+if [ -n "${rows:-}" ]; then
+  for part in $(echo "$parts" | tr , ' '); do for i in 1 2 3 4; do
+    state=idle; reason=none; [ "$part$i" = "${FAKE_DRAINED:-}" ] && state=drained && reason='bad cable'
+    echo "$part|$part$i|$state|$reason"
+  done; done
+  exit 0
+fi
+case $parts in fast) echo 'fast[1-4]' ;; gige) echo 'gige[1-4]' ;; *) exit 1 ;; esac
 '''
 FAKE_SCONTROL = '''#!/bin/sh
 # scontrol show hostnames 'x[1-4]' | scontrol show reservation NAME
@@ -85,9 +93,9 @@ def test_nodes_are_the_set_to_cover_not_a_nodelist(env, tmp_path):
     assert res.returncode == 0, res.stderr
     cmd = shlex.split(res.stdout)
     assert 'nodelist' not in res.stdout
-    assert cmd[cmd.index('-J') + 1] == 'exclude=fast3,fast4'
+    assert cmd[cmd.index('-J') + 1] == 'exclude=fast[3-4]'     # one host list, however many nodes
     assert '-x' not in cmd              # the all-node checks ask for the nodes of fast inside the set only
-    assert 'fast: --nodes holds 2 of its 4 nodes: every check there, the all-node ones too, uses only fast1,fast2' \
+    assert 'fast: 2 of its 4 nodes in scope: every check there, the all-node ones too, uses only fast[1-2]' \
         in res.stderr
     assert cmd[cmd.index('--report-file') + 1] == f'{tmp_path}/pm/{postmaint.REPORT_NAME}'
     assert not (tmp_path / 'pm').exists()
@@ -172,9 +180,14 @@ def test_plan_from_slurm_with_an_injected_runner():
     def runner(argv, timeout_s):
         out = {'sinfo': 'gige[1-4]\n', 'scontrol': 'gige1\ngige2\ngige3\ngige4\n'}[argv[0]]
         return subprocess.CompletedProcess(argv, 0, out, '')
-    plan = postmaint.node_plan('vcluster', None, 'gige[2-3]', runner=runner, slurm_parts={'gige': 'gige'})
+    where = scope.Scope('vcluster', ('gige',), nodes=('gige2', 'gige3'))
+    plan = postmaint.node_plan(where, runner=runner)
     assert plan.cover == {'gige': ['gige2', 'gige3']} and plan.exclude == ['gige1', 'gige4']
     assert plan.partial == ['gige']
+    # exclusions take nodes out of the set: none of them is used or must be covered
+    plan = postmaint.node_plan(scope.Scope('vcluster', ('gige',), nodes=('gige2', 'gige3'), exclude=('gige3',)),
+                               runner=runner)
+    assert plan.cover == {'gige': ['gige2']} and plan.exclude == ['gige1', 'gige3', 'gige4']
 
 
 @pytest.fixture
@@ -203,6 +216,7 @@ def test_a_failed_run_names_failures_uncovered_nodes_and_what_changed(env, tmp_p
     assert lines[-2] == ('RESULT: FAIL (4/6 test cases passed, 1 failed, 1 skipped; 1 node(s) not covered; '
                          'reframe exit 1)')
     assert lines[-1] == f'REPORT: {out / postmaint.REPORT_NAME}   (console log: {out / "reframe.log"})'
+    assert f'--report-junit {out / postmaint.JUNIT_NAME}' in Path(env['FAKE_ARGS']).read_text()
     assert ('FAILED tcp_rtt %interconnect=gige @vcluster:gige+gnu: sanity error: kernel exited with 1 (runtime '
             'failure): connection refused [nodes: gige[2-3]]') in lines          # every failure names its nodes
     assert 'NOT COVERED gige4: no passing check moved payload over its fabric there' in lines
@@ -237,6 +251,24 @@ def test_a_reservation_covers_its_nodes(env, tmp_path, maintenance):
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.splitlines()[-2] == 'RESULT: PASS (2/2 test cases passed, 0 failed, 0 skipped)'
     assert 'what changed since the last passing run (before the maintenance): 0 of 2 figures moved' in res.stdout
+
+
+def test_a_drained_node_of_the_reservation_is_named_and_left_out_unless_strict(env, tmp_path, maintenance):
+    every = tmp_path / 'every.json'
+    report(every, T0 + 5000, [case(LAT, 'openmpi4', nodes=('gige1', 'gige2'), perf={'rtt_us': (11.0, 11.0, 'us')}),
+                              case(LAT, 'mpich4', nodes=('gige4', 'gige1'), perf={'rtt_us': (12.0, 12.0, 'us')})])
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'ok'),
+              '--no-compare', FAKE_REPORT=str(every), FAKE_DRAINED='gige3')
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'post-maintenance: gige3 (gige): drained (drained; reason: bad cable): left out' in res.stderr
+    assert res.stdout.splitlines()[-2] == ('RESULT: PASS (2/2 test cases passed, 0 failed, 0 skipped; '
+                                           '1 node(s) left out: gige3)')
+    args = shlex.split(Path(env['FAKE_ARGS']).read_text())
+    assert args[args.index('reservation=maint') + 1:args.index('reservation=maint') + 3] == ['-J', 'exclude=gige3']
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'strict'),
+              '--no-compare', '--strict', FAKE_REPORT=str(every), FAKE_DRAINED='gige3')
+    assert res.returncode == 1
+    assert 'NOT COVERED gige3' in res.stdout and 'exclude=' not in Path(env['FAKE_ARGS']).read_text()
 
 
 def test_reframe_that_writes_nothing_fails_clearly(env, tmp_path):

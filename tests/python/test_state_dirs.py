@@ -13,10 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def state_blocks():
     """The shell block of each CI template that makes NR_STATE_DIR."""
-    gitlab = yaml.safe_load((ROOT / 'ci' / 'gitlab-ci.yml').read_text())
+    _, gitlab = yaml.safe_load_all((ROOT / 'ci' / 'gitlab-ci.yml').read_text())     # inputs, then the jobs
     github = yaml.safe_load((ROOT / 'ci' / 'github-actions.yml').read_text())
-    gl = next(s for s in gitlab['.cluster']['before_script'] if 'NR_STATE_DIR' in s)
-    gh = next(s['run'] for s in github['jobs']['suite']['steps'] if s.get('name') == 'state outside the checkout')
+    gl = next(s for s in gitlab['.netregress-cluster']['before_script'] if 'NR_STATE_DIR' in s)
+    gh = next(s['run'] for s in github['jobs']['netregress']['steps'] if s.get('name') == 'state outside the checkout')
     return {'gitlab': gl, 'github': gh.split('{')[0]}          # github: up to the lines for $GITHUB_ENV
 
 

@@ -1,7 +1,8 @@
 # Sourced by the tools: the venv's Python and ReFrame, the library on PYTHONPATH, and the site layer.
 #   nr_take_site "$@"   takes --site DIR (or --site=DIR) out of the arguments into NETREGRESS_SITE, checks the site
 #                       (netregress.sitecheck: one line naming what is wrong, exit 2) and leaves the rest in NR_ARGS
-#   nr_config_args      the ReFrame -C arguments: config/settings.py, then the site's settings.py
+#   nr_config_args      the ReFrame -C arguments: config/settings.py, then the site's settings.py (and -c of the
+#                       site's checks/ directory when it has one)
 #   nr_pick_python      sets nr_py: the venv's Python, else NETREGRESS_PYTHON, else python3 (again once tools/bootstrap
 #                       has made the venv)
 root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -29,7 +30,7 @@ nr_take_site() {
     esac
   done
   if [ -n "${NETREGRESS_SITE:-}" ]; then
-    "$nr_py" -m netregress.sitecheck check >/dev/null || exit 2
+    "$nr_py" -m netregress.sitecheck load >/dev/null || exit 2
     NETREGRESS_SITE=$(cd "$NETREGRESS_SITE" && pwd)
   fi
 }
@@ -37,5 +38,7 @@ nr_take_site() {
 nr_config_args() {
   NR_CONFIG=(-C "$root/config/settings.py")
   [ -n "${NETREGRESS_SITE:-}" ] && NR_CONFIG+=(-C "$NETREGRESS_SITE/settings.py")
+  # a site's own checks, beside ours (docs/site.md)
+  [ -n "${NETREGRESS_SITE:-}" ] && [ -d "$NETREGRESS_SITE/checks" ] && NR_CONFIG+=(-c "$NETREGRESS_SITE/checks")
   return 0
 }

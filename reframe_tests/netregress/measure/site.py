@@ -8,6 +8,7 @@ tools also take ``--site DIR``, which sets it)::
     $NETREGRESS_SITE/references/          committed references, <system>.yaml (tools/refs write/accept writes here)
     $NETREGRESS_SITE/spack/<system>/      the Spack environment of a system (spack.yaml, reframe.yaml; or
                                           reframe.yaml naming another system's environment)
+    $NETREGRESS_SITE/checks/              the site's own ReFrame checks, loaded beside ours (optional)
 
 Without a site the embedded configuration (``config/``) is used alone. The ReFrame files are loaded by ReFrame's
 own loader, in the order ReFrame is given them (``-C config/settings.py -C $NETREGRESS_SITE/settings.py``), so a
@@ -58,8 +59,11 @@ def settings_files() -> list[Path]:
 
 
 def reframe_args() -> list[str]:
-    """``-C FILE`` for every configuration file: the start of every ReFrame command line a tool builds."""
-    return [arg for f in settings_files() for arg in ('-C', str(f))]
+    """``-C FILE`` for every configuration file, and ``-c`` of the site's own checks (``checks/``) when it has
+    them: the start of every ReFrame command line a tool builds."""
+    site = directory()
+    checks = ['-c', str(site / 'checks')] if site and (site / 'checks').is_dir() else []
+    return [arg for f in settings_files() for arg in ('-C', str(f))] + checks
 
 
 @functools.lru_cache(maxsize=4)
@@ -86,14 +90,27 @@ def selected_system() -> str:
     except ConfigError as err:
         raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host: '
                         f'{err}') from None
-    return cfg.get('systems/0/name')
+    name = cfg.get('systems/0/name')
+    if name in _builtin_systems():       # ReFrame's own fallback: none of ours matched this host
+        import socket
+        raise SiteError(f'no system of {" + ".join(str(f) for f in settings_files())} matches this host '
+                        f'({socket.gethostname()}: a system\'s `hostnames` are regular expressions matched '
+                        f'against it)')
+    return name
+
+
+def _builtin_systems() -> set[str]:
+    from reframe.core import settings as builtin
+    return {s['name'] for s in builtin.site_configuration['systems']}
 
 
 def systems() -> dict[str, Mapping]:
     """Every system by name; where two files define one name, the one loaded last (the site's) wins."""
     out: dict[str, Mapping] = {}
+    builtin = _builtin_systems()
     for sysconf in config()['systems']:
-        out.setdefault(sysconf['name'], sysconf)       # ReFrame puts a later file's systems first
+        if sysconf['name'] not in builtin:             # ReFrame's own `generic`, chosen when nothing matches
+            out.setdefault(sysconf['name'], sysconf)   # ReFrame puts a later file's systems first
     return out
 
 
@@ -155,6 +172,25 @@ def reference_dir() -> Path:
         return Path(env).resolve()
     site = directory()
     return site / 'references' if site else paths.repo_root() / 'reference_values'
+
+
+def run_dir(system_name: str) -> Path:
+    """Where a run of ``system_name`` writes (ReFrame's prefix: stage, output, perflogs, reports, logs, and the
+    state unless ``NETREGRESS_STATE``): ``--prefix``/``RFM_PREFIX`` when given; else the system's ``prefix`` in its
+    settings (ReFrame's own key: where a site says its runs go); else ``run/`` of the checkout for the systems it
+    ships (``local``, the sites under ``config/sites/``); else ``$XDG_STATE_HOME/netregress/<system>``
+    (``~/.local/state``): a site's run never writes into the checkout it runs from."""
+    explicit = paths.explicit_run_dir()
+    if explicit:
+        return explicit
+    prefix = system(system_name).get('prefix')
+    if prefix:
+        return Path(os.path.expandvars(str(prefix))).expanduser().resolve()
+    where = directory()
+    if where is None or paths.repo_root() in where.parents:
+        return paths.run_dir()
+    state = os.environ.get('XDG_STATE_HOME') or str(Path.home() / '.local' / 'state')
+    return Path(state).resolve() / 'netregress' / system_name
 
 
 def spack_system_dir(system_name: str) -> Path:

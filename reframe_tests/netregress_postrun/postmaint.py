@@ -97,7 +97,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument('--links', choices=LINK_PLANS, default='full',
                     help='which links the link test measures: full (every pair, default), sample (a rotating '
                          'share per run), topology (inside every leaf switch and across uplinks)')
-    ap.add_argument('--exclude', help="Slurm host list of nodes of the set not to use nor cover ('n[003,007]')")
     ap.add_argument('--plan', action='store_true',
                     help="print the link test's rounds, job steps and estimated time per partition, run nothing")
     args, unknown = ap.parse_known_args(argv)
@@ -113,7 +112,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         value = getattr(args, what)
         if value is not None and (not value.strip() or (what != 'tags' and scope.UNSAFE.search(value))):
             raise UsageError(f'--{what} {value!r}: empty, or contains spaces or shell metacharacters')
-    args.exclude_nodes = excluded(args)
     return args
 
 

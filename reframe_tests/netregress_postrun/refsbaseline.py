@@ -121,7 +121,7 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
     if base is None:
         return (f'no baseline of {system!r} for this host ({baselines.host_id()}: '
                 f'{json.dumps(baselines.host_facts())}) under {baselines.state_dir()}')
-    refset = base.reference_set(rules)
+    refset, shared = base.reference_set(rules), base.reference_set(rules, shared_cpu=True)
     extras = site.partition_extras(system)
 
     def is_asserted(part: str, ic: str, kind: str) -> bool:
@@ -131,30 +131,40 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
             link_rate = False
         return asserted(kind, (extras.get(part) or {}).get('assert_cpu_bound', True), link_rate)
 
-    keys = {key for key, entry in base.entries.items() if is_asserted(key[0], key[2], entry['kind'])}
-    bands = [(ref.lower, ref.upper) for key, ref in refset.entries() if key in keys]
+    def band_of(key: tuple) -> references.Reference | None:
+        """The band a run judges the figure by (the wide one where the partition's CPUs are shared), as
+        netregress.bands does; None where it has none (a figure that read 0 on shared CPUs)."""
+        host = (extras.get(key[0]) or {}).get('references') == 'host'
+        which = refset if not host or is_asserted(key[0], key[2], base.entries[key]['kind']) else shared
+        try:
+            return which.lookup(*key)
+        except references.MissingReferenceError:
+            return None
+
+    judged = {key: ref for key in base.entries if (ref := band_of(key)) is not None}
+    early = sum(len(base.entries[key]['samples']) < max(rules.min_runs, 2) for key in judged)
     lines = [f'host baseline {base.path}', f'  host {base.host_id}: {json.dumps(base.host)}',
              f'  measured by {base.measured_by}' + (f' (WARNING: {warning})' if warning else ''),
-             f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables: {len(keys)} asserted '
-             f'against these bands, {len(base.entries) - len(keys)} recorded only (CPU-bound where the partition '
-             f'asserts ratios instead)']
+             f'  {len(base.runs)} runs recorded, {len(base.entries)} performance variables: {len(judged)} with a '
+             f'band ({early} of them by a prior band, seen in fewer than {rules.min_runs} runs: docs/validation.md, '
+             f'"Before a figure\'s spread is measured"), {len(base.entries) - len(judged)} without one']
     others = [b for b in baselines.Baseline.all_versions(system) if b.path != base.path]
     lines += [f'  also kept: {b.path} (measured by {b.measured_by or "unknown"}, {len(b.runs)} runs)' for b in others]
-    lines += ['', band_table(bands)]
+    lines += ['', band_table((ref.lower, ref.upper) for ref in judged.values())]
     if report:
         found = [m for m in measurements(runreport.read(report)) if m.system == system]
-        out = 0
-        found = [m for m in found if (m.partition, m.environ, m.interconnect, m.test, m.metric) in keys]
+        out, seen = 0, 0
         for m in found:
-            try:
-                ref = refset.lookup(m.partition, m.environ, m.interconnect, m.test, m.metric)
-            except references.MissingReferenceError:
+            ref = judged.get((m.partition, m.environ, m.interconnect, m.test, m.metric))
+            if ref is None:
                 continue
+            seen += 1
             lo = ref.value * (1 + ref.lower) if ref.lower is not None else float('-inf')
             hi = ref.value * (1 + ref.upper) if ref.upper is not None else float('inf')
             if not lo <= m.value <= hi:
                 out += 1
                 lines.append(f'  OUT {m.partition}/{m.environ}/{m.interconnect}/{m.test}/{m.metric}: {m.value:.4g} '
                              f'{m.unit}, band {lo:.4g}..{hi:.4g} (median {ref.value:.4g})')
-        lines.append(f'{report}: {out} of {len(found)} figures outside this baseline\'s bands')
+        lines.append(f'{report}: {out} of {seen} figures outside this baseline\'s bands ({len(found) - seen} '
+                     f'without one)')
     return '\n'.join(lines)

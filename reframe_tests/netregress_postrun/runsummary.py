@@ -96,9 +96,9 @@ def judged_lines(cases: list[Mapping], first: list[Mapping] | None = None) -> li
              f'{f" ({1000 * out / band:.1f} per 1,000)" if band else ""}'
              f'{f", on the first attempts (retries off) {first_out}" if first_out is not None else ""}'
              f'; of them {total["shared_cpu"]} by the wide band of CPU-bound figures on shared CPUs; recorded '
-             f'without a band: {total["recorded"]} (the baseline has not seen them, or not in enough runs to '
-             f'measure their spread, or their check measures otherwise than the earlier version it comes from: '
-             f'nr_reference_source)']
+             f'without a band: {total["recorded"]} (a first run; else figures the baseline has not seen, or that '
+             f'read 0 on shared CPUs, or whose check measures otherwise than the earlier version it comes from and '
+             f'this version\'s baseline has no run yet: nr_reference_source)']
     if len(table) > 1:
         lines.append('     system:interconnect  judged  (shared-CPU band)  outside  recorded only')
         lines += [f'     {f"{system}:{ic}":20} {c["band"]:7d}  {c["shared_cpu"]:17d}  {c["out"]:7d}  '
@@ -190,8 +190,10 @@ def baseline_status(system: str) -> str:
     scope = (f'; on {", ".join(shared)} link-bound streams and ratios get the normal bands, CPU-bound figures the '
              f'wide band their spread on this host supports ({lo:g}x to {hi:g}x either side: they swing with where '
              f'the host runs the CPUs, docs/validation.md)' if shared else '')
+    early = (f'; figures seen in fewer than {rules.min_runs} runs are judged by prior bands that narrow as their '
+             f'runs arrive (docs/validation.md)' if len(base.runs) < rules.min_runs else '')
     return (f'comparing with this host\'s baseline of {system} ({host}, {len(base.runs)} runs recorded, '
-            f'{base.path}){scope}; a passing run adds its figures to it')
+            f'{base.path}){scope}{early}; a passing run adds its figures to it')
 
 
 def main(argv: list[str] | None = None) -> int:

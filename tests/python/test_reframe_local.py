@@ -218,3 +218,42 @@ def test_host_baseline_judges_cpu_bound_figures_by_the_wide_band(sandbox, tmp_pa
     strict['references']['default']['gnu']['tcp']['tcp.rtt']['rtt_us'].update(lower=-0.33, upper=0.5)
     rc, cases = run(sandbox, 'tcp_rtt', references=strict)
     assert rc != 0 and cases[0]['fail_phase'] == 'performance' and cases[0]['nr_recorded_only'] == ''
+
+
+def test_a_second_run_judges_every_figure_and_fails_a_30x_fall(sandbox, tmp_path, monkeypatch):
+    """A fresh host: the first run records its baseline (tools/refs record); the second judges every figure, the
+    CPU-bound ones too, by their prior bands (the old rule recorded them without a band until the third run), and
+    passes. The same second run against a first run that read the round trip 30x shorter fails, naming it."""
+    from netregress.judge import baselines
+    from netregress.measure import interconnects
+    from netregress_postrun import refsbaseline, runsummary, runreport
+    state = tmp_path / 'state'
+    monkeypatch.setenv('NETREGRESS_STATE', str(state))
+    env = {'NETREGRESS_REFERENCES': '', 'NETREGRESS_STATE': str(state)}
+    table = interconnects.load()
+
+    rc, cases = run(sandbox, 'tcp_rtt', env=env)
+    assert rc == 0 and cases[0]['result'] == 'pass', cases[0]['fail_reason']
+    assert 'no baseline' in cases[0]['nr_reference_source']
+    first = sandbox['tmp'] / 'first-tcp_rtt.json'
+    shutil.copy(sandbox['tmp'] / 'report-tcp_rtt.json', first)
+    assert '3 figures added' in refsbaseline.record([first], 'local', table)
+
+    rc, cases = run(sandbox, 'tcp_rtt', env=env)
+    assert rc == 0 and cases[0]['result'] == 'pass', cases[0]['fail_reason']
+    assert cases[0]['nr_recorded_only'] == ''
+    assert set(cases[0]['nr_shared_cpu_band'].split(',')) == {'rtt_us', 'peer_rtt_us', 'ratio_to_peer'}
+    counts = runsummary.judged(cases)[('local', 'tcp')]
+    assert counts['band'] == 3 and counts['out'] == 0 and counts['recorded'] == 0
+    assert runsummary.summarise(runreport.read(sandbox['tmp'] / 'report-tcp_rtt.json'))[1]
+
+    # the first run's round trip 30x shorter than the stand-in's 25 us: the second run's is 30x slower
+    base = baselines.Baseline.load('local')
+    rtt = base.entries[('default', 'gnu', 'tcp', 'tcp.rtt', 'rtt_us')]
+    assert rtt['samples'] == [25.0]
+    rtt['samples'] = [25.0 / 30]
+    base.save()
+    rc, cases = run(sandbox, 'tcp_rtt', env=env)
+    assert rc != 0 and cases[0]['fail_phase'] == 'performance' and 'rtt_us=25' in cases[0]['fail_reason']
+    text, ok = runsummary.summarise(runreport.read(sandbox['tmp'] / 'report-tcp_rtt.json'))
+    assert not ok and 'outside it: 1' in text

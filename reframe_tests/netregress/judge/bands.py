@@ -34,8 +34,16 @@ def apply(check) -> None:
     remeasured = host_refs and refset is not None and own_file in _changed_since(system)
     if remeasured:
         # an earlier version's baseline, and this check's own file measures otherwise now (new options, a new
-        # size): its figures are not those figures, so they are recorded until this version's baseline has runs
-        check.nr_reference_source += f'; {own_file} changed since it: its figures recorded, not judged'
+        # size): its figures are not those figures, so they are judged against this version's own baseline (its
+        # prior bands, narrowing as its runs arrive), or recorded while that has none
+        current = _current_baseline(system)
+        if current is None:
+            check.nr_reference_source += f'; {own_file} changed since it: its figures recorded, not judged'
+        else:
+            refset, shared_refs, runs = current
+            remeasured = False
+            check.nr_reference_source += (f'; {own_file} changed since it: its figures judged against this '
+                                          f'version\'s own baseline ({runs} run(s))')
     for name, fn in check.perf_variables.items():
         if name in check.recorded_only() or (remeasured and name not in check.fixed_references):
             refs[name] = (0, None, None, fn.unit)
@@ -48,8 +56,8 @@ def apply(check) -> None:
             refs[name] = (0, None, None, fn.unit)
             continue
         if host_refs and not check.asserted_absolute(name):
-            # a CPU-bound figure on shared CPUs: the wide band its measured spread supports (recorded only while
-            # the baseline has not seen it in min_runs runs)
+            # a CPU-bound figure on shared CPUs: the wide band its measured spread supports (its prior band until
+            # that is measured; recorded only while the baseline has not seen it)
             try:
                 refs[name] = shared_refs.lookup(part, env, check.interconnect, check.ref_test, name).as_reframe()
                 shared_band.append(name)
@@ -107,8 +115,13 @@ def _host_baseline_cached(system: str, path: str, mtime: float, version: str):
     # the measuring files changed since an earlier version's baseline (none for this version's own)
     changed = frozenset(measurement.changed_files(base.measured_files, measurement.measured_files())
                         if base.measured_by != version and base.measured_files else ())
+    current = None
+    if base.measured_by != version:
+        own = baselines.Baseline.load(system, version=version)
+        if own is not None and own.entries:
+            current = (own.reference_set(rules), own.reference_set(rules, shared_cpu=True), len(own.runs))
     return (base.reference_set(rules), base.reference_set(rules, shared_cpu=True),
-            source + (f'; WARNING: {warning}' if warning else ''), changed)
+            source + (f'; WARNING: {warning}' if warning else ''), changed, current)
 
 
 def _check_file(check) -> str:
@@ -124,6 +137,13 @@ def _changed_since(system: str) -> frozenset[str]:
     this version's own."""
     found = _host_baseline(system, str(baselines.state_dir() / 'baselines' / system))
     return found[3] if found else frozenset()
+
+
+def _current_baseline(system: str) -> tuple | None:
+    """(ReferenceSet, shared-CPU ReferenceSet, runs) of this measurement version's own baseline when a run compares
+    with an earlier version's and this version's holds figures; else None."""
+    found = _host_baseline(system, str(baselines.state_dir() / 'baselines' / system))
+    return found[4] if found else None
 
 
 def _host_baseline(system: str, path: str):

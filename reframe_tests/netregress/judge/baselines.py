@@ -20,8 +20,9 @@ A baseline keeps, per performance variable, the figures of its last ``window`` p
 their median and the band is derived from their spread: each side is ``spread_factor`` x the largest relative
 deviation of a run from the median, at least the metric kind's ``floor`` and at most ``cap`` (both from
 ``config/interconnects.yaml`` ``baselines:``). Fewer than ``min_runs`` runs say little about spread (the largest
-deviation among two runs is about one standard deviation): until then the band is the cap (the rules:
-:mod:`.bandrules`). Every entry says in its comment which runs it came from.
+deviation among two runs is about one standard deviation): until then the band narrows from a prior band toward
+the figure's own by run count (the rules: :mod:`.bandrules`; docs/validation.md, "Before a figure's spread is
+measured"). Every entry says in its comment which runs it came from.
 
 The state directory is private (:mod:`.statefiles`: created 0700, refused when another user owns it or group or
 others may write it); a baseline is written atomically, never through a symlink, and sealed (its last line counts
@@ -374,22 +375,29 @@ class Baseline:
         except statefiles.StateError as err:
             raise BaselineError(str(err)) from None
 
-    def host_swings(self, rules: BandRules) -> dict[tuple[str, str], float]:
-        """{(partition, interconnect): :meth:`BandRules.host_swing`} over every figure of the baseline but the
-        ratios (a ratio to a yardstick of the same job has the host's state divided out) measured in
-        ``min_runs`` runs or more."""
-        pooled: dict[tuple[str, str], list[float]] = {}
+    def shared_pools(self, rules: BandRules) -> dict[tuple[str, str], tuple[float, float | None]]:
+        """{(partition, interconnect): (host swing, prior band or None)} of the CPU-bound figures on shared CPUs,
+        pooled over every figure but the ratios (a ratio to a yardstick of the same job has the host's state divided
+        out) measured in two runs or more (a figure that read 0 has no log). The host swing
+        (:meth:`BandRules.host_swing`) of every run's |log(run / median)|; the prior band of the same from
+        |log(run / the run before)| of each pair of consecutive runs (what a one-run centre faces), None where that
+        pool is too small and the committed prior stands (:attr:`BandRules.shared_prior`)."""
+        pooled: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
         for (part, _env, ic, _test, _metric), entry in self.entries.items():
             samples = entry['samples']
-            if entry['kind'] == 'ratio' or len(samples) < max(rules.min_runs, 2) or min(samples) <= 0:
+            if entry['kind'] == 'ratio' or len(samples) < 2 or min(samples) <= 0:
                 continue
             center = statistics.median(samples)
-            pooled.setdefault((part, ic), []).extend(abs(math.log(v / center)) for v in samples)
-        return {key: rules.host_swing(devs) for key, devs in pooled.items()}
+            devs, steps = pooled.setdefault((part, ic), ([], []))
+            devs.extend(abs(math.log(v / center)) for v in samples)
+            steps.extend(abs(math.log(b / a)) for a, b in zip(samples, samples[1:]))
+        return {key: (rules.host_swing(devs),
+                      rules.host_swing(steps) if len(steps) >= rules.shared_pool_min else None)
+                for key, (devs, steps) in pooled.items()}
 
     def sibling_deviations(self, rules: BandRules) -> dict[tuple[str, str, str, str], float]:
         """{(partition, interconnect, test, metric): the largest relative deviation of a run from its median} over
-        the ratios of every MPI build (two at least, each with ``min_runs`` runs). A ratio to a yardstick of the same
+        the ratios of every MPI build (two at least, each with two runs or more). A ratio to a yardstick of the same
         job is one figure of every build on the path, and three runs of one build say little of its spread: over
         11 runs of this 2-vCPU VM the TCP round-trip ratios of the builds spanned 0.63x-1.49x of their medians,
         while LAM/MPI's three baseline runs on loopback lay within 2.4% (a band of +-9.6% that the next run left
@@ -397,7 +405,7 @@ class Baseline:
         pooled: dict[tuple[str, str, str, str], list[float]] = {}
         for (part, _env, ic, test, metric), entry in self.entries.items():
             samples = entry['samples']
-            if entry['kind'] != 'ratio' or len(samples) < max(rules.min_runs, 2):
+            if entry['kind'] != 'ratio' or len(samples) < 2:
                 continue
             center = statistics.median(samples)
             if center:
@@ -410,11 +418,11 @@ class Baseline:
         bands :meth:`BandRules.shared_cpu_band` gives (a figure that was 0 in a run has none)."""
         self._require_complete('give references')
         tree: dict = {}
-        swing = self.host_swings(rules) if shared_cpu else {}
+        pools = self.shared_pools(rules) if shared_cpu else {}
         siblings = {} if shared_cpu else self.sibling_deviations(rules)
         for (part, env, ic, test, metric), entry in self.entries.items():
             if shared_cpu:
-                band = rules.shared_cpu_band(entry['samples'], swing.get((part, ic), 1.0))
+                band = rules.shared_cpu_band(entry['samples'], *pools.get((part, ic), (1.0, None)))
                 if band is None:
                     continue
                 value, lower, upper, comment = band

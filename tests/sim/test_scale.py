@@ -75,8 +75,9 @@ def test_the_faults_links_are_simgrids(tmp_path):
     ours = [tree.cable_link(i, way) for i in range(tree.n) for way in ('UP', 'DOWN')]
     ours += [tree.uplink_link(leaf, s, way) for leaf in range(3) for s in range(2) for way in ('UP', 'DOWN')]
     assert set(ours) <= links and len(set(ours)) == 2 * (12 + 6), sorted(set(ours) - links)
-    # the node and cable a name says: node 5 sits under leaf 1; leaf 2's second uplink
-    assert tree.cable_link(5, 'UP') == 'link_from_5_22_5_UP' and tree.uplink_link(2, 1, 'DOWN') == 'link_from_21_18_17_DOWN'
+    # what a name says: node 5 under leaf 1 (element 2n-1-1); leaf 2 (element 21) to spine 1 (element 2n-1-3-1)
+    assert tree.cable_link(5, 'UP') == 'link_from_5_22_5_UP'
+    assert tree.uplink_link(2, 1, 'DOWN') == 'link_from_21_19_17_DOWN'
 
 
 @needs_verdict

@@ -282,12 +282,13 @@ def message_size(tree: FatTree) -> str:
     return f'{2 ** round(math.log2(tree.link_bytes_per_s * ROUND_TIME_S / 2 / 2 ** 20))}M'
 
 
-def time_v(text: str) -> tuple[float, float]:
-    """(wall s, peak RSS MB) from /usr/bin/time -v's report."""
+def time_v(text: str) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB) from /usr/bin/time -v's report."""
     wall = re.search(r'Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)', text)
+    cpu = sum(float(x) for x in re.findall(r'(?:User|System) time \(seconds\): ([\d.]+)', text))
     rss = re.search(r'Maximum resident set size \(kbytes\): (\d+)', text)
     seconds = (int(wall.group(1) or 0) * 3600 + int(wall.group(2)) * 60 + float(wall.group(3))) if wall else math.nan
-    return seconds, int(rss.group(1)) / 1024 if rss else math.nan
+    return seconds, cpu, int(rss.group(1)) / 1024 if rss else math.nan
 
 
 def run(args: argparse.Namespace) -> int:
@@ -330,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
     with open(out / 'linkmap.out', 'w') as stdout, open(out / 'smpirun.err', 'w') as stderr:
         proc = subprocess.run(cmd, stdout=stdout, stderr=stderr, env={**os.environ, 'NR_SIMFABRIC': str(out)})
     err = (out / 'smpirun.err').read_text()
-    wall, peak = time_v(err)
+    wall, cpu, peak = time_v(err)
     simulated = re.findall(r'Simulated time: ([\d.e+-]+) seconds', err)
     if not (out / 'result.json').exists():
         lines = [x for x in err.splitlines() if x.strip() and 'Configuration change' not in x]
@@ -340,7 +341,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     figures = {'nodes': len(plan.nodes), 'plan': spec.plan, 'faults': list(args.fault),
                'rounds': json.loads((out / 'result.json').read_text()).get('rounds_run'),
-               'simulated_s': float(simulated[-1]) if simulated else None, 'wall_s': wall, 'peak_mb': peak,
+               'simulated_s': float(simulated[-1]) if simulated else None, 'wall_s': wall, 'cpu_s': cpu,
+               'peak_mb': peak,
                'kernel_exit': proc.returncode}
     verdict = subprocess.run([sys.executable, __file__, 'verdict', str(out)], capture_output=True, text=True)
     if verdict.returncode == 2 or not verdict.stdout.strip():
@@ -354,7 +356,8 @@ def run(args: argparse.Namespace) -> int:
 
 def summary_line(f: dict) -> str:
     return (f"simcentre: {f['nodes']} nodes, plan {f['plan']}, {', '.join(f['faults']) or 'healthy'}: {f['rounds']} "
-            f"rounds, {f['simulated_s']:.3f} s simulated, {f['wall_s']:.0f} s wall, peak {f['peak_mb']:.0f} MB; "
+            f"rounds, {f['simulated_s']:.3f} s simulated, {f['wall_s']:.0f} s wall ({f['cpu_s']:.0f} s CPU), peak "
+            f"{f['peak_mb']:.0f} MB; "
             f"kept {f['kept_bytes'] / 1e6:.2f} MB; verdict {f['verdict_s']:.2f} s, peak {f['verdict_peak_mb']:.0f} MB; "
             f"named: {'; '.join(f['named']) or 'nothing'}")
 

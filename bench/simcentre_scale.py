@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The link test at a centre's scale, simulated: tools/simcentre on fat trees of 128, 1,000 and 10,000 nodes, every
+plan, healthy and with each fault, and the cost model's per-round constants fitted to what the simulator says.
+
+Per run (one at a time, each a simulation of its own under nice -n 10): the rounds, the simulated time, the wall
+and CPU time of the simulation and its peak memory (/usr/bin/time -v), what the link check's verdict named, the
+bytes the check keeps (result.json, linkmatrix.bin, links.json, links.txt, plan.txt) and the verdict's own time and
+peak memory. A line per run as it ends, then the table (docs/scale.md) and the fit:
+``round_s + round_node_s x N`` (least squares) to each run's mean simulated round overhead (rank 0's `wall_s` of a
+plan round less -t), the simulated set-up (the simulated time outside the rounds) beside it.
+
+    bench/simcentre_scale.py [--sizes 128,1000] [--plans full,topology,sample] [--faults healthy,cable,...]
+                             [--taper 2] [--out DIR] [--keep-going] [--cost FILE]
+
+Sizes are trees of 40-node leaves above 128 nodes (1,000: 25 leaves, 40 spines; 10,000: 250 leaves, 40 spines), of
+16 below. A run whose simcentre.json is in DIR already is read, not run again (a long benchmark resumes). --cost FILE
+writes the fit as a netregress-linkcost/1 model (netregress.linkplan.cost_models reads config/linkcost.yaml).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / 'tools' / 'lib'))
+
+from simcentre import ROUND_TIME_S, FatTree, summary_line  # noqa: E402
+
+FAULTS = ('healthy', 'cable', 'downgrade', 'uplink', 'spine', 'down')
+
+
+def tree_for(nodes: int, taper: float) -> FatTree:
+    per_leaf = 16 if nodes <= 256 else 40
+    if nodes % per_leaf:
+        raise SystemExit(f'bench/simcentre_scale.py: {nodes} nodes are no whole number of {per_leaf}-node leaves')
+    return FatTree(nodes // per_leaf, per_leaf, max(1, int(per_leaf / taper)))
+
+
+def fault_spec(kind: str, tree: FatTree) -> list[str]:
+    """One fault of ``kind`` somewhere in the middle of ``tree`` (none for healthy)."""
+    node, leaf, spine = tree.names[tree.n // 3 + 5], tree.leaf_names[tree.leaves // 2], tree.spine_names[-2]
+    return {'healthy': [], 'cable': [f'cable:{node}'], 'downgrade': [f'downgrade:{tree.names[tree.n // 2 + 1]}'],
+            'uplink': [f'uplink:{leaf}:{tree.spine_names[tree.spines // 3]}'], 'spine': [f'spine:{spine}'],
+            'down': [f'down:{tree.names[tree.n // 4]}']}[kind]
+
+
+def one(out: Path, tree: FatTree, plan: str, faults: list[str]) -> dict | None:
+    done = out / 'simcentre.json'
+    if not done.exists():
+        args = ['--leaves', str(tree.leaves), '--per-leaf', str(tree.per_leaf), '--spines', str(tree.spines),
+                '--plan', plan, *[x for f in faults for x in ('--fault', f)]]
+        p = subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'run', '--out', str(out), *args], text=True)
+        if not done.exists():
+            print(f'bench: {out.name}: no figures (exit {p.returncode})', flush=True)
+            return None
+    figures = json.loads(done.read_text())
+    result = json.loads((out / 'result.json').read_text())
+    plan_rounds = [r['wall_s'] for r in result['rounds'] if r['index'] < result['rounds_planned']]
+    figures['round_overhead_s'] = sum(plan_rounds) / len(plan_rounds) - ROUND_TIME_S if plan_rounds else None
+    figures['setup_s'] = figures['simulated_s'] - result['elapsed_s'] if figures['simulated_s'] else None
+    print(summary_line(figures), flush=True)
+    return figures
+
+
+def fit(rows: list[dict]) -> tuple[float, float]:
+    """round_s, round_node_s: least squares of the round overhead against the nodes."""
+    pts = [(r['nodes'], r['round_overhead_s']) for r in rows if r.get('round_overhead_s') is not None]
+    n = len(pts)
+    if n < 2 or len({x for x, _ in pts}) < 2:
+        return (pts[0][1] if pts else 0.0), 0.0
+    mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+    return my - slope * mx, slope
+
+
+def table(rows: list[dict]) -> str:
+    head = ('| nodes | plan | fault | rounds | simulated s | wall s (CPU s) | peak MB | named | kept MB | verdict s '
+            '(peak MB) |\n|---|---|---|---|---|---|---|---|---|---|')
+    lines = [f"| {r['nodes']} | {r['plan']} | {', '.join(r['faults']) or 'healthy'} | {r['rounds']} | "
+             f"{r['simulated_s']:.3f} | {r['wall_s']:.0f} ({r['cpu_s']:.0f}) | {r['peak_mb']:.0f} | "
+             f"{'; '.join(r['named']) or 'nothing'} | {r['kept_bytes'] / 1e6:.2f} | {r['verdict_s']:.2f} "
+             f"({r['verdict_peak_mb']:.0f}) |" for r in rows]
+    return '\n'.join([head, *lines])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--sizes', default='128,1000')
+    ap.add_argument('--plans', default='topology,sample,full')
+    ap.add_argument('--faults', default=','.join(FAULTS))
+    ap.add_argument('--taper', type=float, default=1.0, help='nodes of a leaf per uplink (2: a 2:1 tree)')
+    ap.add_argument('--out', default=str(ROOT / 'run' / 'simcentre'))
+    ap.add_argument('--cost', help='write the round fit to this file (netregress-linkcost/1)')
+    args = ap.parse_args()
+    faults = args.faults.split(',')
+    unknown = set(faults) - set(FAULTS)
+    if unknown:
+        print(f'bench/simcentre_scale.py: unknown fault(s) {", ".join(sorted(unknown))} ({", ".join(FAULTS)})',
+              file=sys.stderr)
+        return 2
+    if subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'build']).returncode:
+        return 1
+    rows = []
+    for nodes in (int(x) for x in args.sizes.split(',')):
+        tree = tree_for(nodes, args.taper)
+        for plan in args.plans.split(','):
+            for kind in faults:
+                tag = f'{nodes}-{plan}-{kind}' + (f'-taper{args.taper:g}' if args.taper != 1 else '')
+                figures = one(Path(args.out) / tag, tree, plan, fault_spec(kind, tree))
+                if figures:
+                    rows.append(figures)
+    print(table(rows))
+    round_s, round_node_s = fit(rows)
+    setups = sorted({(r['nodes'], round(r['setup_s'], 4)) for r in rows if r.get('setup_s') is not None})
+    print(f'fit: a plan round costs -t + {round_s * 1e3:.3f} ms + {round_node_s * 1e6:.3f} us a node of simulated '
+          f'time; simulated set-up (nodes, s): {setups}')
+    if args.cost:
+        sizes = sorted({r['nodes'] for r in rows})
+        Path(args.cost).write_text(
+            '# The link test\'s cost model (netregress.linkplan.cost_models): bench/simcentre_scale.py --cost, docs/scale.md\n'
+            'schema: netregress-linkcost/1\nmodels:\n'
+            '  - name: vcluster\n    fitted: "vcluster, 8-32 nodes on 2 CPUs, one stream a round (docs/validation.md)"\n'
+            '    start_s: 2.0\n    per_node_s: 0.0\n    round_s: 0.094\n    round_node_s: 0.0\n    rtt_pair_s: 0.02\n'
+            f'  - name: simulator\n    fitted: "SimGrid SMPI fat trees, {min(sizes)}-{max(sizes)} nodes, every node '
+            f'streaming (docs/scale.md); start-up is the launcher\'s, not simulated"\n'
+            f'    start_s: 0.0\n    per_node_s: 0.0\n    round_s: {round_s:.6g}\n    round_node_s: {round_node_s:.6g}\n'
+            '    rtt_pair_s: 0.02\n')
+        print(f'bench: wrote {args.cost}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

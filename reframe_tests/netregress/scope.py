@@ -301,12 +301,14 @@ def read_hostfile(path: Path) -> list[str]:
 
 def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
     """``reframe-args``: print the ReFrame arguments of a scope, one per line; ``others``: the ReFrame arguments
-    given that are not the scope's, one per line (what narrows the checks that run); ``describe``: one line."""
+    given that are not the scope's, one per line (what narrows the checks that run); ``describe``: one line;
+    ``system``: the system (the one ReFrame selects here when none is given); ``run-dir``: where its runs write
+    (netregress.measure.site.run_dir). A scope that cannot be used: one line, exit 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rfm = argv[argv.index('--') + 1:] if '--' in argv else []
     argv = argv[:argv.index('--')] if '--' in argv else argv
     ap = argparse.ArgumentParser(prog='python -m netregress.scope', description=__doc__.split('\n\n')[0])
-    ap.add_argument('action', choices=['reframe-args', 'others', 'describe'])
+    ap.add_argument('action', choices=['reframe-args', 'others', 'describe', 'system', 'run-dir'])
     add_options(ap)
     ap.add_argument('--exclude-file', type=Path, help='more nodes to exclude, one host list per line (those the '
                                                       'node check before a run left out)')
@@ -318,8 +320,9 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         scope = from_options(args, rfm)
         if args.exclude_file:
             scope = excluding(scope, read_hostfile(args.exclude_file))
-        if args.action == 'describe':
-            print(scope.describe())
+        if args.action in ('describe', 'system', 'run-dir'):
+            print({'describe': scope.describe, 'system': lambda: scope.system,
+                   'run-dir': lambda: site.run_dir(scope.system)}[args.action]())
             return 0
         sets = None
         if scope.nodes:

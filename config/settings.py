@@ -98,7 +98,7 @@ LOCAL_LAUNCH = {name: list(b.launch['local']) for name, b in MPI_BUILDS.items()}
 
 def _environments(launch):
     """One environment per MPI build of this machine, for any system that lists it (a site's partitions may too,
-    with its own way of starting ranks: the partition extra ``launch``, netregress/launch.py)."""
+    with its own way of starting ranks: the partition extra ``launch``, netregress/measure/launch.py)."""
     envs = [{
         'name': 'gnu',
         'cc': 'gcc',

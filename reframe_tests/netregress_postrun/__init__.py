@@ -7,7 +7,8 @@ Modules:
   history     ReFrame's results storage: comparisons with the last pass and the baseline
   changepoints  persistent shifts in one figure's stored history (rank-sum binary segmentation)
   report      tools/report (reportmodel, reportplots, reporthistory, reportwriters; templates/); seed004
-  refstool    tools/refs: write, record and show references; refsaccept: accept a deliberate change
+  refstool    tools/refs's command line; refswrite: run reports into reference files; refsaccept: accept a
+              deliberate change; refsbaseline: record, show and reset the host baseline
   postmaint   ci/post-maintenance
   drill       tools/drill: injected faults that must be caught and named
 """

@@ -44,7 +44,7 @@ class Scope:
     partition: str | None = None
     interconnect: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (self.environ or self.partition or self.interconnect):
             raise RefsError('accept needs a scope: --environ, --partition or --interconnect (at least one)')
 

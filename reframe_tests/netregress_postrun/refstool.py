@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     acc.add_argument('--interconnect', help='... of this interconnect (selectors combine: all must match)')
     acc.add_argument('--system', help='the system (default: the one the reports measured)')
     acc.add_argument('--dir', type=Path, default=None, help='reference directory (default: the site\'s, '
-                                                            'netregress.site.reference_dir())')
+                                                            'netregress.measure.site.reference_dir())')
     acc.add_argument('--dry-run', action='store_true', help='print the diff, write nothing')
     chk = sub.add_parser('check', help='parse every reference file (schema, units, tolerances, comments)')
     chk.add_argument('--dir', type=Path, default=None)
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _accept(args, directory: Path, table: interconnects.InterconnectTable) -> int:
+def _accept(args: argparse.Namespace, directory: Path, table: interconnects.InterconnectTable) -> int:
     """tools/refs accept: the diff, what was removed; exit 2 (nothing written) on a refusal."""
     try:
         scope = refsaccept.Scope(args.environ, args.partition, args.interconnect)

@@ -156,7 +156,7 @@ _Dumper.add_representer(_Flow, lambda d, data: d.represent_mapping('tag:yaml.org
                                                                     flow_style=True))
 
 
-def _flowify(node):
+def _flowify(node: object) -> object:
     if isinstance(node, dict):
         if node and all(k in ('value', 'lower', 'upper') for k in node):
             return _Flow(node)
@@ -172,7 +172,7 @@ def dump(doc: Mapping) -> str:
     return buf.getvalue()
 
 
-def check_report(source, report: Mapping) -> None:
+def check_report(source: object, report: Mapping) -> None:
     """:class:`RefsError` naming the report and the figure when a usable case (one whose figures would become
     references) holds a figure that is not a number: NaN, infinity or text never enter a reference or a baseline,
     and a run holding one is not recorded at all (its other figures came from the same run)."""
@@ -185,7 +185,7 @@ def check_report(source, report: Mapping) -> None:
                                 f'{tc["ref_test"]}/{pv.var}: {pv.raw!r} is not a finite figure')
 
 
-def check_figures(source, found: Iterable[Measurement]) -> None:
+def check_figures(source: object, found: Iterable[Measurement]) -> None:
     """:class:`RefsError` naming the report and the figure for a value that is not a finite number >= 0."""
     for m in found:
         try:

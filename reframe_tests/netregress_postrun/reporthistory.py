@@ -74,8 +74,8 @@ def _run_end(report: Report) -> float:
 
 def ask_history(report: Report, days: int = history.HISTORY_DAYS) -> dict:
     """Every run report against earlier runs (``report.comparisons``), and :func:`history_series` of the ``days``
-    days up to the run: only ReFrame's queries, no figures. They are subprocesses (1.3 s of starting ReFrame each):
-    two at a time beside the figures being drawn (2 CPUs here: the whole report 46 s, 50 s asked one by one)."""
+    days up to the run: only ReFrame's queries, no figures. Each is a ReFrame process, most of it start-up, so they
+    run two at a time beside the figures being drawn."""
     period, report.history_days = history.days_before(_run_end(report), days), days
     with concurrent.futures.ThreadPoolExecutor(max_workers=QUERIES_AT_ONCE) as pool:
         rows = pool.submit(history.series, period)

@@ -33,7 +33,7 @@ def load_run(path: Path) -> list[RunReport]:
 
 @dataclass
 class Order:
-    """The order builds and interconnects are shown in, from the configuration (``netregress.site``): the
+    """The order builds and interconnects are shown in, from the configuration (``netregress.measure.site``): the
     environments in the order each system of the run defines them, a partition's interconnects in the order of its
     features (``ic-<name>``), then of its extras' ``interconnects``; whatever the configuration does not name (a
     report from another site, a system it lacks) follows in the order the report first shows it."""

@@ -30,7 +30,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from reframe.utility import nodelist_abbrev, nodelist_expand
 
@@ -38,7 +38,7 @@ from netregress.measure.results import KNOWN_FAILURE_MARK
 
 #: The run reports of a run directory (tools/validate writes one per system).
 REPORT_GLOB = 'report-*.json'
-#: Kinds a check may declare for a figure (netregress.figures); :data:`UNDECLARED` for a report without them.
+#: Kinds a check may declare for a figure (netregress.judge.figures); :data:`UNDECLARED` for a report without them.
 KINDS = ('throughput', 'cpu_bound', 'latency', 'ratio')
 UNDECLARED = 'undeclared'
 #: The test-case key holding the check's figure declarations.
@@ -304,7 +304,7 @@ class PerfValue:
         return self.lower is not None or self.upper is not None
 
 
-def _number(value) -> float | None:
+def _number(value: Any) -> float | None:
     try:
         out = float(value)
     except (TypeError, ValueError):

@@ -9,7 +9,8 @@ tools/validate and tools/drill use this site when they bring the cluster up. Two
 config/settings.py, made by tools/bootstrap), started the Slurm way per build (`launch` below). The names here must
 match config/vcluster.env, which builds the cluster (tests/python/test_site_layer.py compares them).
 References: this directory's references/vcluster.yaml once `tools/refs write` has put one there (judged like any
-site: a missing reference fails), else this host's baseline (netregress/baselines.py). docs/site.md walks through it.
+site: a missing reference fails), else this host's baseline (netregress/judge/baselines.py). docs/site.md walks
+through it.
 """
 import os
 from pathlib import Path

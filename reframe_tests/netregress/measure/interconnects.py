@@ -83,7 +83,7 @@ def _rate(spec: Mapping, key: str, name: str, source: str) -> float | None:
 class InterconnectTable:
     """The parsed table. Construct with :func:`load` (cached) or directly from a mapping (tests)."""
 
-    def __init__(self, data: Mapping, source: str = '<memory>'):
+    def __init__(self, data: Mapping, source: str = '<memory>') -> None:
         self.source = source
         if not isinstance(data, Mapping) or data.get('schema') != SCHEMA:
             raise InterconnectError(f'{source}: not a {SCHEMA} table (schema key missing or different)')
@@ -196,7 +196,7 @@ def _load_cached(*files: str) -> InterconnectTable:
 
 def load(path: Path | str | None = None) -> InterconnectTable:
     """Load (once per path) the table; default ``config/interconnects.yaml`` with the site's own table
-    (``$NETREGRESS_SITE/interconnects.yaml``) merged over it (netregress.site.overlay)."""
+    (``$NETREGRESS_SITE/interconnects.yaml``) merged over it (netregress.measure.site.overlay)."""
     if path is not None:
         return _load_cached(str(path))
     return _load_cached(*(str(f) for f in site.interconnect_files()))

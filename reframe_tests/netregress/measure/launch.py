@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import pwd
-from typing import Sequence
+from typing import Any, Sequence
 
 from reframe.core.launchers import JobLauncher
 
@@ -21,11 +21,11 @@ from reframe.core.launchers import JobLauncher
 class TemplateLauncher(JobLauncher):
     """Launch with a fixed command template (no registration needed: checks assign it to ``job.launcher``)."""
 
-    def __init__(self, template: Sequence[str]):
+    def __init__(self, template: Sequence[str]) -> None:
         super().__init__()
         self._template = list(template)
 
-    def command(self, job) -> list[str]:
+    def command(self, job: Any) -> list[str]:
         ntasks = job.num_tasks or 1
         per_node = job.num_tasks_per_node or ntasks
         ctx = {'ntasks': ntasks, 'ntasks_per_node': per_node, 'nodes': max(1, math.ceil(ntasks / per_node))}
@@ -36,7 +36,7 @@ class TemplateLauncher(JobLauncher):
                              f'(known: {", ".join(ctx)})') from None
 
 
-def launcher_for(environ, partition) -> JobLauncher | None:
+def launcher_for(environ: Any, partition: Any) -> JobLauncher | None:
     """The launcher the partition (first) or the environment asks for, or None to keep the partition's own."""
     per_env = (partition.extras or {}).get('launch') or {}
     if not isinstance(per_env, dict):
@@ -48,7 +48,7 @@ def launcher_for(environ, partition) -> JobLauncher | None:
     return TemplateLauncher(template)
 
 
-def run_as_user(environ) -> str | None:
+def run_as_user(environ: Any) -> str | None:
     """The user this environment's jobs must run as: ``extras.run_as`` while the suite runs as root, else None.
 
     LAM/MPI refuses to run as root. On a real cluster the suite runs as an ordinary user and nothing changes; on
@@ -60,7 +60,7 @@ def run_as_user(environ) -> str | None:
     return str(user)
 
 
-def run_unprivileged(check) -> None:
+def run_unprivileged(check: Any) -> None:
     """Make the check's job run as :func:`run_as_user` when the environment asks for it.
 
     Slurm: the job is submitted with ``--uid=USER`` (root may do so), so the job script, every step and the lamd
@@ -88,7 +88,7 @@ def run_unprivileged(check) -> None:
     os.chown(check.stagedir, pw.pw_uid, pw.pw_gid)
 
 
-def unreachable_dir(path: str, pw) -> str | None:
+def unreachable_dir(path: str, pw: pwd.struct_passwd) -> str | None:
     """The first directory on the way to ``path`` that user ``pw`` may not search (no x bit for it), or None."""
     groups = set(os.getgrouplist(pw.pw_name, pw.pw_gid))
     here = '/'

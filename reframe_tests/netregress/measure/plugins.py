@@ -5,7 +5,7 @@
 ``SweepPlugin``
     exponential sweeps of our kernels (``-e max_exp -t point_time_s``), throughput asserted at a few sizes.
 ``KernelMixin``
-    the kernel build fixture and the JSON result (``--json result.json``) read through ``netregress.results``.
+    the kernel build fixture and the JSON result (``--json result.json``) read through ``netregress.measure.results``.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class ExitStatusPlugin(rfm.RegressionTestPlugin):
     """Records the benchmark's exit status in stdout (first post-run command) for sanity."""
 
     @run_before('run')
-    def mark_exit_status(self):
+    def mark_exit_status(self) -> None:
         self.postrun_cmds = [f'echo "{results.EXIT_MARK} $?"'] + self.postrun_cmds
 
     def exit_witness(self) -> list[str]:
@@ -71,7 +71,7 @@ class SweepPlugin(rfm.RegressionTestPlugin):
         return ['-e', str(self.max_exp), '-t', str(self.point_time_s)]
 
     @run_after('setup')
-    def add_sweep_metrics(self):
+    def add_sweep_metrics(self) -> None:
         # CPU-bound at every size: each point lasts a fraction of a second (a handful of 1 MiB messages on 1 Gbit/s),
         # so start-up and the shaper's queue decide it (a gige 1 MiB stream point: 952 then 532 Mbit/s)
         figure = figures.cpu_bound(self.sweep_label)
@@ -87,7 +87,7 @@ class KernelMixin(ExitStatusPlugin):
     kernels = fixture(MpiKernelBuild, scope='environment')
 
     @run_after('init')
-    def keep_result(self):
+    def keep_result(self) -> None:
         """A passed case keeps the kernel's JSON in its output directory (tools/report draws every size of a sweep
         and the ebb histogram from it); the check's own ``keep_files`` stay."""
         if RESULT_FILE not in self.keep_files:
@@ -110,6 +110,6 @@ class KernelMixin(ExitStatusPlugin):
     def payload_bytes(self) -> float:
         return results.payload_bytes(results.load_result(self.result_path))
 
-    def add_metric(self, name: str, keypath: str, unit: str, figure: figures.Figure):
+    def add_metric(self, name: str, keypath: str, unit: str, figure: figures.Figure) -> None:
         """Define performance variable ``name`` read from the result at ``keypath``, and what it is."""
         self.add_figure(name, sn.make_performance_function(results.value(self.result_path, keypath), unit), figure)

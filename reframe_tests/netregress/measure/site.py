@@ -25,7 +25,7 @@ import functools
 import os
 import shlex
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from .. import paths
 
@@ -67,7 +67,7 @@ def reframe_args() -> list[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _config(files: tuple[str, ...]):
+def _config(files: tuple[str, ...]) -> Any:
     from reframe.core import config
     from reframe.core.exceptions import ConfigError
     try:
@@ -76,7 +76,7 @@ def _config(files: tuple[str, ...]):
         raise SiteError(f'cannot load the ReFrame configuration {" + ".join(files)}: {err}') from None
 
 
-def config():
+def config() -> Any:
     """The merged ReFrame configuration (ReFrame's ``load_config``; no system selected)."""
     return _config(tuple(str(f) for f in settings_files()))
 

@@ -1,9 +1,9 @@
 """Where performance logs go: our file per system and partition, and a centre's own store over HTTP.
 
 Every system logs each test case's figures to ``<prefix>/perflogs/<system>/<partition>/<check>.log``
-(:func:`file_handler`, config/settings.py). A site that keeps its figures in its own database (Elasticsearch/OpenSearch, Loki, InfluxDB,
-anything behind an HTTP endpoint that takes JSON) adds ReFrame's ``httpjson`` handler for its systems, in its
-``settings.py``::
+(:func:`file_handler`, config/settings.py). A site that keeps its figures in its own database
+(Elasticsearch/OpenSearch, Loki, InfluxDB, anything behind an HTTP endpoint that takes JSON) adds ReFrame's
+``httpjson`` handler for its systems, in its ``settings.py``::
 
     from netregress.perflogs import send_to
     site_configuration = {..., 'logging': [send_to('https://metrics.example.org/netregress', ['orion'],

@@ -248,14 +248,18 @@ def node_sets(scope: Scope, *, runner: slurm.Runner = slurm.run_command) -> Node
             raise SlurmUnavailable(f'reservation {scope.reservation}: {err}') from None
     sets = NodeSets()
     known: set[str] = set()
+    wanted, excluded, outside = set(scope.nodes), set(scope.exclude), set()     # sets: 10,000 nodes stay linear
+    asked: dict[str, list[str]] = {}        # one query per Slurm partition: the rails of a dual-rail one share it
     for part, slurm_part in parts.items():
-        try:
-            nodes = slurm.partition_nodes(slurm_part, runner=runner)
-        except slurm.SlurmQueryError as err:
-            raise SlurmUnavailable(f'partition {part}: {err}') from None
+        if slurm_part not in asked:
+            try:
+                asked[slurm_part] = slurm.partition_nodes(slurm_part, runner=runner)
+            except slurm.SlurmQueryError as err:
+                raise SlurmUnavailable(f'partition {part}: {err}') from None
+        nodes = asked[slurm_part]
         known.update(nodes)
         inside = [n for n in nodes if (reserved is None or n in reserved)
-                  and (not scope.nodes or n in scope.nodes) and n not in scope.exclude]
+                  and (not wanted or n in wanted) and n not in excluded]
         sets.cover[part] = inside
         if not inside:
             sets.notes.append(f'{part}: none of its {len(nodes)} nodes is in scope: its checks cannot run')
@@ -263,7 +267,11 @@ def node_sets(scope: Scope, *, runner: slurm.Runner = slurm.run_command) -> Node
             sets.partial.append(part)
             sets.notes.append(f'{part}: {len(inside)} of its {len(nodes)} nodes in scope: every check there, the '
                               f'all-node ones too, uses only {slurm.abbrev(inside)}')
-        sets.outside += [n for n in nodes if n not in inside and n not in sets.outside]
+        members = set(inside)
+        for n in nodes:
+            if n not in members and n not in outside:
+                outside.add(n)
+                sets.outside.append(n)
     unknown = [n for n in scope.nodes if n not in known]
     if unknown:
         raise ScopeError(f'--nodes names nodes in no partition of {scope.where}: {", ".join(unknown)}')
@@ -280,9 +288,9 @@ def reframe_options(scope: Scope, sets: NodeSets | None) -> list[str]:
     opts = ['--system', scope.system + (f':{scope.partitions[0]}' if scope.partitions else '')]
     if scope.reservation:
         opts += ['-J', f'reservation={scope.reservation}']
-    exclude = list(scope.exclude)
+    exclude = list(dict.fromkeys(scope.exclude))
     if scope.nodes and sets is not None:
-        exclude += [n for n in sets.outside if n not in exclude]
+        exclude = list(dict.fromkeys(exclude + sets.outside))
     if exclude:
         opts += ['-J', f'exclude={slurm.abbrev(exclude)}']
     return opts
@@ -301,12 +309,14 @@ def read_hostfile(path: Path) -> list[str]:
 
 def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
     """``reframe-args``: print the ReFrame arguments of a scope, one per line; ``others``: the ReFrame arguments
-    given that are not the scope's, one per line (what narrows the checks that run); ``describe``: one line."""
+    given that are not the scope's, one per line (what narrows the checks that run); ``describe``: one line;
+    ``system``: the system (the one ReFrame selects here when none is given); ``run-dir``: where its runs write
+    (netregress.measure.site.run_dir). A scope that cannot be used: one line, exit 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rfm = argv[argv.index('--') + 1:] if '--' in argv else []
     argv = argv[:argv.index('--')] if '--' in argv else argv
     ap = argparse.ArgumentParser(prog='python -m netregress.scope', description=__doc__.split('\n\n')[0])
-    ap.add_argument('action', choices=['reframe-args', 'others', 'describe'])
+    ap.add_argument('action', choices=['reframe-args', 'others', 'describe', 'system', 'run-dir'])
     add_options(ap)
     ap.add_argument('--exclude-file', type=Path, help='more nodes to exclude, one host list per line (those the '
                                                       'node check before a run left out)')
@@ -318,8 +328,9 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         scope = from_options(args, rfm)
         if args.exclude_file:
             scope = excluding(scope, read_hostfile(args.exclude_file))
-        if args.action == 'describe':
-            print(scope.describe())
+        if args.action in ('describe', 'system', 'run-dir'):
+            print({'describe': scope.describe, 'system': lambda: scope.system,
+                   'run-dir': lambda: site.run_dir(scope.system)}[args.action]())
             return 0
         sets = None
         if scope.nodes:

@@ -26,8 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from .measure import interconnects, site, slurm
 
@@ -35,18 +34,10 @@ from .measure import interconnects, site, slurm
 QUERY_TIMEOUT_S = 60.0
 
 
-def site_systems() -> list[str]:
-    """The systems the site defines (every system without a site)."""
-    if site.directory() is None:
-        return list(site.systems())
-    ours = {sysconf['name'] for sysconf in site._config((str(site.settings_files()[0]),))['systems']}
-    return [name for name in site.systems() if name not in ours]
-
-
 def _settings_of(system_name: str) -> str:
     """The settings file that defines ``system_name``."""
     files = site.settings_files()
-    return str(files[-1] if system_name in site_systems() else files[0])
+    return str(files[-1] if system_name in site.own_systems() else files[0])
 
 
 def static_problems(systems: Sequence[str] | None = None) -> list[str]:
@@ -56,7 +47,7 @@ def static_problems(systems: Sequence[str] | None = None) -> list[str]:
     known_families = sorted({f for ic in table.names for f in table.families(ic)})
     out: list[str] = []
     envs_all = {e['name'] for e in site.config()['environments']}
-    for name in systems if systems is not None else site_systems():
+    for name in systems if systems is not None else site.own_systems():
         where = _settings_of(name)
         envs = {e['name']: e for e in site.environments(name)}
         for env in envs.values():
@@ -103,9 +94,10 @@ def static_problems(systems: Sequence[str] | None = None) -> list[str]:
 
 # -- against the cluster --------------------------------------------------------------------------------------------
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess | None:
+def _run(argv: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess | None:
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=QUERY_TIMEOUT_S, check=False)
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=QUERY_TIMEOUT_S, check=False,
+                              input=stdin)
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -131,7 +123,8 @@ def module_problems(name: str) -> list[str]:
         return []
     cmd = module_command(kind)
     if cmd is None:
-        return [f'{name}: modules not checked: no {kind} command here ({"LMOD_CMD unset, no lmod on PATH" if kind == "lmod" else "no modulecmd on PATH"})']
+        why = 'LMOD_CMD unset, no lmod on PATH' if kind == 'lmod' else 'no modulecmd on PATH'
+        return [f'{name}: modules not checked: no {kind} command here ({why})']
     out = []
     for module, env in modules.items():
         res = _run([*cmd, '-t', 'avail', module])
@@ -144,15 +137,17 @@ def module_problems(name: str) -> list[str]:
     return out
 
 
-#: Run by ``spack python``: each spec parses and names a package Spack knows; prints {spec: problem or ''}.
+#: Run by ``spack python`` with one spec a line on stdin: each parses and names a package Spack knows; prints
+#: {spec: problem or ''}.
 _SPACK_PROBE = '''
 import json, sys
 import spack.repo, spack.spec
 out = {}
-for text in sys.argv[1:]:
+for text in filter(None, sys.stdin.read().splitlines()):
     try:
         spec = spack.spec.Spec(text)
-        out[text] = '' if spack.repo.PATH.exists(spec.name) else f'no Spack package {spec.name}'
+        repos = ', '.join(r.namespace for r in spack.repo.PATH.repos) or 'none'
+        out[text] = '' if spack.repo.PATH.exists(spec.name) else f'no Spack package {spec.name} (repositories: {repos})'
     except Exception as err:
         out[text] = ' '.join(str(err).split())
 print(json.dumps(out))
@@ -168,7 +163,8 @@ def spack_problems(name: str) -> list[str]:
     exe = shutil.which('spack')
     if exe is None:
         return [f'{name}: Spack specs not checked: no spack on PATH']
-    res = _run([exe, 'python', '-c', _SPACK_PROBE, *specs])
+    # one statement: `spack python -c` compiles its command as a single interactive statement
+    res = _run([exe, 'python', '-c', f'exec({_SPACK_PROBE!r})'], stdin=''.join(f'{spec}\n' for spec in specs))
     try:
         answer = json.loads((res.stdout if res else '').strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -227,13 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--reservation', help='a Slurm reservation that must exist')
     ap.add_argument('--static', action='store_true', help='against the code only: run no module, Spack or Slurm '
                                                           'command')
+    ap.add_argument('--run-dir', action='store_true', help='load: print only where a tool that names no system '
+                                                           'writes (netregress.measure.site.default_run_dir)')
     args = ap.parse_args(argv)
     try:
         lines = describe()
         if args.action == 'load':
-            print('\n'.join(lines))
+            print(site.default_run_dir() if args.run_dir else '\n'.join(lines))
             return 0
-        systems = args.system or site_systems()
+        systems = args.system or site.own_systems()
         for name in systems:
             site.system(name)
         found = static_problems(systems)

@@ -234,8 +234,9 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     for part, members in nodes.items():
         if members and not [n for n in members if n not in unusable]:
             problems.append(f'{label[part]}: no node in scope Slurm can use')
-    if args.left_out_file:
-        args.left_out_file.write_text(slurm.abbrev(list(unusable)) + '\n' if unusable else '')
+    if args.left_out_file:                # --strict leaves nothing out: the run fails for the node instead
+        left_out = [] if args.strict else list(unusable)
+        args.left_out_file.write_text(slurm.abbrev(left_out) + '\n' if left_out else '')
     serial = ''
     if args.report:
         try:

@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
             raise UsageError(str(err)) from None
         system = where.system
         left_out = {} if args.plan else leave_out_unusable(where, args.strict, runner=runner)
-        where = scope.excluding(where, [] if args.strict else left_out)
+        where = scope.excluding(where, [] if args.strict else list(left_out))
         plan = None
         if args.nodes:
             try:

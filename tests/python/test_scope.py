@@ -124,9 +124,11 @@ def test_a_slice_of_a_1000_node_partition_becomes_one_short_exclusion(duo):
     opts = scope.reframe_options(where, sets)
     assert opts == ['--system', 'duo:ib', '-J', 'exclude=node[0001-0100,0117-1000]']
     assert set(slurm.node_scope([opts[-1]]).exclude) == {f'node{i:04d}' for i in range(1, N + 1)} - set(sets.cover['ib'])
-    # both rails of a dual-rail partition, one sinfo and one scontrol each
+    # both rails of a dual-rail partition from one sinfo and one scontrol
+    fake.calls.clear()
     sets = scope.node_sets(options('--system', 'duo', '--reservation', 'maint', '--exclude', 'node0002'), runner=fake)
     assert list(sets.cover) == ['ib', 'eth'] and sets.cover['ib'] == sets.cover['eth']
+    assert [c[:2] for c in fake.calls] == [['scontrol', 'show'], ['sinfo', '-h'], ['scontrol', 'show']]
     assert len(sets.cover['ib']) == 15 and 'node0002' not in sets.cover['ib']
     with pytest.raises(scope.ScopeError, match='nodes in no partition of duo: nowhere1'):
         scope.node_sets(options('--system', 'duo', '--nodes', 'node0001,nowhere1'), runner=fake)

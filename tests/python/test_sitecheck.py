@@ -35,8 +35,8 @@ FAKES = {
     # Lmod's terse listing goes to stderr, as Lmod's does
     'lmod': '#!/bin/sh\n[ "$2" = -t ] && [ "$3" = avail ] || exit 2\n'
             'case $4 in openmpi/4.1.6) echo "openmpi/4.1.6(default)" >&2 ;; esac\n',
-    # spack python -c PROBE SPEC...: oddmpi is no package
-    'spack': '#!/bin/sh\nshift 3\nprintf "{"; sep=""\nfor s in "$@"; do\n'
+    # spack python -c PROBE < one spec a line: oddmpi is no package
+    'spack': '#!/bin/sh\nprintf "{"; sep=""\nwhile read -r s; do\n'
              '  case $s in odd*) why="no Spack package oddmpi" ;; *) why="" ;; esac\n'
              '  printf \'%s"%s": "%s"\' "$sep" "$s" "$why"; sep=", "\ndone\necho "}"\n',
     'sinfo': '#!/bin/sh\necho compute\necho debug\n',

@@ -16,12 +16,28 @@ REAL_REFRAME = VENV_PY.parent / 'reframe'
 
 FAKE_REFRAME = r'''#!/bin/bash
 # stand-in ReFrame: --list answers at once; a run records its pid and its child's, says so, then waits forever
+# (FAKE_SLEEP set) or ends at once
 echo "$*" >> "$FAKE_DIR/calls"
 for a in "$@"; do [ "$a" = --list ] && { echo "Found 3 check(s)"; exit 0; }; done
+[ -n "${FAKE_SLEEP:-}" ] || exit 0
 sleep 600 &
 echo "$$ $!" > "$FAKE_DIR/pids"
 echo running
 wait
+'''
+#: Slurm of a cluster `cl`: partitions fast[1-2] and gige[1-2]; reservation maint holds gige[1-2]; gige2 drained
+SLURM = {'sinfo': '#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -N) rows=1 ;; -p) parts=$2 ;; esac; shift; done\n'
+                  'for p in $(echo "$parts" | tr , " "); do for i in 1 2; do\n'
+                  '  s=idle; [ "$p$i" = gige2 ] && s=drained\n'
+                  '  if [ -n "$rows" ]; then echo "$p|$p$i|$s|fan"; fi\n'
+                  'done; [ -n "$rows" ] || echo "$p[1-2]"; done\n',
+         'scontrol': '#!/bin/sh\ncase $2 in hostnames) echo "${3%%[*}1"; echo "${3%%[*}2" ;;\n'
+                     '  reservation) echo "ReservationName=$3 Nodes=gige[1-2]" ;; *) exit 1 ;; esac\n'}
+SITE = '''
+def part(name):
+    return {'name': name, 'scheduler': 'slurm', 'launcher': 'srun', 'access': [f'--partition={name}'],
+            'environs': ['gnu'], 'features': ['ic-shm', 'ic-eth'], 'extras': {'interconnects': {'eth': {'iface': 'x'}}}}
+site_configuration = {'systems': [{'name': 'cl', 'hostnames': ['^cl-login$'], 'partitions': [part('fast'), part('gige')]}]}
 '''
 
 
@@ -55,7 +71,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.parametrize('sig,code', [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_the_run_within_seconds_and_leaves_no_process(fake, tmp_path, sig, code):
-    proc = subprocess.Popen([str(ROOT / 'tools' / 'validate'), '--system', 'local'], env=fake,
+    proc = subprocess.Popen([str(ROOT / 'tools' / 'validate'), '--system', 'local'], env={**fake, 'FAKE_SLEEP': '1'},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     pids = tmp_path / 'pids'
     deadline = time.monotonic() + 240                   # the set-up before ReFrame (python per step) on a busy host
@@ -94,3 +110,25 @@ def test_the_scope_reaches_reframe_as_one_set_of_options(fake, tmp_path):
                          env=fake, capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and '--reservation needs Slurm partitions; system local has none' in res.stderr
     assert not (tmp_path / 'calls').exists()                       # ReFrame never started
+
+
+def test_a_drained_node_in_scope_is_named_and_left_out_of_the_run_unless_strict(fake, tmp_path):
+    bin_dir = tmp_path / 'slurm'
+    bin_dir.mkdir()
+    for name, text in SLURM.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / 'site').mkdir()
+    (tmp_path / 'site' / 'settings.py').write_text(SITE)
+    env = {**fake, 'PATH': f'{bin_dir}:{fake["PATH"]}', 'NETREGRESS_SITE': str(tmp_path / 'site')}
+    res = subprocess.run([str(ROOT / 'tools' / 'validate'), '--system', 'cl', '--', '-J', 'reservation=maint'],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert '   gige2 (eth): drained (drained; reason: fan): left out' in res.stdout, res.stdout + res.stderr
+    run = [c for c in (tmp_path / 'calls').read_text().splitlines() if ' -r' in c][-1].split()
+    assert run[run.index('reservation=maint') - 1:run.index('reservation=maint') + 3] == \
+        ['-J', 'reservation=maint', '-J', 'exclude=gige2']
+    (tmp_path / 'calls').unlink()
+    res = subprocess.run([str(ROOT / 'tools' / 'validate'), '--system', 'cl', '--reservation', 'maint', '--strict'],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1 and '   gige2 (eth): drained (drained; reason: fan)' in res.stdout
+    assert 'exclude=' not in (tmp_path / 'calls').read_text()

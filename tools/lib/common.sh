@@ -1,6 +1,7 @@
 # Sourced by the tools: the venv's Python and ReFrame, the library on PYTHONPATH, and the site layer.
-#   nr_take_site "$@"   takes --site DIR (or --site=DIR) out of the arguments into NETREGRESS_SITE, checks the site
-#                       (netregress.sitecheck: one line naming what is wrong, exit 2) and leaves the rest in NR_ARGS
+#   nr_take_site "$@"   takes --site DIR (or --site=DIR) out of the arguments into NETREGRESS_SITE, loads the site
+#                       (netregress.sitecheck: one line naming what is wrong, exit 2), leaves the rest in NR_ARGS,
+#                       and makes RFM_PREFIX, unless set, where the site's runs go (its settings; docs/site.md)
 #   nr_config_args      the ReFrame -C arguments: config/settings.py, then the site's settings.py (and -c of the
 #                       site's checks/ directory when it has one)
 #   nr_pick_python      sets nr_py: the venv's Python, else NETREGRESS_PYTHON, else python3 (again once tools/bootstrap
@@ -30,8 +31,12 @@ nr_take_site() {
     esac
   done
   if [ -n "${NETREGRESS_SITE:-}" ]; then
-    "$nr_py" -m netregress.sitecheck load >/dev/null || exit 2
+    # loaded once: a wrong site is one line; what it says is where a tool writes unless told (RFM_PREFIX)
+    local run
+    run=$("$nr_py" -m netregress.sitecheck load --run-dir) || exit 2
     NETREGRESS_SITE=$(cd "$NETREGRESS_SITE" && pwd)
+    NR_SITE_RUN=$run
+    [ -n "${RFM_PREFIX:-}" ] || export RFM_PREFIX=$run
   fi
 }
 

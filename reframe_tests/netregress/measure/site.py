@@ -174,6 +174,33 @@ def reference_dir() -> Path:
     return site / 'references' if site else paths.repo_root() / 'reference_values'
 
 
+def own_systems() -> list[str]:
+    """The systems the site defines (every system without a site)."""
+    if directory() is None:
+        return list(systems())
+    ours = {sysconf['name'] for sysconf in _config((str(settings_files()[0]),))['systems']}
+    return [name for name in systems() if name not in ours]
+
+
+def default_run_dir() -> Path:
+    """Where a tool that names no system writes and reads runs (tools/report's history, tools/refs): the explicit
+    prefix; else, for a site outside the checkout, :func:`run_dir` of the system ReFrame selects here or of the
+    site's only system, else ``$XDG_STATE_HOME/netregress``; else ``run/`` of the checkout."""
+    explicit = paths.explicit_run_dir()
+    where = directory()
+    if explicit or where is None or paths.repo_root() in where.parents:
+        return explicit or paths.run_dir()
+    try:
+        return run_dir(selected_system())
+    except SiteError:
+        mine = own_systems()
+        return run_dir(mine[0]) if len(mine) == 1 else _xdg_state() / 'netregress'
+
+
+def _xdg_state() -> Path:
+    return Path(os.environ.get('XDG_STATE_HOME') or Path.home() / '.local' / 'state').resolve()
+
+
 def run_dir(system_name: str) -> Path:
     """Where a run of ``system_name`` writes (ReFrame's prefix: stage, output, perflogs, reports, logs, and the
     state unless ``NETREGRESS_STATE``): ``--prefix``/``RFM_PREFIX`` when given; else the system's ``prefix`` in its
@@ -189,8 +216,7 @@ def run_dir(system_name: str) -> Path:
     where = directory()
     if where is None or paths.repo_root() in where.parents:
         return paths.run_dir()
-    state = os.environ.get('XDG_STATE_HOME') or str(Path.home() / '.local' / 'state')
-    return Path(state).resolve() / 'netregress' / system_name
+    return _xdg_state() / 'netregress' / system_name
 
 
 def spack_system_dir(system_name: str) -> Path:

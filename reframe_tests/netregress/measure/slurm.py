@@ -256,12 +256,10 @@ def partition_nodes(partition: str, *, runner: Runner = run_command,
     compressed = query(['sinfo', '-h', '-p', partition, '-o', '%N'], runner, timeout_s).split()
     if not compressed:
         raise SlurmQueryError(f'sinfo lists no nodes in partition {partition} (no such partition, or it is empty)')
-    nodes: list[str] = []
+    nodes: dict[str, None] = {}           # ordered and unique: a list's `in` made 10,000 nodes take 1.3 s
     for expr in compressed:
-        for node in query(['scontrol', 'show', 'hostnames', expr], runner, timeout_s).split():
-            if node not in nodes:
-                nodes.append(node)
-    return nodes
+        nodes.update(dict.fromkeys(query(['scontrol', 'show', 'hostnames', expr], runner, timeout_s).split()))
+    return list(nodes)
 
 
 # --- the nodes a job may use: what the run was scoped to (reservation, node list, exclusions) ----------------------

@@ -120,9 +120,11 @@ def main() -> int:
     if args.cost:
         sizes = sorted({r['nodes'] for r in rows})
         Path(args.cost).write_text(
-            '# The link test\'s cost model (netregress.linkplan.cost_models): bench/simcentre_scale.py --cost, docs/scale.md\n'
+            '# The link test\'s cost model (netregress.measure.linkplan.cost_models): '
+            'bench/simcentre_scale.py --cost, docs/scale.md\n'
             'schema: netregress-linkcost/1\nmodels:\n'
-            '  - name: vcluster\n    fitted: "vcluster, 8-32 nodes on 2 CPUs, one stream a round (docs/validation.md)"\n'
+            '  - name: vcluster\n'
+            '    fitted: "vcluster, 8-32 nodes on 2 CPUs, one stream a round (docs/validation.md)"\n'
             '    start_s: 2.0\n    per_node_s: 0.0\n    round_s: 0.094\n    round_node_s: 0.0\n    rtt_pair_s: 0.02\n'
             f'  - name: simulator\n    fitted: "SimGrid SMPI fat trees, {min(sizes)}-{max(sizes)} nodes, every node '
             f'streaming (docs/scale.md); start-up is the launcher\'s, not simulated"\n'

@@ -129,7 +129,7 @@ def test_a_new_figure_on_a_host_with_a_pool_gets_the_pools_prior_not_the_committ
         base.add([m(10.0 * 1.2 ** run, metric=f'rtt_us@{i}', unit='us', test='mpitest.sweep') for i in range(400)],
                  rules, f'r{run}.json')
     base.add([m(5.0, metric='new_us', unit='us', test='mpitest.sweep'),
-              refstool.Measurement(system='vc', partition='fast', environ='gnu', interconnect='fast',
+              refswrite.Measurement(system='vc', partition='fast', environ='gnu', interconnect='fast',
                                    test='mpitest.sweep', metric='new_us', value=5.0, unit='us')], rules, 'r2.json')
     assert base.shared_pools(rules)[('gige', 'gige')] == pytest.approx((1.1 ** 1.5, 1.2 ** 1.5), rel=1e-3)
     wide = base.reference_set(rules, shared_cpu=True)

@@ -186,7 +186,7 @@ def test_reading_the_settings_writes_nothing_and_a_sites_runs_go_where_it_says(d
     env['NETREGRESS_DEPS'] = str(Path(sys.executable).parents[2])       # the venv's python: <deps>/venv/bin
     res = subprocess.run([str(clean / 'tools' / 'refs'), '--site', str(duo), 'check'], capture_output=True,
                          text=True, env=env, timeout=300)
-    assert 'Traceback' not in res.stderr and 'no reference files' in res.stdout + res.stderr, res.stderr
+    assert 'Traceback' not in res.stderr and 'no such reference directory' in res.stdout + res.stderr, res.stderr
     assert not (clean / 'run').exists(), sorted(p.name for p in (clean / 'run').iterdir())
     monkeypatch.setenv('XDG_STATE_HOME', str(tmp_path / 'xdg'))
     assert site.run_dir('duo') == tmp_path / 'xdg' / 'netregress' / 'duo'

@@ -119,8 +119,10 @@ class FatTree:
         return (f"<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                 f'<platform version="4.1">\n'
                 f'  <cluster id="fabric" prefix="node" suffix="" radical="0-{self.n - 1}" speed="1Gf"\n'
-                f'           bw="{self.link_bytes_per_s:.6g}Bps" lat="{self.latency_ns:g}ns" sharing_policy="SPLITDUPLEX"\n'
-                f'           topology="FAT_TREE" topo_parameters="2;{self.per_leaf},{self.leaves};1,{self.spines};1,1"/>\n'
+                f'           bw="{self.link_bytes_per_s:.6g}Bps" lat="{self.latency_ns:g}ns" '
+                f'sharing_policy="SPLITDUPLEX"\n'
+                f'           topology="FAT_TREE" '
+                f'topo_parameters="2;{self.per_leaf},{self.leaves};1,{self.spines};1,1"/>\n'
                 f'</platform>\n')
 
     def topology_conf(self) -> str:
@@ -401,7 +403,8 @@ def verdict(out: Path) -> int:
                                               'min_link_fraction': MIN_LINK_FRACTION,
                                               'min_rate_fraction': RATE_FRACTION})
     took = time.perf_counter() - started
-    figures = {'named': named(v, spec.left_out), 'problems': linkverdict.failed_problems(v) + linkverdict.slow_problems(v),
+    figures = {'named': named(v, spec.left_out),
+               'problems': linkverdict.failed_problems(v) + linkverdict.slow_problems(v),
                'median_link_mbps': v.median_link_mbps, 'directions': v.directions, 'verdict_s': round(took, 3),
                'verdict_peak_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                'kept_bytes': sum((out / f).stat().st_size for f in KEPT if (out / f).exists())}
@@ -426,7 +429,8 @@ def build() -> int:
     if not shutil.which('smpicc'):
         raise UsageError('smpicc not found: apt-get install libsimgrid-dev (tools/bootstrap --for test)')
     return subprocess.run([str(ROOT / 'tools' / 'build-kernels'), '--mpicc', 'smpicc', '--build', str(BUILD), '--type',
-                           'RelWithDebInfo', '--jobs', '2', '--', '-DCMAKE_C_COMPILER=smpicc', '-DNR_SMPI=ON']).returncode
+                           'RelWithDebInfo', '--jobs', '2', '--',
+                           '-DCMAKE_C_COMPILER=smpicc', '-DNR_SMPI=ON']).returncode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -447,7 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument('--plan', choices=('full', 'sample', 'topology'), default='topology')
     r.add_argument('--sample-sets', type=int, help='sample: link sets per run (default: every link in 30 runs)')
     r.add_argument('--sample-run', type=int, default=0, help='sample: the run in the rotation')
-    r.add_argument('--rate-mbps', type=float, help='the line rate the verdict holds links to (default the link; 0: none)')
+    r.add_argument('--rate-mbps', type=float,
+                   help='the line rate the verdict holds links to (default the link; 0: none)')
     r.add_argument('--recheck-max', type=int, default=64)
     v = sub.add_parser('verdict', help="judge a run's result again")
     v.add_argument('dir')

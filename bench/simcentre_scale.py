@@ -10,7 +10,16 @@ peak memory. A line per run as it ends, then the table (docs/scale.md) and the f
 plan round less -t), the simulated set-up (the simulated time outside the rounds) beside it.
 
     bench/simcentre_scale.py [--sizes 128,1000] [--plans full,topology,sample] [--faults healthy,cable,...]
-                             [--taper 2] [--out DIR] [--keep-going] [--cost FILE]
+                             [--taper 2] [--out DIR] [--cost FILE]
+    bench/simcentre_scale.py --schedules [--sizes 1000] [--taper 2] [--rounds 8]
+
+``--schedules`` measures which schedules collide under the tree's static routing: the first --rounds rounds of
+each, every node streaming, on a healthy tree; per schedule the streams, their slowest, median and fastest figure
+and how many read below 0.85 x the fastest. Schedules: ``shift-tree`` (shift k in the tree's order, nr-linkmap
+--order), ``shift-shuffled`` (the same in a shuffled order), ``round-robin`` (the circle method's matchings, both
+directions at once: the full plan before issue 47) and, on a tapered tree, ``shift-split`` (each shift in the tree's
+order cut in taper rounds by the destination's place in its leaf, place // spines, so that no leaf sends more
+streams up than it has uplinks, nor through one uplink twice).
 
 Sizes are trees of 40-node leaves above 128 nodes (1,000: 25 leaves, 40 spines; 10,000: 250 leaves, 40 spines), of
 16 below. A run whose simcentre.json is in DIR already is read, not run again (a long benchmark resumes). --cost FILE
@@ -26,7 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'tools' / 'lib'))
+sys.path.insert(0, str(ROOT / 'reframe_tests'))
 
+import simcentre  # noqa: E402
 from simcentre import ROUND_TIME_S, FatTree, summary_line  # noqa: E402
 
 FAULTS = ('healthy', 'cable', 'downgrade', 'uplink', 'spine', 'down')
@@ -65,6 +76,48 @@ def one(out: Path, tree: FatTree, plan: str, faults: list[str]) -> dict | None:
     return figures
 
 
+def schedule_rounds(name: str, tree: FatTree, rounds: int) -> list[list[tuple[int, int]]]:
+    """The first ``rounds`` rounds of schedule ``name`` (module doc) as (sender, receiver) tree positions."""
+    import random
+    n = tree.n
+    if name == 'round-robin':
+        circle, out = list(range(n)), []
+        for _ in range(rounds):
+            pairs = [(circle[i], circle[n - 1 - i]) for i in range(n // 2)]
+            out.append([d for a, b in pairs for d in ((a, b), (b, a))])
+            circle = [circle[0], circle[-1]] + circle[1:-1]
+        return out
+    if name == 'shift-split':
+        return [[(i, (i + k) % n) for i in range(n) if ((i + k) % n) % tree.per_leaf // tree.spines == part]
+                for k in range(1, rounds + 1) for part in range(-(-tree.per_leaf // tree.spines))][:rounds]
+    order = list(range(n))
+    if name == 'shift-shuffled':
+        random.Random(1).shuffle(order)
+    return [[(order[i], order[(i + k) % n]) for i in range(n)] for k in range(1, rounds + 1)]
+
+
+def schedules(tree: FatTree, rounds: int, out: Path) -> None:
+    """Each schedule's first rounds on the healthy ``tree``: how many streams read below 0.85 x the fastest."""
+    names = ['shift-tree', 'shift-shuffled', 'round-robin'] + (['shift-split'] if tree.taper > 1 else [])
+    print(f'| schedule ({tree.describe()}) | rounds | streams | slowest / median / fastest Gbit/s | below 0.85 x '
+          f'the fastest | wall s |\n|---|---|---|---|---|---|')
+    for name in names:
+        where = out / f'schedule-{tree.n}-{tree.spines}-{name}'
+        simcentre.write_fabric(tree, [], where)
+        plan = schedule_rounds(name, tree, rounds)
+        (where / 'plan.txt').write_text(''.join(' '.join(f'{a}>{b}' for a, b in r) + '\n' for r in plan))
+        figures = simcentre.simulate(tree, where, tree.names, ['-t', str(ROUND_TIME_S), '-m',
+                                                               simcentre.message_size(tree), '-w', '1', '--plan-file',
+                                                               str(where / 'plan.txt')])
+        from netregress.linkmatrix import read_matrix
+        m = read_matrix(where / 'linkmatrix.bin')
+        v = sorted(float(x) for x in m.ravel() if x > 0)
+        fastest = v[-1]
+        below = sum(x < 0.85 * fastest for x in v)
+        print(f'| {name} | {len(plan)} | {len(v)} | {v[0] / 1e3:.1f} / {v[len(v) // 2] / 1e3:.1f} / {fastest / 1e3:.1f} '
+              f'| {below} ({below / len(v):.1%}) | {figures["wall_s"]:.0f} |', flush=True)
+
+
 def fit(rows: list[dict]) -> tuple[float, float]:
     """round_s, round_node_s: least squares of the round overhead against the nodes."""
     pts = [(r['nodes'], r['round_overhead_s']) for r in rows if r.get('round_overhead_s') is not None]
@@ -94,6 +147,8 @@ def main() -> int:
     ap.add_argument('--taper', type=float, default=1.0, help='nodes of a leaf per uplink (2: a 2:1 tree)')
     ap.add_argument('--out', default=str(ROOT / 'run' / 'simcentre'))
     ap.add_argument('--cost', help='write the round fit to this file (netregress-linkcost/1)')
+    ap.add_argument('--schedules', action='store_true', help='which schedules collide (module doc)')
+    ap.add_argument('--rounds', type=int, default=8, help='--schedules: rounds of each')
     args = ap.parse_args()
     faults = args.faults.split(',')
     unknown = set(faults) - set(FAULTS)
@@ -103,6 +158,10 @@ def main() -> int:
         return 2
     if subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'build']).returncode:
         return 1
+    if args.schedules:
+        for nodes in (int(x) for x in args.sizes.split(',')):
+            schedules(tree_for(nodes, args.taper), args.rounds, Path(args.out))
+        return 0
     rows = []
     for nodes in (int(x) for x in args.sizes.split(',')):
         tree = tree_for(nodes, args.taper)

@@ -54,6 +54,8 @@ SMPI_CONFIG = (
     'network/TCP-gamma:0',             # no TCP window bound on a stream (InfiniBand has none)
     'network/crosstraffic:0',          # no 5 % of each stream on the reverse links (TCP's acknowledgements)
     'smpi/shared-malloc:local',        # every rank's payload one block the simulator does not copy
+    # SMPI's default gather and reduce wait on N requests N times (hours at 10,000 ranks): tree algorithms
+    'smpi/gather:ompi_binomial', 'smpi/allreduce:rdb', 'smpi/reduce:ompi_binomial', 'smpi/bcast:binomial_tree',
     'smpi/display-timing:yes',         # the simulated time, on stderr
 )
 ROUND_TIME_S = 0.02                    # -t: two messages of -m per stream at the link's rate
@@ -65,6 +67,10 @@ KEPT = ('result.json', 'linkmatrix.bin', 'links.json', 'links.txt', 'plan.txt')
 
 class UsageError(Exception):
     """A wrong option, tree or fault: one line naming it, exit 2."""
+
+
+class SimulationError(Exception):
+    """The simulation or the verdict failed: one line saying how, exit 1."""
 
 
 # --- the fabric ----------------------------------------------------------------------------------------------------
@@ -293,12 +299,36 @@ def time_v(text: str) -> tuple[float, float, float]:
     return seconds, cpu, int(rss.group(1)) / 1024 if rss else math.nan
 
 
+def simulate(tree: FatTree, out: Path, hosts: Sequence[str], opts: Sequence[str]) -> dict:
+    """nr-linkmap under smpirun on the fabric written in ``out``, one rank per node of ``hosts`` (the tree's names, in
+    rank order), with kernel options ``opts``; its result is out/result.json. Returns the simulation's figures
+    (wall and CPU time, peak memory, simulated time, exit status)."""
+    if not KERNEL.exists() or not LOADER.exists():
+        raise UsageError(f'{KERNEL} or {LOADER} missing: run tools/simcentre build first')
+    sim_host = {name: f'node{i}' for i, name in enumerate(tree.names)}
+    (out / 'hostfile').write_text(''.join(sim_host[n] + '\n' for n in hosts))
+    cmd = ['nice', '-n', '10', '/usr/bin/time', '-v', 'smpirun', '-no-privatize', '-np', str(len(hosts)),
+           '-platform', str(LOADER), '-hostfile', str(out / 'hostfile'), *[f'--cfg={c}' for c in SMPI_CONFIG],
+           str(KERNEL), *opts, '--json', str(out / 'result.json')]
+    (out / 'result.json').unlink(missing_ok=True)
+    with open(out / 'linkmap.out', 'w') as stdout, open(out / 'smpirun.err', 'w') as stderr:
+        proc = subprocess.run(cmd, stdout=stdout, stderr=stderr, env={**os.environ, 'NR_SIMFABRIC': str(out)})
+    err = (out / 'smpirun.err').read_text()
+    wall, cpu, peak = time_v(err)
+    simulated = re.findall(r'Simulated time: ([\d.e+-]+) seconds', err)
+    if not (out / 'result.json').exists():
+        lines = [x for x in err.splitlines() if x.strip() and 'Configuration change' not in x]
+        tail = [x for x in lines if 'CRITICAL' in x or 'rror' in x][:3] or lines[-3:]
+        raise SimulationError(f'the simulation wrote no result (exit {proc.returncode}): {" | ".join(tail)}')
+    return {'nodes': len(hosts), 'rounds': json.loads((out / 'result.json').read_text()).get('rounds_run'),
+            'simulated_s': float(simulated[-1]) if simulated else None, 'wall_s': wall, 'cpu_s': cpu,
+            'peak_mb': peak, 'kernel_exit': proc.returncode}
+
+
 def run(args: argparse.Namespace) -> int:
     tree = tree_of(args)
     faults = [Fault.parse(f, tree) for f in args.fault]
     out = Path(args.out)
-    if not KERNEL.exists() or not LOADER.exists():
-        raise UsageError(f'{KERNEL} or {LOADER} missing: run tools/simcentre build first')
     write_fabric(tree, faults, out)
     for stale in KEPT + ('run.json', 'simcentre.json', 'order.txt'):
         (out / stale).unlink(missing_ok=True)
@@ -312,8 +342,6 @@ def run(args: argparse.Namespace) -> int:
         from netregress.allpairs import sample_matchings_for
         spec.sample = (args.sample_sets or sample_matchings_for(len(nodes)), args.sample_run, SAMPLE_SEED)
     plan = make_plan(spec, nodes, topology)
-    sim_host = {name: f'node{i}' for i, name in enumerate(tree.names)}
-    (out / 'hostfile').write_text(''.join(sim_host[n] + '\n' for n in plan.nodes))
     opts = ['-t', str(ROUND_TIME_S), '-m', message_size(tree), '-w', '1', '--recheck-below',
             f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-max', str(args.recheck_max)]
     if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the tree's order: computed by rank 0, no file
@@ -325,31 +353,12 @@ def run(args: argparse.Namespace) -> int:
         opts += ['--plan-file', str(out / 'plan.txt')]
     spec.kernel_opts = opts
     (out / 'run.json').write_text(json.dumps(asdict(spec), indent=1) + '\n')
-    cmd = ['nice', '-n', '10', '/usr/bin/time', '-v', 'smpirun', '-no-privatize', '-np', str(len(plan.nodes)),
-           '-platform', str(LOADER), '-hostfile', str(out / 'hostfile'), *[f'--cfg={c}' for c in SMPI_CONFIG],
-           str(KERNEL), *opts, '--json', str(out / 'result.json')]
     print(f'simcentre: {tree.describe()}; plan {spec.plan} ({len(plan.rounds)} rounds over {len(plan.nodes)} nodes)'
           + (f'; faults {", ".join(args.fault)}' if args.fault else ''), flush=True)
-    with open(out / 'linkmap.out', 'w') as stdout, open(out / 'smpirun.err', 'w') as stderr:
-        proc = subprocess.run(cmd, stdout=stdout, stderr=stderr, env={**os.environ, 'NR_SIMFABRIC': str(out)})
-    err = (out / 'smpirun.err').read_text()
-    wall, cpu, peak = time_v(err)
-    simulated = re.findall(r'Simulated time: ([\d.e+-]+) seconds', err)
-    if not (out / 'result.json').exists():
-        lines = [x for x in err.splitlines() if x.strip() and 'Configuration change' not in x]
-        tail = [x for x in lines if 'CRITICAL' in x or 'rror' in x][:3] or lines[-3:]
-        print(f'simcentre: the simulation wrote no result (exit {proc.returncode}): {" | ".join(tail)}',
-              file=sys.stderr)
-        return 1
-    figures = {'nodes': len(plan.nodes), 'plan': spec.plan, 'faults': list(args.fault),
-               'rounds': json.loads((out / 'result.json').read_text()).get('rounds_run'),
-               'simulated_s': float(simulated[-1]) if simulated else None, 'wall_s': wall, 'cpu_s': cpu,
-               'peak_mb': peak,
-               'kernel_exit': proc.returncode}
+    figures = {**simulate(tree, out, plan.nodes, opts), 'plan': spec.plan, 'faults': list(args.fault)}
     verdict = subprocess.run([sys.executable, __file__, 'verdict', str(out)], capture_output=True, text=True)
     if verdict.returncode == 2 or not verdict.stdout.strip():
-        print(f'simcentre: the verdict failed: {verdict.stderr.strip()}', file=sys.stderr)
-        return 1
+        raise SimulationError(f'the verdict failed: {verdict.stderr.strip()}')
     figures.update(json.loads(verdict.stdout.splitlines()[-1]))
     (out / 'simcentre.json').write_text(json.dumps(figures, indent=1) + '\n')
     print(summary_line(figures))
@@ -466,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f'simcentre: {err}', file=sys.stderr)
         return 2
+    except SimulationError as err:
+        print(f'simcentre: {err}', file=sys.stderr)
+        return 1
 
 
 if __name__ == '__main__':

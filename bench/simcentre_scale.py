@@ -114,7 +114,8 @@ def schedules(tree: FatTree, rounds: int, out: Path) -> None:
         v = sorted(float(x) for x in m.ravel() if x > 0)
         fastest = v[-1]
         below = sum(x < 0.85 * fastest for x in v)
-        print(f'| {name} | {len(plan)} | {len(v)} | {v[0] / 1e3:.1f} / {v[len(v) // 2] / 1e3:.1f} / {fastest / 1e3:.1f} '
+        print(f'| {name} | {len(plan)} | {len(v)} | '
+              f'{v[0] / 1e3:.1f} / {v[len(v) // 2] / 1e3:.1f} / {fastest / 1e3:.1f} '
               f'| {below} ({below / len(v):.1%}) | {figures["wall_s"]:.0f} |', flush=True)
 
 

@@ -23,7 +23,7 @@ streams up than it has uplinks, nor through one uplink twice).
 
 Sizes are trees of 40-node leaves above 128 nodes (1,000: 25 leaves, 40 spines; 10,000: 250 leaves, 40 spines), of
 16 below. A run whose simcentre.json is in DIR already is read, not run again (a long benchmark resumes). --cost FILE
-writes the fit as a netregress-linkcost/1 model (netregress.linkplan.cost_models reads config/linkcost.yaml).
+writes the fit as a netregress-linkcost/1 model (netregress.measure.linkplan.cost_models reads config/linkcost.yaml).
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def schedules(tree: FatTree, rounds: int, out: Path) -> None:
         figures = simcentre.simulate(tree, where, tree.names, ['-t', str(ROUND_TIME_S), '-m',
                                                                simcentre.message_size(tree), '-w', '1', '--plan-file',
                                                                str(where / 'plan.txt')])
-        from netregress.linkmatrix import read_matrix
+        from netregress.judge.linkmatrix import read_matrix
         m = read_matrix(where / 'linkmatrix.bin')
         v = sorted(float(x) for x in m.ravel() if x > 0)
         fastest = v[-1]

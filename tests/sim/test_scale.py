@@ -31,10 +31,10 @@ import simcentre  # noqa: E402  (tools/lib, after the skip: it reads nothing at 
 from simcentre import FatTree, Fault, UsageError  # noqa: E402
 
 try:
-    import netregress.linkmatrix  # noqa: F401  the link check's reader of linkmatrix.bin and its verdict
+    import netregress.judge.linkmatrix  # noqa: F401  the link check's reader of linkmatrix.bin and its verdict
     VERDICT = ''
 except ImportError as err:
-    VERDICT = f'the link verdict for linkmatrix.bin (netregress.linkmatrix, issue 47) is not in this tree: {err}'
+    VERDICT = f'the link verdict for linkmatrix.bin (netregress.judge.linkmatrix, issue 47) is not in this tree: {err}'
 needs_verdict = pytest.mark.skipif(bool(VERDICT), reason=VERDICT)
 
 TOOL = ROOT / 'tools' / 'simcentre'

@@ -4,9 +4,10 @@ A two-level fat tree (leaf switches of H nodes, S spines, one cable from every l
 tapered tree) is written as a SimGrid platform: a FAT_TREE cluster, whose routing is static and destination-based
 (d-mod-k: a stream to the node at position d of the tree leaves its leaf towards spine d mod S), plus the faults, set
 on its links by the platform loader nr-simfabric (tools/lib/simfabric.c) after SimGrid has read the XML. The same
-tree is written as Slurm's topology.conf, from which the link test's plans and verdict read it (netregress.linkplan,
-netregress.linkverdict). Our own nr-linkmap, built with smpicc (CMake NR_SMPI), then runs under smpirun on one
-simulated host per node, one rank each, and its result is judged by the link check's own verdict.
+tree is written as Slurm's topology.conf, from which the link test's plans and verdict read it
+(netregress.measure.linkplan, netregress.judge.linkverdict). Our own nr-linkmap, built with smpicc (CMake
+NR_SMPI), then runs under smpirun on one simulated host per node, one rank each, and its result is judged by the
+link check's own verdict.
 
     tools/simcentre build                      nr-linkmap and nr-simfabric under smpicc, in build/smpi
     tools/simcentre run --out DIR [TREE] [--fault F ...] [--plan full|sample|topology] [...]
@@ -21,7 +22,7 @@ topology.conf of a regular two-level tree: every leaf the same size, every spine
     downgrade:NODE[:F]    the node's link trained to a lower speed: both ways at F (0.5)
     uplink:LEAF:SPINE[:F] the cable between a leaf and a spine, both ways at F (0.6)
     spine:SPINE[:F]       every cable of a spine, both ways at F (0.6)
-    down:NODE             Slurm has the node down: left out of the job (netregress.slurm.unusable_nodes) and named
+    down:NODE             Slurm has the node down: left out of the job (measure.slurm.unusable_nodes) and named
 
 Exit: 0 the verdict found nothing, 1 it named something (or the simulation failed), 2 usage.
 """
@@ -59,7 +60,7 @@ SMPI_CONFIG = (
     'smpi/display-timing:yes',         # the simulated time, on stderr
 )
 ROUND_TIME_S = 0.02                    # -t: two messages of -m per stream at the link's rate
-MIN_LINK_FRACTION = 0.85               # the link check's defaults (netregress.allpairs)
+MIN_LINK_FRACTION = 0.85               # the link check's defaults (netregress.measure.allpairs)
 RATE_FRACTION = 0.95
 SAMPLE_SEED = 1
 KEPT = ('result.json', 'linkmatrix.bin', 'links.json', 'links.txt', 'plan.txt')
@@ -133,7 +134,7 @@ class FatTree:
 
     def topology_conf(self) -> str:
         """The tree as Slurm's topology.conf (each leaf's nodes, each spine above every leaf)."""
-        from netregress.slurm import abbrev
+        from netregress.measure.slurm import abbrev
         lines = [f'# {self.describe()} (tools/simcentre)']
         for leaf in range(self.leaves):
             members = self.names[leaf * self.per_leaf:(leaf + 1) * self.per_leaf]
@@ -154,7 +155,7 @@ class FatTree:
     @classmethod
     def from_topology(cls, text: str, source: str, link_gbps: float, latency_ns: float) -> FatTree:
         """A regular two-level tree from Slurm's topology.conf."""
-        from netregress.linkplan import TopologyError, parse_topology
+        from netregress.measure.linkplan import TopologyError, parse_topology
         try:
             leaves, children = parse_topology(text, source)
         except TopologyError as err:
@@ -255,14 +256,14 @@ class RunSpec:
 
 
 def topology_of(out: Path):
-    from netregress.linkplan import Topology
+    from netregress.measure.linkplan import Topology
     return Topology.from_text((out / 'topology.conf').read_text(), {'routing': 'd-mod-k'},
                               str(out / 'topology.conf'))
 
 
 def make_plan(spec: RunSpec, nodes: list[str], topology):
-    """The link check's plan over ``nodes`` in the tree's order (netregress.linkplan)."""
-    from netregress import linkplan
+    """The link check's plan over ``nodes`` in the tree's order (netregress.measure.linkplan)."""
+    from netregress.measure import linkplan
     if spec.plan == 'sample':
         return linkplan.sample_plan(nodes, *spec.sample, topology)
     if spec.plan == 'topology':
@@ -271,8 +272,8 @@ def make_plan(spec: RunSpec, nodes: list[str], topology):
 
 
 def left_out_by_slurm(tree: FatTree, down: Sequence[str]) -> dict[str, str]:
-    """What the link check leaves out when sinfo says ``down`` are down (netregress.slurm.unusable_nodes)."""
-    from netregress import slurm
+    """What the link check leaves out when sinfo says ``down`` are down (netregress.measure.slurm.unusable_nodes)."""
+    from netregress.measure import slurm
     rows = ''.join(f'sim|{n}|{"down" if n in down else "idle"}|{"simulated fault" if n in down else ""}\n'
                    for n in tree.names)
 
@@ -339,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     topology = topology_of(out)
     nodes = [n for n in tree.names if n not in spec.left_out]
     if spec.plan == 'sample':
-        from netregress.allpairs import sample_matchings_for
+        from netregress.measure.allpairs import sample_matchings_for
         spec.sample = (args.sample_sets or sample_matchings_for(len(nodes)), args.sample_run, SAMPLE_SEED)
     plan = make_plan(spec, nodes, topology)
     opts = ['-t', str(ROUND_TIME_S), '-m', message_size(tree), '-w', '1', '--recheck-below',
@@ -376,8 +377,8 @@ def summary_line(f: dict) -> str:
 # --- the verdict ---------------------------------------------------------------------------------------------------
 
 def named(v, left_out: dict[str, str]) -> list[str]:
-    """What the verdict names, one string each: left out nodes, then failed and slow elements (netregress.linkverdict
-    Named: kind, name, direction)."""
+    """What the verdict names, one string each: left out nodes, then failed and slow elements
+    (netregress.judge.linkverdict Named: kind, name, direction)."""
     out = [f'left out: {node}' for node in left_out]
     for what, elements in (('failed', v.failed_named), ('slow', v.slow_named)):
         out += [f'{what} {x.kind}: {x.name}' + (f' ({x.direction})' if x.direction else '') for x in elements]
@@ -387,8 +388,8 @@ def named(v, left_out: dict[str, str]) -> list[str]:
 def verdict(out: Path) -> int:
     """Judge ``out``'s result as the link check does and print one JSON line of figures (this process's time and
     peak memory are the verdict's)."""
-    from netregress import linkmatrix, linkverdict
-    from netregress.allpairs import write_link_files
+    from netregress.judge import linkmatrix, linkverdict
+    from netregress.judge.linkverdict import write_link_files
     started = time.perf_counter()
     spec = RunSpec(**json.loads((out / 'run.json').read_text()))
     tree = FatTree(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.tree.items()})
@@ -400,7 +401,7 @@ def verdict(out: Path) -> int:
     topology = topology_of(out)
     nodes = [n for n in tree.names if n not in spec.left_out]
     plan = make_plan(spec, nodes, topology)
-    from netregress.linkplan import plan_contention
+    from netregress.measure.linkplan import plan_contention
     at = {h: i for i, h in enumerate(data.nodes)}
     contention = plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
     fabric = linkverdict.Fabric.of(topology, data.nodes)

@@ -19,7 +19,7 @@ from . import runreport
 from .refswrite import check_figures, check_report, measurements, refuse_undeclared
 
 
-def band_table(bands: Iterable[tuple[float, float]]) -> str:
+def band_table(bands: Iterable[tuple[float | None, float | None]]) -> str:
     """How wide bands are: count per bucket of the wider side's factor (1.5 = 0.67x..1.5x)."""
     edges = [1.1, 1.25, 1.5, 2.0, 4.0, 10.0, float('inf')]
     counts = [0] * len(edges)

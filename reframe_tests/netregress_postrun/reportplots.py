@@ -307,6 +307,7 @@ MAP_SHOWN_PX = 900
 class LinkMapCaption(str):
     """A link map's caption that also carries what the page lists beside the map (``listing``: the named elements,
     the suspect directions and switches, the nodes left out, the legend); the Markdown sees only the caption."""
+    listing: dict
 
     def __new__(cls, text: str, listing: Mapping):
         obj = super().__new__(cls, text)
@@ -321,7 +322,7 @@ def link_palette() -> list[int]:
     """The 256 RGB colours of a link map (:data:`MAP_NOT_MEASURED` ...), flat, as PIL's putpalette takes them."""
     import matplotlib
     ramp = matplotlib.colormaps['viridis'].resampled(256 - MAP_FIRST)
-    colours = [(221, 221, 221), (0, 0, 0), (255, 0, 255)]
+    colours: list[tuple[int, ...]] = [(221, 221, 221), (0, 0, 0), (255, 0, 255)]
     colours += [tuple(int(round(255 * c)) for c in ramp(i)[:3]) for i in range(256 - MAP_FIRST)]
     return [v for rgb in colours for v in rgb]
 

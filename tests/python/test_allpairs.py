@@ -460,6 +460,30 @@ def test_by_hand_the_verdict_reads_a_job_output_and_bad_input_is_one_line(tmp_pa
     assert err.startswith('linkverdict: ') and 'shorter than the 16-byte header' in err and err.count('\n') == 1
 
 
+
+@pytest.mark.parametrize('plan, extra, expected', [
+    ('full', [], 'full'), ('topology', [], 'topology'),
+    ('sample', [], ('sample', 1, 0, 1)), ('sample', ['--sample', '2', '1', '9'], ('sample', 2, 1, 9))])
+def test_by_hand_with_a_tree_the_verdict_expects_the_contention_of_the_plan_named(tmp_path, capsys, monkeypatch,
+                                                                                plan, extra, expected):
+    """--topology with --plan: the plan is built (the sample plan from --sample PER_RUN RUN SEED, else 1 0 1) and
+    its contention handed to the verdict."""
+    keep_fixture(tmp_path)
+    (tmp_path / 'topology.conf').write_text('SwitchName=s1 Nodes=node[1-2]\nSwitchName=s2 Nodes=node[3-4]\n'
+                                            'SwitchName=top Switches=s[1-2]\n')
+    built, judged = [], []
+    sample_plan, judge = linkplan.sample_plan, linkverdict.judge
+    monkeypatch.setattr(linkplan, 'sample_plan', lambda nodes, per_run, run_index, seed, topology=None:
+                        built.append((per_run, run_index, seed)) or sample_plan(nodes, per_run, run_index, seed,
+                                                                                  topology))
+    monkeypatch.setattr(linkverdict, 'judge', lambda *a, **kw: judged.append(kw['contention']) or judge(*a, **kw))
+    argv = [str(tmp_path / 'result.json'), '--topology', str(tmp_path / 'topology.conf'), '--plan', plan, *extra]
+    assert linkverdict.main(argv) == 1
+    assert 'linkverdict: 4 nodes, 12 directions' in capsys.readouterr().out
+    assert built == ([expected[1:]] if plan == 'sample' else [])
+    (contention,) = judged
+    assert contention is not None and contention.shape == (4, 4)
+
 # --- the cost model ---------------------------------------------------------------------------------------------
 
 def test_the_cost_model_reads_fitted_constants_and_says_which(tmp_path):

@@ -297,6 +297,10 @@ def test_the_link_map_has_one_pixel_per_direction_from_what_the_check_keeps(tmp_
     listing = reportplots.link_listing(links)
     assert [d for d, *_ in listing['suspects']] == [f'{x["src_host"]}->{x["dst_host"]}' for x in links['slow']]
     assert listing['left_out'] == ['node5: not responding (down*)']
+    import pickle
+    caption = reportplots.LinkMapCaption('a link map', listing)    # drawn in another process: the listing travels
+    again = pickle.loads(pickle.dumps(caption))
+    assert again == 'a link map' and isinstance(again, reportplots.LinkMapCaption) and again.listing == listing
     big = np.full((1000, 1000), 950.0, dtype=np.float32)
     big[7, :] = -1.0
     big[np.arange(1000), np.arange(1000)] = np.nan

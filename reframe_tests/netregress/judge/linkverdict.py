@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -210,10 +210,11 @@ class Verdict:
 
     def summary(self) -> dict[str, float]:
         """The performance figures (empty when nothing was measured)."""
-        if self.median_link_mbps is None:
+        median, least = self.median_link_mbps, self.min_link_mbps
+        if median is None or least is None:         # both set together, from the links measured
             return {}
-        return {'min_link_mbps': self.min_link_mbps, 'median_link_mbps': self.median_link_mbps,
-                'min_to_median': self.min_link_mbps / self.median_link_mbps if self.median_link_mbps > 0 else 0.0}
+        return {'min_link_mbps': least, 'median_link_mbps': median,
+                'min_to_median': least / median if median > 0 else 0.0}
 
 
 def _upper_median(values: np.ndarray) -> float:
@@ -262,7 +263,7 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
     groups = _row_groups(n, fabric)
 
     # pass 1: each link's figure (its slower measured direction, times its contention), for the median
-    values = []
+    figures: list[np.ndarray] = []
     for i0 in range(0, n, BLOCK_ROWS):
         i1 = min(n, i0 + BLOCK_ROWS)
         rows, cols = np.asarray(m[i0:i1]), np.asarray(m[:, i0:i1]).T
@@ -271,8 +272,8 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
         there, back = rows[r, c], cols[r, c]
         if contention is not None:
             there, back = there * contention[i0 + r, c], back * contention[c, i0 + r]
-        values.append(np.fmin(np.where(there > 0, there, np.nan), np.where(back > 0, back, np.nan)))
-    values = np.concatenate(values).astype(np.float32) if values else np.zeros(0, dtype=np.float32)
+        figures.append(np.fmin(np.where(there > 0, there, np.nan), np.where(back > 0, back, np.nan)))
+    values = np.concatenate(figures).astype(np.float32) if figures else np.zeros(0, dtype=np.float32)
     median = _upper_median(values) if len(values) else None
     floor = (min_fraction * median) if median else 0.0
     if rate_mbps:
@@ -292,7 +293,8 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
     # a node's own link is not shared within a round: capped at x of its rate, a stream that the plan gave 1/c of an
     # uplink reads min(x, 1/c) and shows only where c x x is below the floor, so its ok directions are counted by c
     by_contention = np.zeros((3 * n + 1, CONTENTIONS), dtype=np.int64)
-    slow_parts, failed_parts = [], []
+    slow_parts: list[tuple[np.ndarray, ...]] = []
+    failed_parts: list[tuple[np.ndarray, ...]] = []
     directions = 0
 
     def shares(raw: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -306,16 +308,16 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
         raw = np.asarray(m[rows])
         r, c = np.nonzero(~np.isnan(raw))               # every direction run, ok or failed
         v, src = raw[r, c], rows[r]
-        ok, failed = v > 0, v == FAILED
-        directions += int(ok.sum() + failed.sum())
+        ok, is_failed = v > 0, v == FAILED
+        directions += int(ok.sum() + is_failed.sum())
         norm = np.full(len(v), np.nan, dtype=np.float32)
         share = np.full(len(v), np.inf)
         if median:
             norm[ok], share[ok] = shares(v[ok], src[ok], c[ok])
-        slow = ok & (norm < floor)
-        slow_parts.append((src[slow], c[slow], v[slow], norm[slow]))
-        failed_parts.append((src[failed], c[failed], v[failed], norm[failed]))
-        for mask, counts in ((ok, ok_counts), (failed, failed_counts)):
+        is_slow = ok & (norm < floor)
+        slow_parts.append((src[is_slow], c[is_slow], v[is_slow], norm[is_slow]))
+        failed_parts.append((src[is_failed], c[is_failed], v[is_failed], norm[is_failed]))
+        for mask, counts in ((ok, ok_counts), (is_failed, failed_counts)):
             counts[start['out'] + rows] += np.bincount(r[mask], minlength=len(rows))
             counts[start['in']:start['in'] + n] += np.bincount(c[mask], minlength=n)
             counts[start['fabric']] += int(mask.sum())
@@ -338,7 +340,7 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
         hist['inside'][ell] += np.bincount(b[inside], minlength=SHARE_BINS)
         hist['up'][ell * cables:(ell + 1) * cables] += _counted(fabric.cable[c[cross]] * SHARE_BINS + b[cross],
                                                                  cables, SHARE_BINS)
-        for mask, counts in ((ok, ok_counts), (failed, failed_counts)):
+        for mask, counts in ((ok, ok_counts), (is_failed, failed_counts)):
             dst = ran[mask]
             dst = dst[(fabric.leaf[dst] != ell) & (fabric.leaf[dst] >= 0)]
             counts[start['up'] + ell * cables:start['up'] + (ell + 1) * cables] += \
@@ -351,7 +353,7 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
 
     # pass 3: a block of columns at a time: what the nodes receive, binned, and what comes from other leaves (the
     # way down an uplink)
-    crossing_in = np.zeros((n, SHARE_BINS), dtype=np.int64) if fabric is not None else None
+    crossing_in = np.zeros((n if fabric is not None else 0, SHARE_BINS), dtype=np.int64)   # only with a tree
     for j0 in range(0, n, BLOCK_ROWS if median else n):
         j1 = min(n, j0 + BLOCK_ROWS)
         raw = np.asarray(m[:, j0:j1])
@@ -386,7 +388,7 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
                 counts[start['spine']:start['spine'] + s] = \
                     np.bincount(np.arange(cables) % s, weights=up.sum(axis=0), minlength=s).astype(np.int64)
 
-    def joined(parts) -> dict[str, np.ndarray]:
+    def joined(parts: list[tuple[np.ndarray, ...]]) -> dict[str, np.ndarray]:
         keys = ('src', 'dst', 'mbps', 'norm')
         return {k: np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i, k in enumerate(keys)}
 
@@ -498,7 +500,7 @@ def name_elements(elements: Elements, suspects: Mapping[str, np.ndarray], measur
     qualifies = (counts >= 2) & (counts >= EXPLAINS * np.maximum(measured, 1))
     ids = np.where(ids >= 0, np.where(qualifies[np.maximum(ids, 0)], ids, -1), -1)
     left = np.ones(len(src), dtype=bool)
-    chosen: list[tuple[int, np.ndarray, list[int]]] = []
+    chosen: list[tuple[int, np.ndarray, list[tuple[int, ...]]]] = []
     while left.any() and len(chosen) < 64:
         live = ids[left]
         tally = np.bincount(live[live >= 0], minlength=elements.count)
@@ -534,7 +536,7 @@ def _alternatives(elements: Elements, ids: np.ndarray, covered: np.ndarray, coun
     groups: dict[tuple, list[int]] = {}
     for e in exact:
         groups.setdefault(elements.physical(int(e)), []).append(int(e))
-    out = []
+    out: list[tuple[int, ...]] = []
     for key, members in groups.items():
         if key == elements.physical(best):
             continue
@@ -561,6 +563,10 @@ def _describe(elements: Elements, kind: str, index: int, covered: np.ndarray, me
     def name(k: str, i: int) -> tuple[str, str, str]:
         if k in ('out', 'in', 'node'):
             return 'node', f'node {nodes[i]}', 'both' if k == 'node' else k
+        if f is None:                   # without a switch tree the nodes and the fabric are the only elements
+            if k != 'fabric':
+                raise ValueError(f'element {k} {i} without a switch tree')
+            return 'fabric', 'the whole fabric', ''
         if k in ('up', 'down', 'cable'):
             return 'uplink', f.uplink_name(i // f.cables, i % f.cables), 'both' if k == 'cable' else k
         if k in ('leaf_up', 'leaf_down'):
@@ -821,10 +827,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             topology = linkplan.Topology.from_text(args.topology.read_text(), options, str(args.topology))
             fabric = Fabric.of(topology, data.nodes)
             if args.plan:
-                plan = {'full': lambda: linkplan.full_plan(data.nodes, topology),
-                        'topology': lambda: linkplan.topology_plan(topology, data.nodes),
-                        'sample': lambda: linkplan.sample_plan(data.nodes, *(args.sample or (1, 0, 1)), topology)}
-                plan = plan[args.plan]()
+                per_run, run_index, seed = args.sample or (1, 0, 1)
+                plans: dict[str, Callable[[], linkplan.LinkPlan]] = {
+                    'full': lambda: linkplan.full_plan(data.nodes, topology),
+                    'topology': lambda: linkplan.topology_plan(topology, data.nodes),
+                    'sample': lambda: linkplan.sample_plan(data.nodes, per_run, run_index, seed, topology)}
+                plan = plans[args.plan]()
                 at = {h: i for i, h in enumerate(data.nodes)}
                 contention = linkplan.plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
     except (OSError, ValueError, LinkMatrixError) as err:

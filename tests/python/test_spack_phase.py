@@ -133,24 +133,37 @@ exit 0
 '''
 
 
+def current_venv(deps: Path, env: dict) -> None:
+    """``deps/venv``: this test's venv (its Python and packages, linked) with the stamp tools/bootstrap wants for this
+    checkout (asked of ``bootstrap --check``, which names it), so bootstrap takes it as current and builds none."""
+    venv = Path(sys.executable).parents[1]
+    if not (venv / 'pyvenv.cfg').exists():
+        pytest.skip(f'{sys.executable} is not a venv\'s')
+    (deps / 'venv' / 'bin').mkdir(parents=True)
+    (deps / 'venv' / 'pyvenv.cfg').write_bytes((venv / 'pyvenv.cfg').read_bytes())
+    (deps / 'venv' / 'bin' / 'python').symlink_to(venv / 'bin' / 'python')
+    (deps / 'venv' / 'lib').symlink_to(venv / 'lib')
+    out = subprocess.run([str(ROOT / 'tools' / 'bootstrap'), '--check', '--for', 'validate', '--no-spack'],
+                         capture_output=True, text=True, env=env, timeout=120).stdout
+    wanted = re.search(rf'^  - {re.escape(str(deps / "venv"))} \((.*)\)$', out, re.M)
+    assert wanted, out
+    (deps / 'venv' / '.netregress-stamp').write_text(wanted.group(1) + '\n')
+
+
 @pytest.fixture
 def failing_spack_phase(tmp_path):
     """(environment, tmp deps): tools/bootstrap for the vcluster site (no Debian packages, no kernels) with this
     test's venv, and Spack and spack-packages checkouts whose Spack fails every solve."""
-    venv = Path(sys.executable).parents[1]
-    if not (venv / '.netregress-stamp').exists():
-        pytest.skip(f'{venv} is no tools/bootstrap venv')
     deps = tmp_path / 'deps'
-    deps.mkdir()
-    (deps / 'venv').symlink_to(venv)
     stand_in(tmp_path / 'spack' / 'bin' / 'spack', FAILING_SPACK)
     (tmp_path / 'packages' / 'repos' / 'spack_repo' / 'builtin').mkdir(parents=True)
     (tmp_path / 'packages' / 'repos' / 'spack_repo' / 'builtin' / 'repo.yaml').write_text('repo: {}\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith(('NETREGRESS_', 'RFM_'))}
-    # PIP_NO_INDEX: a venv whose pins differ fails here at once instead of downloading one
+    # PIP_NO_INDEX: should bootstrap build a venv after all, it fails here at once instead of downloading one
     env.update(NETREGRESS_DEPS=str(deps), NETREGRESS_SPACK=str(tmp_path / 'spack'), PIP_NO_INDEX='1',
                NETREGRESS_SPACK_PACKAGES=str(tmp_path / 'packages'),
                NETREGRESS_SITE=str(ROOT / 'config' / 'sites' / 'vcluster'))
+    current_venv(deps, env)
     return env, deps
 
 

@@ -141,7 +141,11 @@ def split_reframe_args(args: Sequence[str]) -> tuple[list[str], list[str], str |
             i += 1
             continue
         if value is not None:
-            if slurm.node_scope([value]):
+            try:
+                scoping = bool(slurm.node_scope([value]))
+            except ValueError:               # a malformed host list: from_options names it
+                scoping = True
+            if scoping:
                 scoped.append(value)
             else:
                 rest += ['-J', value]

@@ -91,7 +91,8 @@ def test_options_and_reframe_job_options_spell_the_same_scope(duo):
             (['--nodes', 'n[1-'], [], 'not a Slurm host list'),
             (['--nodes', 'n1;reboot'], [], 'shell metacharacters'),
             (['--partition', 'ib'], [], '--partition needs --system'),
-            (['--system', 'duo', '--nodes', 'n1', '--exclude', 'n1'], [], '--exclude leaves no node')]:
+            (['--system', 'duo', '--nodes', 'n1', '--exclude', 'n1'], [], '--exclude leaves no node'),
+            (['--system', 'duo'], ['-J', 'exclude=n[1-'], 'not a Slurm host list')]:
         with pytest.raises(scope.ScopeError, match=message):
             options(*argv, reframe=reframe)
 

@@ -12,6 +12,17 @@ ROOT = Path(__file__).resolve().parents[2]
 os.environ['PYTHONPATH'] = os.pathsep.join(filter(None, [str(ROOT / 'reframe_tests'), os.environ.get('PYTHONPATH')]))
 
 
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    """Every test starts from the files as they are: the library caches what it read (settings, interconnect
+    tables, baselines, references) for one process, and a test that loaded a site's must not decide another's."""
+    from netregress.judge import bands, references
+    from netregress.measure import interconnects, site
+    for cached in (site._config, interconnects._load_cached, bands._host_baseline_cached, references._load_cached):
+        cached.cache_clear()
+    yield
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -70,6 +71,11 @@ def reframe_args() -> list[str]:
 def _config(files: tuple[str, ...]) -> Any:
     from reframe.core import config
     from reframe.core.exceptions import ConfigError
+    # ReFrame imports a Python settings file once per process and keeps the module; ours reads NETREGRESS_SITE when
+    # imported (whether `local` matches every host), so a load for another site must import it afresh
+    for name, module in list(sys.modules.items()):
+        if getattr(module, '__file__', None) in files:
+            del sys.modules[name]
     try:
         return config.load_config(*files)
     except (ConfigError, OSError, SyntaxError) as err:

@@ -158,10 +158,13 @@ def failing_spack_phase(tmp_path):
     stand_in(tmp_path / 'spack' / 'bin' / 'spack', FAILING_SPACK)
     (tmp_path / 'packages' / 'repos' / 'spack_repo' / 'builtin').mkdir(parents=True)
     (tmp_path / 'packages' / 'repos' / 'spack_repo' / 'builtin' / 'repo.yaml').write_text('repo: {}\n')
+    # clingo comes from a carried-in bootstrap mirror (the stand-in needs none): the test venv may lack it, as in CI
+    (tmp_path / 'bootstrap-mirror' / 'metadata' / 'sources').mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(('NETREGRESS_', 'RFM_'))}
     # PIP_NO_INDEX: should bootstrap build a venv after all, it fails here at once instead of downloading one
     env.update(NETREGRESS_DEPS=str(deps), NETREGRESS_SPACK=str(tmp_path / 'spack'), PIP_NO_INDEX='1',
                NETREGRESS_SPACK_PACKAGES=str(tmp_path / 'packages'),
+               NETREGRESS_SPACK_BOOTSTRAP_MIRROR=str(tmp_path / 'bootstrap-mirror'),
                NETREGRESS_SITE=str(ROOT / 'config' / 'sites' / 'vcluster'))
     current_venv(deps, env)
     return env, deps

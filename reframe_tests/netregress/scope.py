@@ -42,6 +42,10 @@ class ScopeError(Exception):
     """A scope that cannot be used (bad or contradictory options, a node in no partition): a usage error, exit 2."""
 
 
+class ReservationRefused(ScopeError):
+    """The reservation does not admit a user who would submit the run's jobs: nothing of the run could start."""
+
+
 class SlurmUnavailable(ScopeError):
     """Slurm cannot say which nodes a partition or reservation has."""
 
@@ -221,6 +225,27 @@ def partition_configs(scope: Scope) -> list[Mapping]:
     return [p for p in parts if not scope.partitions or p['name'] in scope.partitions]
 
 
+def job_users(scope: Scope) -> dict[str, str]:
+    """{user: why} of everyone who submits a job of the scope's partitions: whoever runs the suite and, when that is
+    root, the ``run_as`` user of each environment those partitions run (LAM/MPI refuses root: measure/launch.py)."""
+    import getpass
+    import os
+    me = getpass.getuser()
+    users = {me: 'runs the suite'}
+    if os.geteuid() != 0:
+        return users
+    environs = {e for p in partition_configs(scope) for e in p.get('environs') or ()}
+    try:
+        envs = site.environments(scope.system)
+    except site.SiteError as err:
+        raise ScopeError(str(err)) from None
+    for env in envs:
+        user = (env.get('extras') or {}).get('run_as')
+        if env['name'] in environs and isinstance(user, str) and user and user != me:
+            users.setdefault(user, f'the jobs of {env["name"]} run as {user} (extras.run_as)')
+    return users
+
+
 def slurm_partitions(scope: Scope) -> dict[str, str]:
     """{ReFrame partition: Slurm partition} of the scope's Slurm partitions."""
     return {p['name']: slurm.slurm_partition(p.get('access') or [], p['name'])
@@ -247,9 +272,17 @@ def node_sets(scope: Scope, *, runner: slurm.Runner = slurm.run_command) -> Node
     reserved: set[str] | None = None
     if scope.reservation:
         try:
-            reserved = set(slurm.reservation_nodes(scope.reservation, runner=runner))
+            held = slurm.reservation(scope.reservation, runner=runner)
         except slurm.SlurmQueryError as err:
             raise SlurmUnavailable(f'reservation {scope.reservation}: {err}') from None
+        reserved, users = set(held.nodes), job_users(scope)
+        refused = held.refuses(sorted(users))
+        if refused:
+            # found here, not as one sbatch "Access denied to requested reservation" per case after the run began
+            why = '; '.join(f'{u}: {users[u]}' for u in refused)
+            raise ReservationRefused(f'reservation {scope.reservation} does not admit {", ".join(refused)}, who would '
+                                     f'submit jobs of this run ({why}): scontrol update '
+                                     f'reservation={scope.reservation} users+={",".join(refused)}')
     sets = NodeSets()
     known: set[str] = set()
     wanted, excluded, outside = set(scope.nodes), set(scope.exclude), set()     # sets: 10,000 nodes stay linear

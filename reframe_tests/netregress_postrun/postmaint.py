@@ -225,6 +225,8 @@ def leave_out_unusable(where: scope.Scope, strict: bool, *, runner: slurm.Runner
     try:
         sets = scope.node_sets(where, runner=runner)
         unusable, other = coverage.unusable_in_scope(where, sets.cover, wait_s, runner=runner)
+    except scope.ReservationRefused as err:
+        raise UsageError(str(err)) from None
     except scope.ScopeError as err:
         print(f'post-maintenance: node states not checked before the run: {err}', file=sys.stderr)
         return {}

@@ -5,6 +5,7 @@ Slurm is faked by ``sinfo``/``scontrol`` scripts on PATH (partitions fast[1-4] a
 script (``$REFRAME``) that writes a fixture report where ``--report-file`` says and stores it in the scratch
 results database as ReFrame would; the comparison itself is the real ReFrame's ``--performance-compare``.
 """
+import getpass
 import os
 import shlex
 import subprocess
@@ -41,7 +42,7 @@ FAKE_SCONTROL = '''#!/bin/sh
 if [ "$2" = hostnames ]; then
   base=${3%%[*}; for i in 1 2 3 4; do echo "$base$i"; done
 elif [ "$2" = reservation ] && [ "$3" = maint ]; then
-  echo "ReservationName=maint StartTime=now Nodes=gige[1-4] NodeCnt=4"
+  echo "ReservationName=maint StartTime=now Nodes=gige[1-4] NodeCnt=4 Users=${FAKE_RES_USERS:-(null)}"
 else exit 1; fi
 '''
 FAKE_REFRAME = '''#!/bin/sh
@@ -105,6 +106,17 @@ def test_nodes_are_the_set_to_cover_not_a_nodelist(env, tmp_path):
     assert '--system vcluster:gige' in res.stdout
     res = run(env, '--reservation', 'maint', '--dry-run')
     assert '-J reservation=maint' in res.stdout and '-t ci' in res.stdout
+
+
+def test_a_reservation_that_refuses_the_user_stops_the_run_before_it_starts(env, tmp_path):
+    """Made for other users only, the reservation would refuse every sbatch of the run: one line, exit 2, nothing
+    run (no ReFrame arguments written)."""
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'ru'),
+              FAKE_RES_USERS='operator1')
+    assert res.returncode == 2, res.stdout + res.stderr
+    refused = res.stderr.split('post-maintenance: reservation maint does not admit ')[1].split(', who')[0]
+    assert getpass.getuser() in refused.split(', '), res.stderr
+    assert 'scontrol update reservation=maint users+=' in res.stderr and not (tmp_path / 'args').exists()
 
 
 def test_a_check_file_that_did_not_load_fails_the_run(env, tmp_path, maintenance):

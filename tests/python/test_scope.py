@@ -53,8 +53,9 @@ class Slurm:
     """sinfo/scontrol of a 1,000-node partition `compute` (node0001..node1000), a reservation `maint` of
     node[0001-0016] and the states given."""
 
-    def __init__(self, states=None):
+    def __init__(self, states=None, users='(null)'):
         self.states = states or {}
+        self.users = users
         self.calls = []
 
     def __call__(self, argv, timeout_s):
@@ -63,7 +64,8 @@ class Slurm:
         if argv[:3] == ['scontrol', 'show', 'hostnames']:
             out = '\n'.join(slurm.expand_hostlist(argv[3]))
         elif argv[:3] == ['scontrol', 'show', 'reservation']:
-            out = 'ReservationName=maint Nodes=node[0001-0016] NodeCnt=16' if argv[3] == 'maint' else ''
+            out = (f'ReservationName=maint Nodes=node[0001-0016] NodeCnt=16\n   Users={self.users} Groups=(null)'
+                   if argv[3] == 'maint' else '')
             if not out:
                 return subprocess.CompletedProcess(argv, 1, '', f'Reservation {argv[3]} not found')
         elif '%N' in argv:
@@ -135,6 +137,36 @@ def test_a_slice_of_a_1000_node_partition_becomes_one_short_exclusion(duo):
         scope.node_sets(options('--system', 'duo', '--nodes', 'node0001,nowhere1'), runner=fake)
     with pytest.raises(scope.SlurmUnavailable, match='reservation gone'):
         scope.node_sets(options('--system', 'duo', '--reservation', 'gone'), runner=fake)
+
+
+def test_a_reservation_that_refuses_a_job_user_is_named_before_the_run(duo, tmp_path, monkeypatch):
+    """A reservation made for root only, on a site whose LAM jobs run as another user: one line naming the user, why
+    they submit, and the fix, before anything runs (on the vcluster: three sbatch "Access denied" failures)."""
+    (duo / 'settings.py').write_text(DUO.replace("'environs': ['duo-gnu']", "'environs': ['duo-gnu', 'duo-lam']")
+                                     .replace("'target_systems': ['duo']}]", "'target_systems': ['duo']}, "
+                                              "{'name': 'duo-lam', 'cc': 'mpicc', 'extras': {'run_as': 'lamuser'}}]"))
+    clear()
+    monkeypatch.setattr(os, 'geteuid', lambda: 0)
+    monkeypatch.setattr('getpass.getuser', lambda: 'root')
+    where = options('--system', 'duo', '--reservation', 'maint')
+    with pytest.raises(scope.ScopeError, match=r'reservation maint does not admit lamuser, who would submit jobs of '
+                       r'this run \(lamuser: the jobs of duo-lam run as lamuser \(extras.run_as\)\): scontrol update '
+                       r'reservation=maint users\+=lamuser'):
+        scope.node_sets(where, runner=Slurm(users='root'))
+    assert scope.node_sets(where, runner=Slurm(users='root,lamuser')).cover['ib'][0] == 'node0001'
+    assert scope.node_sets(where, runner=Slurm(users='-someone')).cover['ib'][0] == 'node0001'
+    assert scope.node_sets(where, runner=Slurm()).cover['ib'][0] == 'node0001'     # accounts decide: sbatch will tell
+    with pytest.raises(scope.ScopeError, match='does not admit lamuser'):
+        scope.node_sets(where, runner=Slurm(users='-lamuser'))
+    # not root: the suite submits as its own user only
+    monkeypatch.setattr(os, 'geteuid', lambda: 1000)
+    monkeypatch.setattr('getpass.getuser', lambda: 'alice')
+    with pytest.raises(scope.ScopeError, match=r'does not admit alice, who would submit jobs of this run \(alice: '
+                       r'runs the suite\)'):
+        scope.node_sets(where, runner=Slurm(users='root,lamuser'))
+    with pytest.raises(SystemExit) as stop:         # the node check before a run: a usage error, exit 2
+        coverage.main(['--system', 'duo', '--reservation', 'maint', '--wait', '0'], runner=Slurm(users='root'))
+    assert stop.value.code == 2
 
 
 def test_reframe_args_keep_one_exclusion_however_many_sources(duo, tmp_path, capsys):

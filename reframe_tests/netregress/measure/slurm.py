@@ -302,14 +302,36 @@ def node_scope(options: Sequence[str]) -> NodeScope:
                      exclude=tuple(expand_hostlist(found['exclude'])) if 'exclude' in found else ())
 
 
-def reservation_nodes(name: str, *, runner: Runner = run_command, timeout_s: float = QUERY_TIMEOUT_S) -> list[str]:
-    """The nodes of Slurm reservation ``name`` (``scontrol show reservation``); :class:`SlurmQueryError` when
-    Slurm cannot say or the reservation holds none."""
+@dataclass(frozen=True)
+class Reservation:
+    """A Slurm reservation as ``scontrol show reservation`` describes it."""
+    nodes: list[str]
+    #: its ``Users=`` as Slurm lists them (``a,b`` admits those only, ``-a,-b`` everyone but them); () names none
+    users: tuple[str, ...] = ()
+
+    def refuses(self, users: Sequence[str]) -> list[str]:
+        """Which of ``users`` it refuses. None when it names no users: its accounts decide, which only sbatch
+        can tell."""
+        if self.users and all(u.startswith('-') for u in self.users):
+            return [u for u in users if f'-{u}' in self.users]
+        return [u for u in users if self.users and u not in self.users]
+
+
+def reservation(name: str, *, runner: Runner = run_command, timeout_s: float = QUERY_TIMEOUT_S) -> Reservation:
+    """Slurm reservation ``name``; :class:`SlurmQueryError` when Slurm cannot say or the reservation holds no
+    nodes."""
     text = query(['scontrol', 'show', 'reservation', name], runner, timeout_s)
     m = re.search(r'\bNodes=(\S+)', text)
     if not m or m.group(1) == '(null)':
         raise SlurmQueryError(f'reservation {name} holds no nodes (scontrol show reservation {name})')
-    return expand_hostlist(m.group(1))
+    users = re.search(r'\bUsers=(\S+)', text)
+    return Reservation(expand_hostlist(m.group(1)),
+                       tuple(users.group(1).split(',')) if users and users.group(1) != '(null)' else ())
+
+
+def reservation_nodes(name: str, *, runner: Runner = run_command, timeout_s: float = QUERY_TIMEOUT_S) -> list[str]:
+    """The nodes of Slurm reservation ``name`` (:func:`reservation`)."""
+    return reservation(name, runner=runner, timeout_s=timeout_s).nodes
 
 
 def scoped_nodes(partition_nodes_: Sequence[str], scope: NodeScope, *, runner: Runner = run_command) -> list[str]:

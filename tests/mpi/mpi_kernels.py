@@ -384,9 +384,15 @@ def case_mpitest_calibration_slow_phase(d):
     machine the later runs lasted a few percent of the target and the test failed (exit 3). Every run is re-checked
     now: the first that falls short is run again with the count its own rate gives, and that count holds on."""
     js, out = os.path.join(d, 'slow.json'), os.path.join(d, 'slow')
-    # 2 ms before each of rank 0's first 33 sends: the warm-up, the probes and the first run (about 24 round trips)
-    run('nr-mpitest-faulty', 2, '-a', '-A', '1k', '-r', 4, '-t', 0.2, '--json', js, '-o', out,
-        env={'NR_FAULT_STALL': 'Send:1:2:33'})
+    # The injected slow phase must dwarf this machine's own round trip, or nothing falls short (a loaded host's
+    # 24-47 ms round trips drowned a fixed 2-ms stall): the stall is ten times the slowest unstalled round trip, at
+    # least 2 ms, and the run's target scales with it, so the stalled phase always covers the same messages.
+    run('nr-mpitest', 2, '-a', '-A', '1k', '-r', 2, '--iterations', 20, '--json', js)
+    stall_ms = max(2, math.ceil(10 * max(load(js)['latency']['rtt_us']) / 1000))
+    # stall_ms before each of rank 0's first 33 sends: the warm-up, the probes and the first run (about 24 round
+    # trips: each run's target, the test time over -r 4, is 25 stalls)
+    run('nr-mpitest-faulty', 2, '-a', '-A', '1k', '-r', 4, '-t', round(0.1 * stall_ms, 3), '--json', js, '-o', out,
+        env={'NR_FAULT_STALL': f'Send:1:{stall_ms}:33'})
     r = load(js)
     cal, lat = r['calibration'], r['latency']
     # every trial's own count, in the JSON and in the -o header (not only the last one)
@@ -395,8 +401,9 @@ def case_mpitest_calibration_slow_phase(d):
     header = re.search(r'^# Iteration : ([\d ]+)', open(out).read(), re.M)
     listed = [int(x) for x in header[1].split()] if header else []
     check(listed == (counts if len(set(counts)) > 1 else counts[:1]), f'-o header {listed} against {counts}')
-    print(f'slow phase: round trips {[round(t, 1) for t in lat["rtt_us"]]} us, {cal["recalibrations"]} re-runs, '
-          f'{lat["iterations"]} per run at the end, shortest run {cal["achieved_min_s"]:.4f} s')
+    print(f'slow phase ({stall_ms} ms stalls): round trips {[round(t, 1) for t in lat["rtt_us"]]} us, '
+          f'{cal["recalibrations"]} re-runs, {lat["iterations"]} per run at the end, shortest run '
+          f'{cal["achieved_min_s"]:.4f} s')
     check(cal['runs'] == 4 and cal['recalibrations'] >= 1, f'a short run was run again: {cal}')
     check(cal['far_short_runs'] == 0 and 2 * cal['short_runs'] < cal['runs'], f'no run far short of the target: {cal}')
 

@@ -75,6 +75,7 @@ def one(out: Path, tree: FatTree, plan: str, faults: list[str], table_only: bool
         subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'report', str(out)])
     figures = json.loads(done.read_text())
     figures['tree'] = f'{tree.taper:g}:1'
+    figures['exact'] = figures['named'] == [simcentre.Fault.parse(f, tree).expected(tree) for f in faults]
     result = json.loads((out / 'result.json').read_text())
     plan_rounds = [r['wall_s'] for r in result['rounds'] if r['index'] < result['rounds_planned']]
     figures['round_overhead_s'] = sum(plan_rounds) / len(plan_rounds) - ROUND_TIME_S if plan_rounds else None
@@ -142,7 +143,8 @@ def table(rows: list[dict]) -> str:
             'verdict s (peak MB) | report page s (peak MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|')
     lines = [f"| {r['nodes']} | {r['tree']} | {r['plan']} | {', '.join(r['faults']) or 'healthy'} | {r['rounds']} | "
              f"{r['simulated_s']:.3f} | {r['wall_s']:.0f} ({r['cpu_s']:.0f}) | {r['peak_mb']:.0f} | "
-             f"{'; '.join(r['named']) or 'nothing'} | {r['kept_bytes'] / 1e6:.2f} | {r['verdict_s']:.2f} "
+             f"{'; '.join(r['named']) or 'nothing'}{'' if r['exact'] else ' (NOT as injected)'} | "
+             f"{r['kept_bytes'] / 1e6:.2f} | {r['verdict_s']:.2f} "
              f"({r['verdict_peak_mb']:.0f}) | "
              + (f"{r['report_s']:.1f} ({r['report_peak_mb']:.0f}) |" if 'report_s' in r else '- |') for r in rows]
     return '\n'.join([head, *lines])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,19 @@ def test_a_sample_run_names_a_slow_spine(built, tmp_path):
     tree = FatTree(8, 16, 16)
     f = simulate(tmp_path, *SHAPE, '--plan', 'sample', '--fault', 'spine:spine2')
     assert f['named'] == [Fault.parse('spine:spine2', tree).expected(tree)], f['problems']
+
+
+def test_the_report_page_draws_a_simulated_run(built, tmp_path):
+    """The run report page (tools/report) of a simulated job's real output: its link map one pixel per direction,
+    the named uplink listed beside it, and the page's own time and peak memory recorded in simcentre.json."""
+    f = simulate(tmp_path, *SHAPE, '--plan', 'topology', '--fault', 'uplink:leaf3:spine5')
+    assert f['named'] == [Fault.parse('uplink:leaf3:spine5', FatTree(8, 16, 16)).expected(FatTree(8, 16, 16))]
+    p = subprocess.run([str(TOOL), 'report', str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    page = (tmp_path / 'report' / 'index.html').read_text()
+    assert '<li class="">slow: uplink 5 of leaf switch leaf3 (to spine5)' in page, page
+    maps = [m for m in (tmp_path / 'report').glob('links-*.png') if not m.name.endswith('-legend.png')]
+    assert len(maps) == 1
+    assert struct.unpack('>II', maps[0].read_bytes()[16:24]) == (128, 128)      # the PNG header's width, height
+    figures = json.loads((tmp_path / 'simcentre.json').read_text())
+    assert figures['report_s'] > 0 and figures['report_peak_mb'] > 0 and figures['named'] == f['named']

@@ -4,10 +4,10 @@ link check's plans and verdict; docs/scale.md).
 At 128 nodes (8 leaf switches of 16, 16 spines, 100 Gbit/s cables, static d-mod-k routing): a healthy tree is
 judged healthy by the full plan (shift in the tree's order), the topology plan and the sample plan, and a 2:1 tapered
 tree too (the verdict expects the taper); each injected fault (a node's slow cable, a link trained down, a slow
-leaf uplink, a slow spine, a node Slurm has down) is named, and nothing else is. Before them, without a simulation:
-the link names the platform loader sets are SimGrid's, the tree survives topology.conf, faults and trees that
-cannot be are refused. A few minutes on 2 CPUs; skipped, saying why, without SimGrid (libsimgrid-dev: smpicc,
-smpirun; tools/bootstrap --for test installs it).
+leaf uplink, a slow spine, a node Slurm has down) is named, and nothing else is; the report page draws a run's
+output and lists what it named. Before them, without a simulation: the link names the platform loader sets are
+SimGrid's, the tree survives topology.conf, faults and trees that cannot be are refused. A few minutes on 2 CPUs;
+skipped, saying why, without SimGrid (libsimgrid-dev: smpicc, smpirun; tools/bootstrap --for test installs it).
 """
 from __future__ import annotations
 

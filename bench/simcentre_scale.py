@@ -4,13 +4,14 @@ plan, healthy and with each fault, and the cost model's per-round constants fitt
 
 Per run (one at a time, each a simulation of its own under nice -n 10): the rounds, the simulated time, the wall
 and CPU time of the simulation and its peak memory (/usr/bin/time -v), what the link check's verdict named, the
-bytes the check keeps (result.json, linkmatrix.bin, links.json, links.txt, plan.txt) and the verdict's own time and
-peak memory. A line per run as it ends, then the table (docs/scale.md) and the fit:
+bytes the check keeps (result.json, linkmatrix.bin, links.json, links.txt, plan.txt), the verdict's own time and
+peak memory, and the time and peak memory of the run report page drawn from it (tools/simcentre report). A line per
+run as it ends, then the table (docs/scale.md) and the fit:
 ``round_s + round_node_s x N`` (least squares) to each run's mean simulated round overhead (rank 0's `wall_s` of a
 plan round less -t), the simulated set-up (the simulated time outside the rounds) beside it.
 
     bench/simcentre_scale.py [--sizes 128,1000] [--plans full,topology,sample] [--faults healthy,cable,...]
-                             [--taper 2] [--out DIR] [--cost FILE]
+                             [--taper 2] [--out DIR] [--cost FILE] [--table-only]
     bench/simcentre_scale.py --schedules [--sizes 1000] [--taper 2] [--rounds 8]
 
 ``--schedules`` measures which schedules collide under the tree's static routing: the first --rounds rounds of
@@ -22,7 +23,8 @@ order cut in taper rounds by the destination's place in its leaf, place // spine
 streams up than it has uplinks, nor through one uplink twice).
 
 Sizes are trees of 40-node leaves above 128 nodes (1,000: 25 leaves, 40 spines; 10,000: 250 leaves, 40 spines), of
-16 below. A run whose simcentre.json is in DIR already is read, not run again (a long benchmark resumes). --cost FILE
+16 below. A run whose simcentre.json is in DIR already is read, not run again (a long benchmark resumes);
+--table-only runs nothing and tables what DIR holds. --cost FILE
 writes the fit as a netregress-linkcost/1 model (netregress.measure.linkplan.cost_models reads config/linkcost.yaml).
 """
 from __future__ import annotations
@@ -58,8 +60,10 @@ def fault_spec(kind: str, tree: FatTree) -> list[str]:
             'down': [f'down:{tree.names[tree.n // 4]}']}[kind]
 
 
-def one(out: Path, tree: FatTree, plan: str, faults: list[str]) -> dict | None:
+def one(out: Path, tree: FatTree, plan: str, faults: list[str], table_only: bool = False) -> dict | None:
     done = out / 'simcentre.json'
+    if table_only and not done.exists():
+        return None
     if not done.exists():
         args = ['--leaves', str(tree.leaves), '--per-leaf', str(tree.per_leaf), '--spines', str(tree.spines),
                 '--plan', plan, *[x for f in faults for x in ('--fault', f)]]
@@ -67,7 +71,11 @@ def one(out: Path, tree: FatTree, plan: str, faults: list[str]) -> dict | None:
         if not done.exists():
             print(f'bench: {out.name}: no figures (exit {p.returncode})', flush=True)
             return None
+    if 'report_s' not in json.loads(done.read_text()) and not table_only:
+        subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'report', str(out)])
     figures = json.loads(done.read_text())
+    figures['tree'] = f'{tree.taper:g}:1'
+    figures['exact'] = figures['named'] == [simcentre.Fault.parse(f, tree).expected(tree) for f in faults]
     result = json.loads((out / 'result.json').read_text())
     plan_rounds = [r['wall_s'] for r in result['rounds'] if r['index'] < result['rounds_planned']]
     figures['round_overhead_s'] = sum(plan_rounds) / len(plan_rounds) - ROUND_TIME_S if plan_rounds else None
@@ -131,12 +139,14 @@ def fit(rows: list[dict]) -> tuple[float, float]:
 
 
 def table(rows: list[dict]) -> str:
-    head = ('| nodes | plan | fault | rounds | simulated s | wall s (CPU s) | peak MB | named | kept MB | verdict s '
-            '(peak MB) |\n|---|---|---|---|---|---|---|---|---|---|')
-    lines = [f"| {r['nodes']} | {r['plan']} | {', '.join(r['faults']) or 'healthy'} | {r['rounds']} | "
+    head = ('| nodes | tree | plan | fault | rounds | simulated s | wall s (CPU s) | peak MB | named | kept MB | '
+            'verdict s (peak MB) | report page s (peak MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|')
+    lines = [f"| {r['nodes']} | {r['tree']} | {r['plan']} | {', '.join(r['faults']) or 'healthy'} | {r['rounds']} | "
              f"{r['simulated_s']:.3f} | {r['wall_s']:.0f} ({r['cpu_s']:.0f}) | {r['peak_mb']:.0f} | "
-             f"{'; '.join(r['named']) or 'nothing'} | {r['kept_bytes'] / 1e6:.2f} | {r['verdict_s']:.2f} "
-             f"({r['verdict_peak_mb']:.0f}) |" for r in rows]
+             f"{'; '.join(r['named']) or 'nothing'}{'' if r['exact'] else ' (NOT as injected)'} | "
+             f"{r['kept_bytes'] / 1e6:.2f} | {r['verdict_s']:.2f} "
+             f"({r['verdict_peak_mb']:.0f}) | "
+             + (f"{r['report_s']:.1f} ({r['report_peak_mb']:.0f}) |" if 'report_s' in r else '- |') for r in rows]
     return '\n'.join([head, *lines])
 
 
@@ -150,6 +160,7 @@ def main() -> int:
     ap.add_argument('--cost', help='write the round fit to this file (netregress-linkcost/1)')
     ap.add_argument('--schedules', action='store_true', help='which schedules collide (module doc)')
     ap.add_argument('--rounds', type=int, default=8, help='--schedules: rounds of each')
+    ap.add_argument('--table-only', action='store_true', help='run nothing: the table and fit of what --out holds')
     args = ap.parse_args()
     faults = args.faults.split(',')
     unknown = set(faults) - set(FAULTS)
@@ -157,7 +168,7 @@ def main() -> int:
         print(f'bench/simcentre_scale.py: unknown fault(s) {", ".join(sorted(unknown))} ({", ".join(FAULTS)})',
               file=sys.stderr)
         return 2
-    if subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'build']).returncode:
+    if not args.table_only and subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'build']).returncode:
         return 1
     if args.schedules:
         for nodes in (int(x) for x in args.sizes.split(',')):
@@ -169,7 +180,7 @@ def main() -> int:
         for plan in args.plans.split(','):
             for kind in faults:
                 tag = f'{nodes}-{plan}-{kind}' + (f'-taper{args.taper:g}' if args.taper != 1 else '')
-                figures = one(Path(args.out) / tag, tree, plan, fault_spec(kind, tree))
+                figures = one(Path(args.out) / tag, tree, plan, fault_spec(kind, tree), args.table_only)
                 if figures:
                     rows.append(figures)
     print(table(rows))

@@ -4,15 +4,16 @@ link check's plans and verdict; docs/scale.md).
 At 128 nodes (8 leaf switches of 16, 16 spines, 100 Gbit/s cables, static d-mod-k routing): a healthy tree is
 judged healthy by the full plan (shift in the tree's order), the topology plan and the sample plan, and a 2:1 tapered
 tree too (the verdict expects the taper); each injected fault (a node's slow cable, a link trained down, a slow
-leaf uplink, a slow spine, a node Slurm has down) is named, and nothing else is. Before them, without a simulation:
-the link names the platform loader sets are SimGrid's, the tree survives topology.conf, faults and trees that
-cannot be are refused. A few minutes on 2 CPUs; skipped, saying why, without SimGrid (libsimgrid-dev: smpicc,
-smpirun; tools/bootstrap --for test installs it).
+leaf uplink, a slow spine, a node Slurm has down) is named, and nothing else is; the report page draws a run's
+output and lists what it named. Before them, without a simulation: the link names the platform loader sets are
+SimGrid's, the tree survives topology.conf, faults and trees that cannot be are refused. A few minutes on 2 CPUs;
+skipped, saying why, without SimGrid (libsimgrid-dev: smpicc, smpirun; tools/bootstrap --for test installs it).
 """
 from __future__ import annotations
 
 import json
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,19 @@ def test_a_sample_run_names_a_slow_spine(built, tmp_path):
     tree = FatTree(8, 16, 16)
     f = simulate(tmp_path, *SHAPE, '--plan', 'sample', '--fault', 'spine:spine2')
     assert f['named'] == [Fault.parse('spine:spine2', tree).expected(tree)], f['problems']
+
+
+def test_the_report_page_draws_a_simulated_run(built, tmp_path):
+    """The run report page (tools/report) of a simulated job's real output: its link map one pixel per direction,
+    the named uplink listed beside it, and the page's own time and peak memory recorded in simcentre.json."""
+    f = simulate(tmp_path, *SHAPE, '--plan', 'topology', '--fault', 'uplink:leaf3:spine5')
+    assert f['named'] == [Fault.parse('uplink:leaf3:spine5', FatTree(8, 16, 16)).expected(FatTree(8, 16, 16))]
+    p = subprocess.run([str(TOOL), 'report', str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    page = (tmp_path / 'report' / 'index.html').read_text()
+    assert '<li class="">slow: uplink 5 of leaf switch leaf3 (to spine5)' in page, page
+    maps = [m for m in (tmp_path / 'report').glob('links-*.png') if not m.name.endswith('-legend.png')]
+    assert len(maps) == 1
+    assert struct.unpack('>II', maps[0].read_bytes()[16:24]) == (128, 128)      # the PNG header's width, height
+    figures = json.loads((tmp_path / 'simcentre.json').read_text())
+    assert figures['report_s'] > 0 and figures['report_peak_mb'] > 0 and figures['named'] == f['named']

@@ -13,6 +13,8 @@ link check's own verdict.
     tools/simcentre run --out DIR [TREE] [--fault F ...] [--plan full|sample|topology] [...]
                                                write the fabric, run the plan, judge it; a line of figures
     tools/simcentre verdict DIR                judge DIR's result again (its own time and peak memory)
+    tools/simcentre report DIR                 the run report page of DIR's result (tools/report), its time and
+                                               peak memory added to DIR/simcentre.json
 
 TREE: ``--leaves L --per-leaf H --spines S`` (default 8 x 16, 16 spines), or ``--topology FILE`` (Slurm's
 topology.conf of a regular two-level tree: every leaf the same size, every spine above every leaf); ``--link-gbps``
@@ -422,6 +424,53 @@ def verdict(out: Path) -> int:
     return 0
 
 
+# --- the report page -----------------------------------------------------------------------------------------------
+
+def run_report(out: Path, figures: dict, finished: float) -> dict:
+    """The ReFrame JSON run report of one link_allpairs case whose output directory is ``out``, as the link check's
+    run would leave it (failed in sanity, the verdict's problems its reason, when something was named)."""
+    spec = json.loads((out / 'run.json').read_text())
+    names = [n for n in spec['tree']['names'] if n not in spec['left_out']]     # the job's nodes
+    failed = bool(figures['named'])
+    case = {'name': 'link_allpairs %interconnect=simulated', 'display_name': 'link_allpairs %interconnect=simulated',
+            'unique_name': 'link_allpairs_simulated', 'basename': 'link_allpairs', 'ref_test': 'links.allpairs',
+            'system': 'simcentre', 'partition': 'fabric', 'environ': 'smpi', 'interconnect': 'simulated',
+            'result': 'fail' if failed else 'pass', 'fail_phase': 'sanity' if failed else None,
+            'fail_reason': 'sanity error: ' + '; '.join(figures['problems']) if failed else None,
+            'perfvalues': {}, 'job_nodelist': names, 'outputdir': str(out), 'stagedir': None,
+            'job_completion_time_unix': finished, 'time_total': figures['wall_s'], 'uuid': 'simcentre:0:0',
+            'session_uuid': 'simcentre'}
+    stamp = time.strftime('%Y%m%dT%H%M%S+0000', time.gmtime(finished))
+    return {'session_info': {'hostname': 'simcentre', 'version': '4.10.4', 'uuid': 'simcentre', 'time_start': stamp,
+                             'time_start_unix': finished, 'time_end': stamp, 'time_end_unix': finished,
+                             'num_failures': int(failed)},
+            'runs': [{'run_index': 0, 'testcases': [case], 'num_failures': int(failed)}]}
+
+
+def report(out: Path) -> int:
+    """tools/report on ``out``'s judged result (its page in out/report/), timed; the figures join simcentre.json."""
+    done = out / 'simcentre.json'
+    if not done.exists():
+        raise UsageError(f'{done}: no judged run there (tools/simcentre run first)')
+    figures = json.loads(done.read_text())
+    finished = max((out / f).stat().st_mtime for f in KEPT if (out / f).exists())
+    (out / 'report-simcentre.json').write_text(json.dumps(run_report(out, figures, finished)))
+    page = out / 'report'
+    shutil.rmtree(page, ignore_errors=True)
+    p = subprocess.run(['/usr/bin/time', '-v', sys.executable, '-m', 'netregress_postrun.report',
+                        str(out / 'report-simcentre.json'), '--out', str(page), '--no-history'],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SimulationError(f'tools/report failed (exit {p.returncode}): {p.stderr.strip().splitlines()[-1:]}')
+    wall, cpu, peak = time_v(p.stderr)
+    figures.update(report_s=wall, report_cpu_s=cpu, report_peak_mb=peak,
+                   report_bytes=sum(f.stat().st_size for f in page.iterdir()))
+    done.write_text(json.dumps(figures, indent=1) + '\n')
+    print(f"simcentre: report page {page / 'index.html'}: {wall:.1f} s ({cpu:.1f} s CPU), peak {peak:.0f} MB, "
+          f"{figures['report_bytes'] / 1e6:.2f} MB")
+    return 0
+
+
 # --- the command line ----------------------------------------------------------------------------------------------
 
 def tree_of(args: argparse.Namespace) -> FatTree:
@@ -466,12 +515,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument('--recheck-max', type=int, default=64)
     v = sub.add_parser('verdict', help="judge a run's result again")
     v.add_argument('dir')
+    p = sub.add_parser('report', help="the run report page of a judged run, timed")
+    p.add_argument('dir')
     args = ap.parse_args(argv)
     try:
         if args.command == 'build':
             return build()
         if args.command == 'verdict':
             return verdict(Path(args.dir))
+        if args.command == 'report':
+            return report(Path(args.dir))
         return run(args)
     except UsageError as err:
         print(f'simcentre: {err}', file=sys.stderr)

@@ -26,6 +26,8 @@ sets of 10,000 nodes are a few hundred kilobytes of text.
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -228,8 +230,6 @@ def partition_configs(scope: Scope) -> list[Mapping]:
 def job_users(scope: Scope) -> dict[str, str]:
     """{user: why} of everyone who submits a job of the scope's partitions: whoever runs the suite and, when that is
     root, the ``run_as`` user of each environment those partitions run (LAM/MPI refuses root: measure/launch.py)."""
-    import getpass
-    import os
     me = getpass.getuser()
     users = {me: 'runs the suite'}
     if os.geteuid() != 0:

@@ -310,8 +310,8 @@ class Reservation:
     users: tuple[str, ...] = ()
 
     def refuses(self, users: Sequence[str]) -> list[str]:
-        """Which of ``users`` it refuses. None when it names no users: its accounts decide, which only sbatch
-        can tell."""
+        """Which of ``users`` it refuses: none when it names no users (its accounts decide, which only sbatch
+        can tell)."""
         if self.users and all(u.startswith('-') for u in self.users):
             return [u for u in users if f'-{u}' in self.users]
         return [u for u in users if self.users and u not in self.users]

@@ -23,8 +23,8 @@ from .refswrite import RefsError, latest_report, reference_path, write
 
 
 #: The --dir of every subcommand that reads or writes committed references (docs/references.md).
-DIR_HELP = ("reference directory (default: the site's references/ with --site or NETREGRESS_SITE, else the "
-            "checkout's reference_values/; docs/references.md)")
+DIR_HELP = ("reference directory (default: the site's references/ with --site or NETREGRESS_SITE, a site the "
+            "checkout ships and none: the checkout's reference_values/; docs/references.md)")
 
 #: What a subcommand raises for bad input (a report, reference file, baseline, site or value it cannot use).
 BAD_INPUT = (baselines.BaselineError, OSError, runreport.RunReportError, RefsError, site.SiteError,
@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument('--reset-tolerance', action='store_true',
                        help='replace tolerances and comments with the interconnect defaults')
         p.add_argument('--dir', type=Path, default=None, help=DIR_HELP)
+        p.add_argument('--machine-independent', action='store_true',
+                       help='only the figures that hold on any machine (link-bound streams on a fabric with a line '
+                            'rate): the committed file of a system judged by host baselines')
     acc = sub.add_parser('accept', help='committed references: after a deliberate change, replace one '
                                         "environment's, partition's or interconnect's from run reports, saying why")
     acc.add_argument('reports', nargs='+', type=Path, help='ReFrame JSON run reports of the runs after the change '
@@ -109,7 +112,8 @@ def _run(args: argparse.Namespace) -> int:
     if not reports:
         raise RefsError('no report given and none in run/reports/')
     diff, used = write(reports, directory, table, system=args.system,
-                       dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance)
+                       dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance,
+                       only_machine_independent=args.machine_independent)
     print(diff or 'no change')
     verb = 'would use' if args.cmd == 'diff' else 'used'
     print(f'tools/refs: {verb} {used} measurements from {", ".join(map(str, reports))}')

@@ -468,3 +468,22 @@ def test_a_baseline_cut_at_a_line_boundary_is_refused_and_kept(tmp_path):
     assert path.read_text() == cut
     shown = refs('show', '--system', 'vc', state=state)
     assert shown.returncode == 2 and f'{path}: truncated baseline' in shown.stdout
+
+
+def test_write_machine_independent_takes_link_bound_streams_on_a_fabric_with_a_line_rate(tmp_path, table, capsys):
+    """refs write --machine-independent: the gige stream (gige has a line rate), not its latency, not a ratio to a
+    yardstick, not a band the check fixed itself, not the same stream on the unshaped fast fabric."""
+    fixed = case(1.0, metric='fraction_of_link', unit='ratio', kind='ratio')
+    fixed['fixed_references'] = {'fraction_of_link': [1.0, -0.05, None]}
+    path = tmp_path / 'r.json'
+    path.write_text(json.dumps(report(case(956.0), case(17.0, metric='rtt_us', unit='us'),
+                                      case(1.2, metric='ratio_to_yardstick', unit='ratio', kind='ratio'), fixed,
+                                      case(9000.0, ic='fast', part='fast'))))
+    assert refstool.main(['write', '--machine-independent', '--dir', str(tmp_path / 'refs'), str(path)]) == 0
+    tree = yaml.safe_load((tmp_path / 'refs' / 'vc.yaml').read_text())['references']
+    assert tree == {'gige': {'gnu': {'gige': {'tcp.stream': {'bw_mbps': {
+        'value': 956.0, 'lower': -0.05, 'upper': 0.05, 'unit': 'Mbit/s', 'comment': refswrite.MACHINE_INDEPENDENT}}}}}}
+    only_fast = tmp_path / 'fast.json'
+    only_fast.write_text(json.dumps(report(case(9000.0, ic='fast', part='fast'))))
+    assert refstool.main(['write', '--machine-independent', '--dir', str(tmp_path / 'x'), str(only_fast)]) == 2
+    assert 'no machine-independent figure in' in capsys.readouterr().out and not (tmp_path / 'x' / 'vc.yaml').exists()

@@ -8,18 +8,18 @@ tools/validate and tools/drill use this site when they bring the cluster up. Two
 (fast: unshaped veth; gige: veth shaped to 1 Gbit/s); the MPI builds are this machine's (the environments of
 config/settings.py, made by tools/bootstrap), started the Slurm way per build (`launch` below). The names here must
 match config/vcluster.env, which builds the cluster (tests/python/test_site_layer.py compares them).
-References: this directory's references/vcluster.yaml once `tools/refs write` has put one there (judged like any
-site: a missing reference fails), else this host's baseline (netregress/judge/baselines.py). docs/site.md walks
-through it.
+References: this host's baseline (netregress/judge/baselines.py), after the machine-independent entries of the
+checkout's reference_values/vcluster.yaml (a site the checkout ships keeps its references there; docs/references.md).
+docs/site.md walks through a site.
 """
 import os
-from pathlib import Path
 
 from netregress.measure import mpibuilds
 from netregress.paths import repo_root, run_dir
 
-HERE = Path(__file__).resolve().parent
-REFERENCES = Path(os.environ.get('NETREGRESS_REFERENCES') or HERE / 'references')
+# Host baselines, judged first by the machine-independent entries the checkout commits (reference_values/
+# vcluster.yaml); NETREGRESS_REFERENCES (a drill's directory) makes the partitions strict like a site system's.
+REFERENCES = 'committed' if os.environ.get('NETREGRESS_REFERENCES') else 'host'
 
 # How each MPI build starts ranks under Slurm (config/mpi_builds.toml, `launch.slurm`): Open MPIs via PMIx, Debian
 # MPICH through its own Hydra, MPICH 5 and Intel MPI via PMI-2, LAM through its Slurm boot module;
@@ -48,7 +48,7 @@ def partition(name, subnet, shm=False, **fabric):
         'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
         'extras': {
             'launch': LAUNCH,
-            'references': 'committed' if (REFERENCES / 'vcluster.yaml').exists() else 'host',
+            'references': REFERENCES,
             # the slowest case takes 35 s; a job not started within two minutes on an idle cluster will not start
             'time_limit': '90s',
             'max_pending_time': '120s',

@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser('record', help="host baseline: add a run's passing figures (tools/validate does it)")
     rec.add_argument('reports', nargs='+', type=Path)
     rec.add_argument('--system', required=True)
+    rec.add_argument('--accept', metavar='REASON',
+                     help='a deliberate decision (one line why): also take the figures that failed their band only, '
+                          'each replacing its earlier samples (a change, or an earlier run that was the outlier); '
+                          'any other failure refuses the record')
     shw = sub.add_parser('show', help="host baseline: host, runs, band widths; --report: a run against it")
     shw.add_argument('--system', required=True)
     shw.add_argument('--report', type=Path)
@@ -86,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
     """The subcommand; bad input raises one of :data:`BAD_INPUT`."""
     table = interconnects.load()
     if args.cmd == 'record':
-        print(record(args.reports, args.system, table))
+        print(record(args.reports, args.system, table, accept=args.accept))
         return 0
     if args.cmd == 'show':
         print(show(args.system, table, args.report))

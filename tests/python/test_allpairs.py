@@ -507,6 +507,18 @@ def test_the_cost_model_reads_fitted_constants_and_says_which(tmp_path):
         linkplan.cost_models(path)
 
 
+def test_each_bench_puts_its_own_fit_into_the_cost_file(tmp_path):
+    path = tmp_path / 'linkcost.yaml'
+    linkplan.save_cost_model(linkplan.CostModel(name='vcluster', fitted='8-32 nodes', start_s=2.5, round_s=0.1), path)
+    linkplan.save_cost_model(linkplan.CostModel(name='simulator', fitted='128-10,000', round_s=0.0116,
+                                                round_node_s=4.1e-7), path)
+    linkplan.save_cost_model(linkplan.CostModel(name='vcluster', fitted='8-32 nodes again', round_s=0.2), path)
+    models = {m.name: m for m in linkplan.cost_models(path)}
+    assert sorted(models) == ['simulator', 'vcluster']
+    assert models['vcluster'].round_s == 0.2 and models['vcluster'].fitted == '8-32 nodes again'
+    assert models['simulator'].round_node_s == pytest.approx(4.1e-7) and not list(tmp_path.glob('*.tmp'))
+
+
 def test_slurm_partition_name():
     assert slurm.slurm_partition(['--partition=gige', '--overcommit'], 'x') == 'gige'
     assert slurm.slurm_partition(['-p', 'eth'], 'x') == 'eth'

@@ -444,6 +444,22 @@ def cost_models(path: Path | str | None = None) -> list[CostModel]:
     return out or [CostModel()]
 
 
+def save_cost_model(model: CostModel, path: Path | str | None = None) -> Path:
+    """Put ``model`` into the fits of ``path`` (default :data:`COST_FILE`) under its name, keeping the others (a
+    bench writes its own fit: the vcluster's, the simulator's); written whole to a temporary file, then renamed."""
+    path = Path(path) if path is not None else COST_FILE
+    models = [m for m in (cost_models(path) if path.exists() else []) if m.name not in (model.name, 'built-in')]
+    entries = [{k: (v if k in ('name', 'fitted') else float(f'{v:.6g}')) for k, v in vars(m).items()}
+               for m in sorted([*models, model], key=lambda m: m.name)]
+    text = ('# The link test\'s cost model (netregress.measure.linkplan.cost_models), one fit a source: written by\n'
+            '# bench/linktest_scale.py --cost (the vcluster) and bench/simcentre_scale.py --cost (SimGrid).\n'
+            + yaml.safe_dump({'schema': COST_SCHEMA, 'models': entries}, sort_keys=False, width=118))
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
 #: Job steps of one link test, whatever the plan: the counters before, the nr-linkmap job, the counters after.
 STEPS_PER_JOB = 3
 

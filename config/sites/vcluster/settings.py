@@ -13,8 +13,9 @@ checkout's reference_values/vcluster.yaml (a site the checkout ships keeps its r
 docs/site.md walks through a site.
 """
 import os
+from pathlib import Path
 
-from netregress.measure import mpibuilds
+from netregress.measure import mpibuilds, site
 from netregress.paths import repo_root, run_dir
 
 # Host baselines, judged first by the machine-independent entries the checkout commits (reference_values/
@@ -34,6 +35,26 @@ ON_EACH_NODE = ['srun', '--mpi=none', '--overlap', '--label', '--nodes={nodes}',
                 '--ntasks-per-node=1']
 
 
+# The cluster as tools/vcluster builds it (config/vcluster.env, then NETREGRESS_VCLUSTER_ENV: a larger one).
+VC = {**site.read_env_file(repo_root() / 'config' / 'vcluster.env'),
+      **(site.read_env_file(Path(os.environ['NETREGRESS_VCLUSTER_ENV']))
+         if os.environ.get('NETREGRESS_VCLUSTER_ENV') else {})}
+
+
+def nodes(fabric):
+    """The nodes of one fabric: VC_<FABRIC>_COUNT, else its node list."""
+    count = VC.get(f'VC_{fabric.upper()}_COUNT', '').strip()
+    return int(count) if count else len(VC.get(f'VC_{fabric.upper()}_NODES', '').split())
+
+
+def pending_s(fabric):
+    """How long a job may wait in Slurm's queue: behind the one job that holds the host's license, which on this
+    fabric's N nodes may be an all-node job (the link test one stream a round, so rounds grow as N^2: 110 s at 16
+    nodes, 184 s at 32; the node probe 168 s at 32). An idle 4-node cluster starts a job within 2 minutes or never
+    (a request it cannot meet), so 120 s plus N^2 s."""
+    return 120 + nodes(fabric) ** 2
+
+
 def partition(name, subnet, shm=False, **fabric):
     return {
         'name': name,
@@ -49,9 +70,9 @@ def partition(name, subnet, shm=False, **fabric):
         'extras': {
             'launch': LAUNCH,
             'references': REFERENCES,
-            # the slowest case takes 35 s; a job not started within two minutes on an idle cluster will not start
+            # the slowest case takes 35 s (the all-node checks set their own); the wait: pending_s
             'time_limit': '90s',
-            'max_pending_time': '120s',
+            'max_pending_time': f'{pending_s(name)}s',
             'host_cpus': os.cpu_count(),     # the nodes share this host's CPUs (oversubscription, base.py)
             'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (shm runs were bimodal unpinned)
             'pair_cpu': 0,                   # both ends of a TCP pair on one CPU (unpinned runs were bimodal)

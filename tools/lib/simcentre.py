@@ -333,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
     faults = [Fault.parse(f, tree) for f in args.fault]
     out = Path(args.out)
     write_fabric(tree, faults, out)
-    for stale in KEPT + ('run.json', 'simcentre.json', 'order.txt'):
+    for stale in KEPT + ('run.json', 'simcentre.json', 'order.txt', 'tree.txt'):
         (out / stale).unlink(missing_ok=True)
     down = [tree.names[f.where[0]] for f in faults if f.kind == 'down']
     rate = tree.link_gbps * 1000 if args.rate_mbps is None else args.rate_mbps or None
@@ -345,8 +345,12 @@ def run(args: argparse.Namespace) -> int:
         from netregress.measure.allpairs import sample_matchings_for
         spec.sample = (args.sample_sets or sample_matchings_for(len(nodes)), args.sample_run, SAMPLE_SEED)
     plan = make_plan(spec, nodes, topology)
+    from netregress.measure.linkplan import write_tree
+    with open(out / 'tree.txt', 'w') as fp:      # recheck batches that share no uplink cable
+        write_tree(fp, topology, plan.nodes)
     opts = ['-t', str(ROUND_TIME_S), '-m', message_size(tree), '-w', '1', '--recheck-below',
-            f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-max', str(args.recheck_max)]
+            f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-rounds', str(args.recheck_rounds),
+            '--tree', str(out / 'tree.txt')]
     if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the tree's order: computed by rank 0, no file
         (out / 'order.txt').write_text('\n'.join(map(str, range(len(plan.nodes)))) + '\n')
         opts += ['--plan', 'shift', '--order', str(out / 'order.txt')]
@@ -512,7 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument('--sample-run', type=int, default=0, help='sample: the run in the rotation')
     r.add_argument('--rate-mbps', type=float,
                    help='the line rate the verdict holds links to (default the link; 0: none)')
-    r.add_argument('--recheck-max', type=int, default=64)
+    r.add_argument('--recheck-rounds', type=int, default=64,
+                   help='recheck rounds at most (nr-linkmap --recheck-rounds)')
     v = sub.add_parser('verdict', help="judge a run's result again")
     v.add_argument('dir')
     p = sub.add_parser('report', help="the run report page of a judged run, timed")

@@ -157,10 +157,11 @@ def from_result(doc: Mapping, where: Path | str) -> LinkData:
         if isinstance(p, Mapping) and isinstance(p.get('src'), int) and isinstance(p.get('dst'), int):
             key = (_rank(p['src'], n, 'failed'), _rank(p['dst'], n, 'failed'))
             errors.setdefault(key, f'round {p.get("round", "?")}: {p.get("error") or "moved nothing"}')
-    # a recheck counts as alone when its round ran it by itself (``streams`` 1, or today's kernel: always)
+    # a recheck counts as alone when its round ran it by itself (``streams`` 1, or an older kernel: always) and it
+    # was recorded; a batch of several names nothing (a slow one there was measured again in a smaller batch)
     rechecked = [(_rank(x.get('src'), n, 'recheck'), _rank(x.get('dst'), n, 'recheck'))
                  for x in (doc.get('recheck') or {}).get('pairs') or []
-                 if isinstance(x, Mapping) and x.get('streams', 1) == 1]
+                 if isinstance(x, Mapping) and x.get('streams', 1) == 1 and x.get('outcome') != 'pending']
     hosts: dict[str, float] = {}
     for rank, moved in per_rank.items():
         hosts[nodes[rank]] = hosts.get(nodes[rank], 0.0) + moved

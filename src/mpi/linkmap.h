@@ -28,8 +28,10 @@
  * (the slowest --recheck-max of them), many in one round: a batch is directions that share no node and, with
  * --tree (the switch tree: each node's leaf switch and the uplink a stream to it takes), no switch cable. A
  * direction that reads at least the line in its batch is cleared; one still slow in a batch of m is measured again
- * in a batch of at most m/2, down to alone, and only a direction slow alone is named slow (rechecked): contention
- * inside a batch names nothing. Wide batches go first (they clear the most a round). The rechecks stop after
+ * in a batch of at most m/2 (alone when no direction of its batch read the line: then halving would cost more
+ * rounds than it can save), down to alone, and only a direction slow alone is named slow (rechecked): contention
+ * inside a batch names nothing. The slowest pending direction leads each batch (the others join as far as their
+ * own halving allows), so a stall costs a share of a round and a slow link about a round. The rechecks stop after
  * --recheck-rounds rounds, or when one more round (the longest so far, and as much again to write the output) would
  * pass --time-limit or Slurm's SLURM_JOB_END_TIME; what is left is listed with the reason. On shared CPUs a healthy
  * link's stream read 0.44-0.6 x the median when the host's scheduler starved it for a moment: such a stall passes
@@ -336,6 +338,7 @@ struct lm_ctx {
     int nrecheck, recheck_cap;
     int *rc_in_batch;       /* by sender rank: its measurement in recheck[] in the round being run, -1 */
     int rc_streams;         /* streams of the recheck round being run */
+    int rc_batch_first;     /* its first measurement in recheck[] */
     int rc_rounds;          /* recheck rounds started */
     const char *rc_stopped; /* why rechecks ended with directions pending (NULL: all resolved, or still running) */
     char *rc_node_busy;     /* by rank: in the batch being built */

@@ -222,26 +222,52 @@ static void lm_recheck_summary(const struct lm_ctx *c)
     fflush(stdout);
 }
 
-/* Rank 0: the next batch. Of the directions pending, those with the widest batch allowed go first, slowest first,
- * each taken when it shares no node (and, with --tree, no switch cable) with those already taken. */
+/* Rank 0, before the next batch: the caps of the last batch's slow directions. Where another direction of it read
+ * the line, they may have been slowed by one of those: measured again in a batch of half as many. Where none did,
+ * halving would take 2s - 1 rounds to name s slow links that s rounds alone name, and it cannot name fewer: alone. */
+static void lm_recheck_settle(struct lm_ctx *c)
+{
+    bool cleared = false;
+    for (int j = c->rc_batch_first; j < c->nrecheck; j++)
+        cleared = cleared || c->recheck[j].outcome == LM_RC_CLEARED;
+    for (int j = c->rc_batch_first; j < c->nrecheck && !cleared; j++)
+        if (c->recheck[j].outcome == LM_RC_SPLIT)
+            c->rc_dir[c->recheck[j].dir].cap = 1;
+    c->rc_batch_first = c->nrecheck;
+}
+
+/* Rank 0: the next batch. The slowest direction pending leads it and sets how wide it may be (its cap); the others
+ * pending join, slowest first, when their own cap allows a batch that wide and they share no node (and, with --tree,
+ * no switch cable) with those already in. So a wide batch clears many stalls at once, and each direction is
+ * resolved within log2 of its first batch's width + 1 rounds of its own. When the directions waiting to be measured
+ * alone are as many as the rounds left, they go first: a round spent on a new batch then would leave one of them
+ * slow in a batch, not named. */
 int lm_recheck_round(struct lm_ctx *c, int k, struct nr_error *err)
 {
     const int n = c->m->size;
-    int widest = 0;
-    for (int i = 0; i < c->rc_ndir; i++)
-        if (c->rc_dir[i].state == LM_RC_PENDING && c->rc_dir[i].cap > widest)
-            widest = c->rc_dir[i].cap;
-    if (widest == 0 || (c->rc_stopped = lm_recheck_stop(c))) {
+    lm_recheck_settle(c);
+    int head = -1, alone = -1, waiting = 0;
+    for (int i = 0; i < c->rc_ndir; i++) {
+        if (c->rc_dir[i].state != LM_RC_PENDING)
+            continue;
+        head = head < 0 ? i : head;
+        if (c->rc_dir[i].cap == 1 && waiting++ == 0)
+            alone = i;
+    }
+    if (head < 0 || (c->rc_stopped = lm_recheck_stop(c))) {
         lm_recheck_summary(c);
         return 0;
     }
+    if (waiting >= c->o->recheck_rounds - c->rc_rounds)
+        head = alone;
+    const int width = c->rc_dir[head].cap;
     for (int r = 0; r < n; r++)
         c->dst_of[r] = -1, c->rc_in_batch[r] = -1;
     int taken = 0;
     const int first = c->nrecheck;
-    for (int i = 0; i < c->rc_ndir && taken < widest; i++) {
+    for (int i = head; i < c->rc_ndir && taken < width; i++) {
         struct lm_rc_dir *d = &c->rc_dir[i];
-        if (d->state != LM_RC_PENDING || d->cap != widest || !lm_batch_take(c, d))
+        if (d->state != LM_RC_PENDING || d->cap < width || !lm_batch_take(c, d))
             continue;
         if (lm_log(c, d, k, err) < 0)
             return err->code;
@@ -267,7 +293,7 @@ int lm_recheck_round(struct lm_ctx *c, int k, struct nr_error *err)
 }
 
 /* Rank 0: a direction of the recheck round just run read mbps (NAN: failed). Cleared at the line or above; slow
- * alone, it is named; slow among others, it waits for a batch of half as many. */
+ * alone, it is named; slow among others, it waits for a batch of half as many (or alone: lm_recheck_settle). */
 void lm_recheck_read(struct lm_ctx *c, int src, int dst, double mbps)
 {
     const int j = src >= 0 && src < c->m->size ? c->rc_in_batch[src] : -1;

@@ -42,6 +42,7 @@ directions for people); nr-linkmap's ``result.json`` is kept without its per-pai
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -162,7 +163,7 @@ def by_slurm_names(data: LinkData, nodes: list[str]) -> LinkData:
     names = [h if h in nodes else short.get(h.split('.')[0]) for h in data.nodes]
     if None in names or len(set(names)) != len(names) or names == data.nodes:
         return data
-    return LinkData(names, data.matrix, data.errors, data.rechecked, data.bytes_per_host)
+    return dataclasses.replace(data, nodes=names)
 
 
 class AllPairsLinkCheck(MpiKernelCheck):

@@ -186,18 +186,19 @@ int main(int argc, char **argv)
     rc = nr_mpi_parse(&set, argc, argv, &err);
     nr_mpi_set_report(&mpi, NR__PROG, o.json, "linkmap", started);
 #ifdef NR_LINKMAP_FAULTS
-    for (const char *f = getenv("NR_LINKMAP_FAULT"); rc == NR_OK && f && *f; f = strchr(f, ',') ? strchr(f, ',') + 1 : "") {
-        char k[8] = "";
-        int a = 0, b = 0;
-        double ms = 0;
-        const int got = sscanf(f, "%7[a-z]:%d:%d:%lf", k, &a, &b, &ms);
-        if (got < 3 || (strcmp(k, "stall") != 0 && strcmp(k, "hang") != 0 && strcmp(k, "slow") != 0) ||
-            (strcmp(k, "slow") == 0 && (got != 4 || !(ms > 0))))
-            rc = nr_error_set(&err, NR_E_USAGE, "NR_LINKMAP_FAULT: stall:RANK:ROUND, hang:RANK:ROUND:SECONDS or "
-                              "slow:RANK:ROUND:MS (RANK, ROUND -1: every one), separated by commas");
-    }
-    if (getenv("NR_LINKMAP_FAULT"))
+    if (rc == NR_OK && getenv("NR_LINKMAP_FAULT")) {
+        for (const char *f = getenv("NR_LINKMAP_FAULT"); rc == NR_OK && *f; f = strchr(f, ',') ? strchr(f, ',') + 1 : "") {
+            char k[8] = "";
+            int a = 0, b = 0;
+            double ms = 0;
+            const int got = sscanf(f, "%7[a-z]:%d:%d:%lf", k, &a, &b, &ms);
+            if (got < 3 || (strcmp(k, "stall") != 0 && strcmp(k, "hang") != 0 && strcmp(k, "slow") != 0) ||
+                (strcmp(k, "slow") == 0 && (got != 4 || !(ms > 0))))
+                rc = nr_error_set(&err, NR_E_USAGE, "NR_LINKMAP_FAULT: stall:RANK:ROUND, hang:RANK:ROUND:SECONDS or "
+                                  "slow:RANK:ROUND:MS (RANK, ROUND -1: every one), separated by commas");
+        }
         rc = nr_mpi_agree(rc, &err);
+    }
 #endif
     if (rc == NR_OK) {
         c.rt = o.round_timeout_s > 0 ? o.round_timeout_s : 10 * o.time_s + 5;

@@ -16,9 +16,9 @@ read. At 1,000 nodes the file is 4 MB; it is read as a memory map (:func:`read_m
 :class:`LinkData` is the matrix with what the JSON result adds about its directions: the host of each rank, the
 error of each failed direction, the directions measured again alone (``recheck.pairs`` whose ``streams`` is 1, or
 that have none), those measured again with every switch cable of their way to themselves (alone, or in a batch
-nr-linkmap built from the switch tree: ``recheck.batches`` ``cables``) and the bytes each node moved. :func:`from_result` reads both forms: the result that keeps the
-matrix in ``linkmatrix.bin`` and only the suspect directions in full, and the older one that lists every pair of
-every round.
+nr-linkmap built from the switch tree: ``recheck.batches`` ``cables``) and the bytes each node moved.
+:func:`from_result` reads both forms: the result that keeps the matrix in ``linkmatrix.bin`` and only the suspect
+directions in full, and the older one that lists every pair of every round.
 """
 from __future__ import annotations
 

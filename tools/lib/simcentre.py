@@ -364,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
     opts = ['-t', str(ROUND_TIME_S), '-m', message_size(tree), '-w', '1', '--recheck-below',
             f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-rounds', str(args.recheck_rounds),
             '--recheck-streams', str(args.recheck_streams), '--tree', str(out / 'tree.txt')]
-    if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the tree's order: computed by rank 0, no file
+    if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the plan's order: computed by rank 0, no file
         (out / 'order.txt').write_text('\n'.join(map(str, range(len(plan.nodes)))) + '\n')
         opts += ['--plan', 'shift', '--order', str(out / 'order.txt')]
     else:

@@ -342,6 +342,21 @@ def topology_plan(topology: Topology, nodes: Sequence[str] | None = None,
 
 # --- what the fabric makes concurrent streams share --------------------------------------------------------------
 
+def write_tree(fp: IO[str], topology: Topology, nodes: Sequence[str], by_rank: bool = False) -> None:
+    """The switch tree as nr-linkmap's ``--tree`` reads it, for ``nodes`` (the tree's other nodes and the nodes it
+    does not list are left out; ``by_rank``: each named by its index in ``nodes``, the job's rank where MPI names
+    the hosts otherwise): ``NODE LEAF CABLE`` a line, the leaf's index and the uplink cable a stream to NODE
+    takes out of its sender's leaf and into NODE's (d-mod-k: its position mod the uplinks; else one cable, 0, for
+    all: where the rule is not known every crossing stream of a leaf may meet any other). Recheck batches built from
+    it share no cable, as :func:`round_contention` counts them."""
+    leaf, pos = topology.arrays(nodes)
+    cable = pos % topology.uplinks if topology.routing == 'd-mod-k' else np.zeros(len(nodes), dtype=np.int64)
+    fp.write('# nr-linkmap --tree: node, leaf switch, uplink cable of a stream to it\n')
+    for rank, (name, ell, u) in enumerate(zip(nodes, leaf, cable)):
+        if ell >= 0:
+            fp.write(f'{rank if by_rank else name} {ell} {u}\n')
+
+
 def round_contention(topology: Topology, leaf: np.ndarray, pos: np.ndarray, src: np.ndarray,
                      dst: np.ndarray) -> np.ndarray:
     """For each stream of one round (``src``, ``dst``: indices into ``leaf``/``pos``, from :meth:`Topology.arrays`):

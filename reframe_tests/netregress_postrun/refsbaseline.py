@@ -113,8 +113,8 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
         if added:
             base.save()
     replaced_n = sum(len(r) for _, _, r in found_per_report)
-    replaced = f' ({replaced_n} replacing their earlier samples)' if replaced_n else ''
-    return ''.join(f'{s}\n' for s in skipped) + (f'{note}host baseline {base.path}: {added} figures added{replaced}; '
+    replacing = f' ({replaced_n} replacing their earlier samples)' if replaced_n else ''
+    return ''.join(f'{s}\n' for s in skipped) + (f'{note}host baseline {base.path}: {added} figures added{replacing}; '
                                                  f'{len(base.entries)} variables, {len(base.runs)} runs')
 
 

@@ -557,6 +557,14 @@ def test_the_cost_model_reads_fitted_constants_and_says_which(tmp_path):
         linkplan.cost_models(path)
 
 
+def test_the_checkouts_cost_file_is_read_with_both_fits(repo_root):
+    """config/linkcost.yaml (the default cost file: --plan prints every fit of it) holds the vcluster's fit and
+    the simulator's, each saying where it was fitted."""
+    assert linkplan.COST_FILE == repo_root / 'config' / 'linkcost.yaml'
+    models = {m.name: m for m in linkplan.cost_models()}
+    assert sorted(models) == ['simulator', 'vcluster'] and all(m.fitted and m.round_s > 0 for m in models.values())
+
+
 def test_each_bench_puts_its_own_fit_into_the_cost_file(tmp_path):
     path = tmp_path / 'linkcost.yaml'
     linkplan.save_cost_model(linkplan.CostModel(name='vcluster', fitted='8-32 nodes', start_s=2.5, round_s=0.1), path)

@@ -412,7 +412,7 @@ def plan_collisions(plan: LinkPlan, topology: Topology) -> tuple[int, int]:
 
 #: The fitted constants when present (``netregress-linkcost/1``: a list ``models`` of named fits), else the
 #: built-in vcluster fit.
-COST_FILE = Path(__file__).resolve().parents[2] / 'config' / 'linkcost.yaml'
+COST_FILE = Path(__file__).resolve().parents[3] / 'config' / 'linkcost.yaml'
 COST_SCHEMA = 'netregress-linkcost/1'
 
 

@@ -161,7 +161,8 @@ def test_plan_prints_the_link_tests_rounds_steps_and_time_and_runs_nothing(env, 
     assert 'link test vcluster:gige gige: sample: 3 nodes, 12 rounds, 12 directed streams (3 links)' in res.stdout, \
         res.stdout + res.stderr
     assert 'every link within 1 run in a row' in res.stdout
-    assert 'by the built-in fit (vcluster, 8-32 nodes' in res.stdout         # no config/linkcost.yaml yet
+    # every fit of config/linkcost.yaml: the simulator's and the vcluster's
+    assert 'by the simulator fit (SimGrid' in res.stdout and 'by the vcluster fit (bench/linktest_scale.py' in res.stdout
     # a node of the reservation left out by --exclude: the link test plans without it
     res = run(env, '--reservation', 'maint', '--exclude', 'gige2', '--system', 'vcluster', '--partition', 'gige',
               '--plan')

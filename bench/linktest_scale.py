@@ -12,7 +12,7 @@ Then it fits ``job = start + per_node x N + rounds x (round_time + per_round)`` 
 and prints what the model says for 400 and 1,000 nodes, next to the srun-per-test link check it replaced
 (3 tests x 2 passes per pair, one job step each: 3N(N-1) steps at the 0.9 s per step measured on this machine).
 
-    bench/linktest_scale.py [--sizes 8,16,32] [--plan full|topology|sample] [--out DIR] [--drill]      (root)
+    bench/linktest_scale.py [--sizes 8,16,32] [--plan full|topology|sample] [--out DIR] [--drill] [--cost FILE] (root)
 
 With ``--drill`` the largest cluster also runs the drill's switch-tree faults (tools/drill --only un: a slow
 uplink and a slow node, each to be named) before it goes down.
@@ -101,10 +101,9 @@ def run_size(n: int, plan: str, out: Path, drill: bool = False) -> dict:
             stage = Path(tc.get('stagedir') or '')
             rounds = linkmap_s = None
             for where in (stage, Path(tc.get('outputdir') or '')):
-                if (where / 'links.json').exists():
-                    rounds = len(json.loads((where / 'links.json').read_text())['rounds'])
                 if (where / 'result.json').exists() and name == 'link_allpairs':
-                    linkmap_s = json.loads((where / 'result.json').read_text()).get('elapsed_s')
+                    result = json.loads((where / 'result.json').read_text())
+                    rounds, linkmap_s = result.get('rounds_run'), result.get('elapsed_s')   # rechecks included
             jobs[name] = {'result': tc.get('result'), 'run_s': elapsed, 'rounds': rounds, 'steps': len(steps),
                           'linkmap_s': linkmap_s}
         verdict = next((ln for ln in pm.stdout.splitlines() if ln.startswith('RESULT:')), '?')
@@ -130,7 +129,9 @@ def fit(rows: list[dict]) -> linkplan.CostModel:
         a.append([1.0, r['nodes'], job['rounds']])
         b.append(job['run_s'] - job['rounds'] * ROUND_TIME_S)
     (start, per_node, per_round), *_ = np.linalg.lstsq(np.array(a), np.array(b), rcond=None)
-    return linkplan.CostModel(name='vcluster', fitted=f'bench/linktest_scale.py, {len(a)} link jobs',
+    sizes = '/'.join(str(r['nodes']) for r in rows if r['jobs'].get('link_allpairs'))
+    return linkplan.CostModel(name='vcluster', fitted=f'bench/linktest_scale.py: vcluster, {len(a)} link jobs of '
+                                                      f'{sizes} nodes on 2 CPUs, one stream a round',
                               start_s=max(0.0, start), per_node_s=max(0.0, per_node), round_s=max(0.0, per_round),
                               rtt_pair_s=0.0)
 
@@ -141,6 +142,8 @@ def main() -> int:
     ap.add_argument('--plan', default='full', choices=('full', 'topology', 'sample'))
     ap.add_argument('--out', type=Path, default=Path('/tmp/netregress-linktest-scale'))
     ap.add_argument('--drill', action='store_true', help="the drill's switch-tree faults on the largest cluster")
+    ap.add_argument('--cost', type=Path, help='put the fit into this cost file (netregress-linkcost/1: '
+                                               'config/linkcost.yaml), beside the fits of other sources')
     args = ap.parse_args()
     if os.geteuid() != 0:
         print('bench/linktest_scale.py: needs root (a virtual cluster of its own)', file=sys.stderr)
@@ -162,6 +165,8 @@ def main() -> int:
               f"{r['verdict']} | {old_steps}, {old_steps * OLD_STEP_S:.0f} |")
     model = fit(rows)
     print(f'\nfitted: {model}')
+    if args.cost:
+        print(f'bench: wrote {linkplan.save_cost_model(model, args.cost)}')
     for n in (400, 1000):
         names = [f'n{i}' for i in range(n)]
         for plan in (linkplan.full_plan(names), linkplan.sample_plan(names, sample_matchings_for(n), 0, 1),

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / 'tools' / 'lib'))
 sys.path.insert(0, str(ROOT / 'reframe_tests'))
 
 import simcentre  # noqa: E402
+from netregress.measure import linkplan  # noqa: E402
 from simcentre import ROUND_TIME_S, FatTree, summary_line  # noqa: E402
 
 FAULTS = ('healthy', 'cable', 'downgrade', 'uplink', 'spine', 'down')
@@ -190,17 +191,10 @@ def main() -> int:
           f'time; simulated set-up (nodes, s): {setups}')
     if args.cost:
         sizes = sorted({r['nodes'] for r in rows})
-        Path(args.cost).write_text(
-            '# The link test\'s cost model (netregress.measure.linkplan.cost_models): '
-            'bench/simcentre_scale.py --cost, docs/scale.md\n'
-            'schema: netregress-linkcost/1\nmodels:\n'
-            '  - name: vcluster\n'
-            '    fitted: "vcluster, 8-32 nodes on 2 CPUs, one stream a round (docs/validation.md)"\n'
-            '    start_s: 2.0\n    per_node_s: 0.0\n    round_s: 0.094\n    round_node_s: 0.0\n    rtt_pair_s: 0.02\n'
-            f'  - name: simulator\n    fitted: "SimGrid SMPI fat trees, {min(sizes)}-{max(sizes)} nodes, every node '
-            f'streaming (docs/scale.md); start-up is the launcher\'s, not simulated"\n'
-            f'    start_s: 0.0\n    per_node_s: 0.0\n    round_s: {round_s:.6g}\n    round_node_s: {round_node_s:.6g}\n'
-            '    rtt_pair_s: 0.02\n')
+        linkplan.save_cost_model(linkplan.CostModel(
+            name='simulator', fitted=f'SimGrid SMPI fat trees, {min(sizes)}-{max(sizes)} nodes, every node streaming '
+                                     f'(docs/scale.md); start-up is the launcher\'s, not simulated',
+            start_s=0.0, per_node_s=0.0, round_s=round_s, round_node_s=round_node_s, rtt_pair_s=0.02), args.cost)
         print(f'bench: wrote {args.cost}')
     return 0
 

@@ -33,8 +33,9 @@ Environment extras read by the library (reframe_tests/netregress):
                fault was found: docs/history.md.
 Partition extras:
   launch       {environment: launcher template} (above)
-  references   'host': this host's baseline (kept under run/state or $NETREGRESS_STATE, judge/baselines.py);
-               absent: the committed reference_values/<system>.yaml, where a missing reference fails
+  references   'host': this host's baseline (kept under run/state or $NETREGRESS_STATE, judge/baselines.py),
+               after the entries the system's committed file holds (docs/references.md); absent: the committed
+               file alone (the reference directory's <system>.yaml), where a missing reference fails
   time_limit, max_pending_time   per job (ReFrame's defaults where absent)
   interconnects {ic: {iface, subnet}}
   on_node, on_each_node          command prefixes that run a task on one / every node of the job

@@ -360,7 +360,8 @@ def faults(clean_report: Path) -> list[Fault]:
               options=['-S', 'extra_env_vars=NR_FAULT_CORRUPT:1'],
               env={'NETREGRESS_KERNELS': str(DRILL / 'kernels' / '{env}' / 'bin')}),
         *([Fault('u', 'the uplink of leaf switch gige-leaf2 slowed to 500 Mbit/s (topology plan)', topology,
-                 ['uplink of leaf switch gige-leaf2'], inject=_vcluster_fault('uplink', 'gige-leaf2', '500mbit'),
+                 # one uplink or several, as the verdict can tell them apart on this tree: the leaf switch named
+                 ['uplink', 'of leaf switch gige-leaf2'], inject=_vcluster_fault('uplink', 'gige-leaf2', '500mbit'),
                  restore=_vcluster_fault('uplink', 'gige-leaf2', 'clear')),
            Fault('n', f'gige{gige_nodes}\'s link slowed to 500 Mbit/s (topology plan)', topology,
                  [f'node gige{gige_nodes}'], inject=_vcluster_fault('node', f'gige{gige_nodes}', '500mbit'),

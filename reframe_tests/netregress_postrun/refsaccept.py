@@ -88,21 +88,21 @@ def changed_by_design(tc: Mapping) -> bool:
     return tc.get('result') == 'pass' or (tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance')
 
 
-def failed_cases(reps: Iterable[runreport.RunReport], system: str, scope: Scope) -> list[str]:
-    """'<case>: <reason>' of every case in the scope whose failure is a fault, not a change: it failed (or was
-    aborted) outside the performance stage, or failed so and passed on a retry."""
+def failed_cases(reps: Iterable[runreport.RunReport], system: str, scope: Scope | None = None) -> list[str]:
+    """'<case>: <reason>' of every case in the scope (None: all) whose failure is a fault, not a change: it failed
+    (or was aborted) outside the performance stage, or failed so and passed on a retry."""
     out = []
     for rep in reps:
         for tc in rep.cases:
             if tc.get('system') != system or not tc.get('interconnect') or tc.get('fixture'):
                 continue
-            if not scope.holds(tc.get('partition'), tc.get('environ'), tc.get('interconnect')):
+            if scope and not scope.holds(tc.get('partition'), tc.get('environ'), tc.get('interconnect')):
                 continue
             if tc.get('result') in ('fail', 'abort') and not changed_by_design(tc):
                 out.append(f'{runreport.case_name(tc)} ({rep.path.name}): {runreport.failure(tc)}')
         for tc in rep.hidden.values():
-            if tc.get('system') == system and scope.holds(tc.get('partition'), tc.get('environ'),
-                                                          tc.get('interconnect')):
+            if tc.get('system') == system and (not scope or scope.holds(tc.get('partition'), tc.get('environ'),
+                                                                        tc.get('interconnect'))):
                 out.append(f'{runreport.case_name(tc)} ({rep.path.name}): failed, then passed on a retry: '
                            f'{runreport.failure(tc)}')
     return out
@@ -179,15 +179,16 @@ def check_entries(doc: Mapping, where: str) -> None:
             raise RefsError(f'{name}: no unit or no comment')
 
 
-def checked_reason(reason: str | None) -> str:
-    """The reason of a change, one line of text (:class:`RefsError` for none, several lines, or too long)."""
+def checked_reason(reason: str | None, option: str = '--reason') -> str:
+    """The reason of a change given as ``option``, one line of text (:class:`RefsError` for none, several lines,
+    or too long)."""
     text = (reason or '').strip()
     if not text:
-        raise RefsError('accept needs --reason: why the references change (a new MPI release, a firmware update)')
+        raise RefsError(f'accept needs {option}: why the references change (a new MPI release, a firmware update)')
     if any(ch in text for ch in '\n\r') or not text.isprintable():
-        raise RefsError('--reason: one line of printable text')
+        raise RefsError(f'{option}: one line of printable text')
     if len(text) > REASON_MAX:
-        raise RefsError(f'--reason: {len(text)} characters, at most {REASON_MAX}')
+        raise RefsError(f'{option}: {len(text)} characters, at most {REASON_MAX}')
     return text
 
 

@@ -15,8 +15,8 @@ from netregress.judge import bandrules, baselines, references
 from netregress.measure import interconnects, site
 from netregress import datafiles, measurement
 from netregress.judge.figures import asserted
-from . import runreport
-from .refswrite import check_figures, check_report, measurements, refuse_undeclared
+from . import refsaccept, runreport
+from .refswrite import RefsError, check_figures, check_report, measurements, refuse_undeclared, usable
 
 
 def band_table(bands: Iterable[tuple[float | None, float | None]]) -> str:
@@ -54,9 +54,14 @@ def throttled_cases(doc) -> list[str]:
             if tc.get('cpu_quota_note')]
 
 
-def record(reports: list[Path], system: str, table: interconnects.InterconnectTable) -> str:
+def record(reports: list[Path], system: str, table: interconnects.InterconnectTable,
+           accept: str | None = None) -> str:
     """Add the passing figures of ``reports`` to this host's baseline of ``system`` at the current measurement
-    version; return what was done. Every report is read and checked first; the baseline is read, extended and
+    version; return what was done. With ``accept`` (the reason, one line), a deliberate decision: the figures
+    of cases that failed only in the performance stage are taken too, each replacing its figure's earlier
+    samples (a change accepted, or an earlier run found to be the outlier), and a case that failed anywhere
+    else refuses the whole record (a fault, as ``tools/refs accept`` refuses it); the reason and who are kept
+    in the baseline's run list. Every report is read and checked first; the baseline is read, extended and
     written under the state directory's lock (concurrent records queue), atomically; a baseline of an earlier
     version stays as it is beside the new one. Nothing is written on an error. A run whose checks said a shared CPU
     quota throttled them is left out: every CPU-bound figure of it measured the quota, and in the baseline it would
@@ -65,10 +70,17 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     checked_system(system)
     rules = bandrules.BandRules.from_table(table.baselines)
     found_per_report, skipped = [], []
+    takes = refsaccept.changed_by_design if accept is not None else usable
+    if accept is not None:
+        accept = refsaccept.checked_reason(accept, '--accept')
+        failed = refsaccept.failed_cases([runreport.load(p) for p in reports], system)
+        if failed:
+            raise RefsError('\n'.join(f'refusing the figures of failed test case {line} (a fault, not a change: '
+                                      f'only a performance failure is accepted)' for line in failed))
     for path in reports:
         doc = runreport.read(path)
-        check_report(path, doc)
-        found = [m for m in measurements(doc) if m.system == system]
+        check_report(path, doc, takes)
+        found = [m for m in measurements(doc, takes) if m.system == system]
         refuse_undeclared(found)
         check_figures(path, found)
         throttled = throttled_cases(doc)
@@ -76,7 +88,9 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
             skipped.append(f'{path}: not recorded, it ran under a shared CPU quota ({throttled[0]}'
                            f'{f"; {len(throttled) - 1} more cases" if len(throttled) > 1 else ""})')
             continue
-        found_per_report.append((path, found))
+        replaced = frozenset((m.partition, m.environ, m.interconnect, m.test, m.metric)
+                             for m in measurements(doc, _failed_in_performance) if m.system == system)
+        found_per_report.append((path, found, replaced if accept is not None else frozenset()))
     if not found_per_report:
         return '\n'.join(skipped)
     files = measurement.measured_files()
@@ -94,11 +108,18 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
                 note = (f'a new measurement version ({version}): starting a new baseline beside '
                         f'{older[-1].path} (kept; {older[-1].what_changed(files)})\n')
         base.measured_by, base.measured_files = version, files
-        added = sum(base.add(found, rules, str(path)) for path, found in found_per_report)
+        why = f' (accepted by {refsaccept.who()}: {accept})' if accept is not None else ''
+        added = sum(base.add(found, rules, f'{path}{why}', replace) for path, found, replace in found_per_report)
         if added:
             base.save()
-    return ''.join(f'{s}\n' for s in skipped) + (f'{note}host baseline {base.path}: {added} figures added; '
+    replaced_n = sum(len(r) for _, _, r in found_per_report)
+    replacing = f' ({replaced_n} replacing their earlier samples)' if replaced_n else ''
+    return ''.join(f'{s}\n' for s in skipped) + (f'{note}host baseline {base.path}: {added} figures added{replacing}; '
                                                  f'{len(base.entries)} variables, {len(base.runs)} runs')
+
+
+def _failed_in_performance(tc) -> bool:
+    return tc.get('result') == 'fail' and refsaccept.changed_by_design(tc)
 
 
 def reset(system: str) -> str:

@@ -23,8 +23,8 @@ from .refswrite import RefsError, latest_report, reference_path, write
 
 
 #: The --dir of every subcommand that reads or writes committed references (docs/references.md).
-DIR_HELP = ("reference directory (default: the site's references/ with --site or NETREGRESS_SITE, else the "
-            "checkout's reference_values/; docs/references.md)")
+DIR_HELP = ("reference directory (default: the site's references/ with --site or NETREGRESS_SITE, a site the "
+            "checkout ships and none: the checkout's reference_values/; docs/references.md)")
 
 #: What a subcommand raises for bad input (a report, reference file, baseline, site or value it cannot use).
 BAD_INPUT = (baselines.BaselineError, OSError, runreport.RunReportError, RefsError, site.SiteError,
@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument('--reset-tolerance', action='store_true',
                        help='replace tolerances and comments with the interconnect defaults')
         p.add_argument('--dir', type=Path, default=None, help=DIR_HELP)
+        p.add_argument('--machine-independent', action='store_true',
+                       help='only the figures that hold on any machine (link-bound streams on a fabric with a line '
+                            'rate): the committed file of a system judged by host baselines')
     acc = sub.add_parser('accept', help='committed references: after a deliberate change, replace one '
                                         "environment's, partition's or interconnect's from run reports, saying why")
     acc.add_argument('reports', nargs='+', type=Path, help='ReFrame JSON run reports of the runs after the change '
@@ -61,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser('record', help="host baseline: add a run's passing figures (tools/validate does it)")
     rec.add_argument('reports', nargs='+', type=Path)
     rec.add_argument('--system', required=True)
+    rec.add_argument('--accept', metavar='REASON',
+                     help='a deliberate decision (one line why): also take the figures that failed their band only, '
+                          'each replacing its earlier samples (a change, or an earlier run that was the outlier); '
+                          'any other failure refuses the record')
     shw = sub.add_parser('show', help="host baseline: host, runs, band widths; --report: a run against it")
     shw.add_argument('--system', required=True)
     shw.add_argument('--report', type=Path)
@@ -83,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
     """The subcommand; bad input raises one of :data:`BAD_INPUT`."""
     table = interconnects.load()
     if args.cmd == 'record':
-        print(record(args.reports, args.system, table))
+        print(record(args.reports, args.system, table, accept=args.accept))
         return 0
     if args.cmd == 'show':
         print(show(args.system, table, args.report))
@@ -109,7 +116,8 @@ def _run(args: argparse.Namespace) -> int:
     if not reports:
         raise RefsError('no report given and none in run/reports/')
     diff, used = write(reports, directory, table, system=args.system,
-                       dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance)
+                       dry_run=args.cmd == 'diff', reset_tolerance=args.reset_tolerance,
+                       only_machine_independent=args.machine_independent)
     print(diff or 'no change')
     verb = 'would use' if args.cmd == 'diff' else 'used'
     print(f'tools/refs: {verb} {used} measurements from {", ".join(map(str, reports))}')

@@ -47,6 +47,8 @@ class Measurement:
     oversubscribed: bool = False
     #: what the check declared the figure to be (``nr_figures``), ``undeclared`` for a report that predates it
     figure_kind: str = runreport.UNDECLARED
+    #: the check judged it by a band of its own (``fixed_references``), not by a reference
+    fixed: bool = False
 
     @property
     def kind(self) -> str:
@@ -96,8 +98,25 @@ def measurements(report: Mapping, accepts: Callable[[Mapping], bool] = usable) -
             out.append(Measurement(system=pv.system, partition=pv.partition, environ=tc['environ'],
                                    interconnect=tc['interconnect'], test=tc['ref_test'], metric=pv.var,
                                    value=pv.value, unit=pv.unit, oversubscribed=bool(tc.get('oversubscribed')),
-                                   figure_kind=runreport.declaration(tc, pv.var).kind))
+                                   figure_kind=runreport.declaration(tc, pv.var).kind,
+                                   fixed=pv.var in (tc.get('fixed_references') or {})))
     return out
+
+
+MACHINE_INDEPENDENT = ('a link-bound stream on a fabric with a line rate: what the link carries, on any machine that '
+                       'runs this system; judged from the first run, before the host baseline (the interconnect\'s '
+                       'throughput tolerance)')
+
+
+def machine_independent(m: Measurement, table: interconnects.InterconnectTable) -> bool:
+    """Whether a figure holds on any machine that runs its system: a link-bound stream on a fabric with a line
+    rate (a shaped or physical link carries what it carries, whatever the CPUs). The figures a check judges by
+    its own band (a ratio to a peer in the same job, a fraction of the line rate) are machine-independent too,
+    but for every system: they stay in the checks (``fixed_bands``), not in a system's file. A latency or a
+    ratio to a yardstick is not: the CPUs move it (a gige round trip against TCP's: 0.84-1.49 on one host)."""
+    if m.fixed or m.kind != 'throughput':
+        return False
+    return bool(table.interconnect(m.interconnect).rate_mbps)
 
 
 def _round(value: float) -> float:
@@ -105,8 +124,9 @@ def _round(value: float) -> float:
 
 
 def merge(data: Mapping | None, system: str, found: Iterable[Measurement],
-          table: interconnects.InterconnectTable, reset_tolerance: bool = False) -> dict:
-    """Return a new reference document: ``data`` updated with the medians of ``found``."""
+          table: interconnects.InterconnectTable, reset_tolerance: bool = False, comment: str | None = None) -> dict:
+    """Return a new reference document: ``data`` updated with the medians of ``found`` (a new entry's comment:
+    ``comment``, else the interconnect's tolerance comment)."""
     doc = copy.deepcopy(dict(data or {}))
     doc['schema'] = references.SCHEMA
     doc['system'] = system
@@ -120,22 +140,23 @@ def merge(data: Mapping | None, system: str, found: Iterable[Measurement],
         value = _round(statistics.median(m.value for m in ms))
         unit = ms[-1].unit
         kind = 'oversubscribed' if any(m.oversubscribed for m in ms) else ms[-1].figure_kind
-        lower, upper, comment = table.tolerance(ic, kind)
+        lower, upper, why = table.tolerance(ic, kind)
+        why = comment or why
         base, size = references.split_metric(metric)
         node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
         if size is None:
             entry = node.get(base)
             if entry is None or reset_tolerance or 'sizes' in entry:
-                node[base] = {'value': value, 'lower': lower, 'upper': upper, 'unit': unit, 'comment': comment}
+                node[base] = {'value': value, 'lower': lower, 'upper': upper, 'unit': unit, 'comment': why}
             else:
                 entry['value'] = value
                 entry['unit'] = unit
         else:
             entry = node.get(base)
             if entry is None or 'sizes' not in entry:
-                entry = node[base] = {'unit': unit, 'comment': comment, 'sizes': {}}
+                entry = node[base] = {'unit': unit, 'comment': why, 'sizes': {}}
             if reset_tolerance:
-                entry['comment'] = comment
+                entry['comment'] = why
             sizes = entry['sizes']
             old = sizes.get(size)
             if old is None or reset_tolerance:
@@ -270,14 +291,14 @@ def read_reports(reports: list[Path]) -> list[Measurement]:
 
 
 def _merged(found: list[Measurement], directory: Path, table: interconnects.InterconnectTable,
-            reset_tolerance: bool) -> list[tuple[Path, str, str]]:
+            reset_tolerance: bool, comment: str | None = None) -> list[tuple[Path, str, str]]:
     """(path, text before, text after) of every reference file the figures change, each checked."""
     out = []
     for sys_name in sorted({m.system for m in found}):
         path = reference_path(sys_name, directory)
         before, data = read_reference_text(path)
         try:
-            after = dump(merge(data, sys_name, found, table, reset_tolerance=reset_tolerance))
+            after = dump(merge(data, sys_name, found, table, reset_tolerance=reset_tolerance, comment=comment))
         except (AttributeError, TypeError) as err:
             raise RefsError(f'{path}: malformed reference tree ({err}): fix it by hand, nothing written') from None
         validate_text(after, sys_name, path)         # the written file must be readable by the checks
@@ -286,18 +307,27 @@ def _merged(found: list[Measurement], directory: Path, table: interconnects.Inte
 
 
 def write(reports: list[Path], directory: Path, table: interconnects.InterconnectTable, *,
-          system: str | None = None, dry_run: bool = False, reset_tolerance: bool = False) -> tuple[str, int]:
+          system: str | None = None, dry_run: bool = False, reset_tolerance: bool = False,
+          only_machine_independent: bool = False) -> tuple[str, int]:
     """Merge the reports into the reference files; return (diff text, number of measurements used). Every file is
     checked before any is written, and merged again under the directory's lock (:func:`locked`) when it is; each
-    is written atomically (never through a symlink). :class:`RefsError`: nothing written."""
+    is written atomically (never through a symlink). ``only_machine_independent``: just the figures
+    :func:`machine_independent` takes (a host-baseline system's committed file). :class:`RefsError`: nothing
+    written."""
     found = read_reports(reports)
     if system:
         found = [m for m in found if m.system == system]
+    if only_machine_independent:
+        found = [m for m in found if machine_independent(m, table)]
+        if not found:
+            raise RefsError(f'no machine-independent figure in {", ".join(map(str, reports))} (a link-bound '
+                            f'stream on a fabric with a line rate): nothing to write')
     refuse_undeclared(found)
-    merged = _merged(found, directory, table, reset_tolerance)
+    comment = MACHINE_INDEPENDENT if only_machine_independent else None
+    merged = _merged(found, directory, table, reset_tolerance, comment)
     if not dry_run and any(before != after for _, before, after in merged):
         with locked(directory):
-            merged = _merged(found, directory, table, reset_tolerance)
+            merged = _merged(found, directory, table, reset_tolerance, comment)
             for path, before, after in merged:
                 if after != before:
                     write_reference_file(path, after)

@@ -116,8 +116,8 @@ static int lm_setup(struct lm_ctx *c, struct nr_error *err)
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         return rc;
     /* the plan, the matrix and where it goes: rank 0's alone */
-    if (root && (rc = lm_plan_open(c, err)) == NR_OK && (rc = lm_matrix_paths(c, err)) == NR_OK &&
-        (rc = lm_matrix_alloc(c, err)) == NR_OK) {
+    if (root && (rc = lm_plan_open(c, err)) == NR_OK && (!o->tree || (rc = lm_tree_open(c, err)) == NR_OK) &&
+        (rc = lm_matrix_paths(c, err)) == NR_OK && (rc = lm_matrix_alloc(c, err)) == NR_OK) {
         c->nrounds = c->nplanned;
         c->rounds_cap = c->nplanned;
         if (!(c->rounds = calloc((size_t)c->rounds_cap, sizeof *c->rounds)))
@@ -139,7 +139,7 @@ int main(int argc, char **argv)
     if (rc < 0)
         return nr_mpi_finish(NR__PROG, rc, &err);
     struct lm_opts o = {.plan = "shift", .transport = "mpi", .msg = 1048576, .window = 8, .time_s = 1.0, .warmup = 0.2,
-                        .rtt_size = 8, .rtt_trials = 20, .recheck_max = 64, .suspect_max = 10000, .slowest = 5};
+                        .rtt_size = 8, .rtt_trials = 20, .recheck_max = 10000, .recheck_rounds = 64, .suspect_max = 10000, .slowest = 5};
     const struct nr_opt opts[] = {
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "What is measured", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "plan", &o.plan, "NAME", "the rounds: shift (round k: position i sends to i+k mod N)", 0, 0, NULL, NULL},
@@ -154,8 +154,12 @@ int main(int argc, char **argv)
         {NR_OPT_FLAG, 0, "rtt", &o.rtt, NULL, "also a small-message round trip per pair, one pair at a time", 0, 0, NULL, NULL},
         {NR_OPT_SIZE, 0, "rtt-size", &o.rtt_size, "SIZE", "round-trip message size", 1, 1048576, NULL, NULL},
         {NR_OPT_INT, 0, "rtt-trials", &o.rtt_trials, "N", "timed round trips per pair (median reported)", 1, 10000, NULL, NULL},
-        {NR_OPT_DOUBLE, 0, "recheck-below", &o.recheck_below, "F", "measure again, alone, each direction below F x the median link (0: off)", 0, 1, NULL, "0"},
+        {NR_OPT_DOUBLE, 0, "recheck-below", &o.recheck_below, "F", "measure again each direction below F x the median link, in batches halved down to alone while slow (0: off)", 0, 1, NULL, "0"},
         {NR_OPT_INT, 0, "recheck-max", &o.recheck_max, "N", "directions measured again at most (slowest first)", 0, 100000, NULL, NULL},
+        {NR_OPT_INT, 0, "recheck-rounds", &o.recheck_rounds, "N", "recheck rounds at most", 0, 1000000, NULL, NULL},
+        {NR_OPT_INT, 0, "recheck-streams", &o.recheck_streams, "N", "streams in a recheck round at most (0: as many as share no node or cable)", 0, 10000000, NULL, "0"},
+        {NR_OPT_STRING, 0, "tree", &o.tree, "FILE", "the switch tree, NODE LEAF CABLE a line (the uplink cable a stream to NODE takes): recheck batches share no cable", 0, 0, NULL, NULL},
+        {NR_OPT_DOUBLE, 0, "time-limit", &o.time_limit_s, "SECONDS", "no recheck round starts that could end the job after this (0: none; also SLURM_JOB_END_TIME)", 0, 1e9, NULL, "0"},
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Transport", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "transport", &o.transport, "mpi|tcp", "data over MPI, or over TCP with MPI as control plane", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 0, "bind-iface", &o.iface, "IFACE", "tcp: listen and connect on this interface's IPv4 address", 0, 0, NULL, NULL},
@@ -183,14 +187,16 @@ int main(int argc, char **argv)
     nr_mpi_set_report(&mpi, NR__PROG, o.json, "linkmap", started);
 #ifdef NR_LINKMAP_FAULTS
     if (rc == NR_OK && getenv("NR_LINKMAP_FAULT")) {
-        char k[8] = "";
-        int a = 0, b = 0;
-        double ms = 0;
-        const int got = sscanf(getenv("NR_LINKMAP_FAULT"), "%7[a-z]:%d:%d:%lf", k, &a, &b, &ms);
-        if (got < 3 || (strcmp(k, "stall") != 0 && strcmp(k, "hang") != 0 && strcmp(k, "slow") != 0) ||
-            (strcmp(k, "slow") == 0 && (got != 4 || !(ms > 0))))
-            rc = nr_error_set(&err, NR_E_USAGE, "NR_LINKMAP_FAULT: stall:RANK:ROUND, hang:RANK:ROUND:SECONDS or "
-                              "slow:RANK:ROUND:MS (ROUND -1: every round)");
+        for (const char *f = getenv("NR_LINKMAP_FAULT"); rc == NR_OK && *f; f = strchr(f, ',') ? strchr(f, ',') + 1 : "") {
+            char k[8] = "";
+            int a = 0, b = 0;
+            double ms = 0;
+            const int got = sscanf(f, "%7[a-z]:%d:%d:%lf", k, &a, &b, &ms);
+            if (got < 3 || (strcmp(k, "stall") != 0 && strcmp(k, "hang") != 0 && strcmp(k, "slow") != 0) ||
+                (strcmp(k, "slow") == 0 && (got != 4 || !(ms > 0))))
+                rc = nr_error_set(&err, NR_E_USAGE, "NR_LINKMAP_FAULT: stall:RANK:ROUND, hang:RANK:ROUND:SECONDS or "
+                                  "slow:RANK:ROUND:MS (RANK, ROUND -1: every one), separated by commas");
+        }
         rc = nr_mpi_agree(rc, &err);
     }
 #endif
@@ -235,6 +241,7 @@ int main(int argc, char **argv)
     free(c.rounds), free(c.hosts), free(c.sbuf), free(c.rbuf), free(c.rtt_out);
     free(c.rtt_in), free(c.rtt_samples), free(c.sreq), free(c.rreq), free(c.creq), free(c.st), free(c.idx);
     free(c.rseq), free(c.missing), free(c.reports), free(c.ready_in), free(c.addr), free(c.port), free(c.ctl);
-    free(c.ctl_idx), free(c.ctl_st), free(c.cpu_first), free(c.cpu_last), free(c.recheck);
+    free(c.ctl_idx), free(c.ctl_st), free(c.cpu_first), free(c.cpu_last);
+    lm_recheck_free(&c);
     return nr_mpi_finish(NR__PROG, rc, &err);
 }

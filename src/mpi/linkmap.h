@@ -24,10 +24,18 @@
  * --suspect-below x the median link) and the rechecks. Nothing N x N is written as text.
  *
  * Rechecks (`--recheck-below F`, linkmap_recheck.c). When the plan's rounds are done, rank 0 takes each direction's
- * figure, a link's figure its slower direction, and measures every direction below F x the upper median link once
- * more, alone in a round of its own (slowest first, at most --recheck-max). On shared CPUs a healthy link's stream
- * read 0.44-0.6 x the median when the host's scheduler starved it for a moment: such a stall passes its recheck, a
- * slow link stays slow. A failed direction is not rechecked: its failure stands.
+ * figure, a link's figure its slower direction, and measures the directions below F x the upper median link again
+ * (the slowest --recheck-max of them), many in one round: a batch is directions that share no node and, with
+ * --tree (the switch tree: each node's leaf switch and the uplink a stream to it takes), no switch cable. A
+ * direction that reads at least the line in its batch is cleared; one still slow in a batch of m is measured again
+ * in a batch of at most m/2 (alone when no direction of its batch read the line: then halving would cost more
+ * rounds than it can save), down to alone, and only a direction slow alone is named slow (rechecked): contention
+ * inside a batch names nothing. The slowest pending direction leads each batch (the others join as far as their
+ * own halving allows), so a stall costs a share of a round and a slow link about a round. The rechecks stop after
+ * --recheck-rounds rounds, or when one more round (the longest so far, and as much again to write the output) would
+ * pass --time-limit or Slurm's SLURM_JOB_END_TIME; what is left is listed with the reason. On shared CPUs a healthy
+ * link's stream read 0.44-0.6 x the median when the host's scheduler starved it for a moment: such a stall passes
+ * its recheck, a slow link stays slow. A failed direction is not rechecked: its failure stands.
  *
  * Bounded time (linkmap_rounds.c). Rank 0 drives the rounds with small point-to-point control messages (no
  * blocking collective inside the rounds, so nothing needs MPI-3): GO(round, the rank's part), the ranks run the
@@ -157,7 +165,11 @@ struct lm_opts {
     uint64_t rtt_size;      /* --rtt-size */
     int rtt_trials;         /* --rtt-trials */
     double recheck_below;   /* --recheck-below (0: off) */
-    int recheck_max;        /* --recheck-max */
+    int recheck_max;        /* --recheck-max: directions taken */
+    int recheck_rounds;     /* --recheck-rounds */
+    int recheck_streams;    /* --recheck-streams (0: as many as share nothing) */
+    const char *tree;       /* --tree */
+    double time_limit_s;    /* --time-limit (0: none) */
     double suspect_below;   /* --suspect-below (0: as --recheck-below, else 0.85) */
     int suspect_max;        /* --suspect-max */
     int slowest;            /* --slowest */
@@ -210,11 +222,32 @@ struct lm_failure {
     char *error;
 };
 
-/* Rank 0's record of one recheck: the direction measured again alone in round `round`. */
+/* What became of a recheck measurement, or of a suspect direction. */
+enum lm_rc_state {
+    LM_RC_PENDING, /* to be measured (again) */
+    LM_RC_CLEARED, /* read at least the line */
+    LM_RC_SPLIT,   /* slow in a batch of several: measured again in a smaller one */
+    LM_RC_SLOW,    /* slow alone: named */
+    LM_RC_FAILED,  /* its recheck failed: the failure stands */
+};
+
+/* Rank 0: one suspect direction of the rechecks. */
+struct lm_rc_dir {
+    int src, dst;
+    float before;      /* its figure over the plan's rounds */
+    int cap;           /* its next batch's streams at most */
+    int last_streams;  /* streams of the last batch it was in (0: not measured) */
+    float last_mbps;   /* what it read there (NAN: failed or not measured) */
+    enum lm_rc_state state;
+};
+
+/* Rank 0: one recheck measurement, a direction in one recheck round (recheck.pairs[]). */
 struct lm_recheck {
-    int src, dst, round;
+    int dir; /* its direction in rc_dir */
+    int src, dst, round, streams;
     double mbps_before; /* its figure over the plan's rounds */
-    double mbps_after;  /* what its recheck round read, NAN until it ran (or when it failed) */
+    double mbps_after;  /* what this round read, NAN until it ran (or when it failed) */
+    enum lm_rc_state outcome;
 };
 
 /* Rank 0: where the plan's rounds come from (linkmap_plan.c). */
@@ -297,9 +330,22 @@ struct lm_ctx {
     struct lm_round *rounds;
     int rounds_run, rounds_cap;
     bool recheck_planned;
-    struct lm_recheck *recheck;
-    int nrecheck;
     double recheck_median; /* the upper median link the rechecks were chosen by, NAN when not chosen */
+    size_t rc_below;       /* directions below the line (taken: the slowest --recheck-max) */
+    struct lm_rc_dir *rc_dir; /* the directions taken, slowest first */
+    int rc_ndir;
+    struct lm_recheck *recheck; /* every recheck measurement, round by round */
+    int nrecheck, recheck_cap;
+    int *rc_in_batch;       /* by sender rank: its measurement in recheck[] in the round being run, -1 */
+    int rc_streams;         /* streams of the recheck round being run */
+    int rc_batch_first;     /* its first measurement in recheck[] */
+    int rc_rounds;          /* recheck rounds started */
+    const char *rc_stopped; /* why rechecks ended with directions pending (NULL: all resolved, or still running) */
+    char *rc_node_busy;     /* by rank: in the batch being built */
+    int *tree_leaf, *tree_cable; /* --tree, by rank (-1: not in the tree) */
+    int tree_leaves, tree_cables;
+    char *rc_up_busy, *rc_down_busy; /* by leaf x cable: in the batch being built */
+    double longest_round_s; /* the longest round recorded so far */
     long rejected_total;
     double started_s;
 };
@@ -331,6 +377,8 @@ int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err);
 /* Rank 0: the plan from the options (--plan shift with --order and --shifts, or --plan-file), checked whole;
  * c->nplanned rounds. Every error names the file and line, or the option. */
 int lm_plan_open(struct lm_ctx *c, struct nr_error *err);
+/* Rank 0: a file's endpoint (a rank number, or the host name or short name of exactly one rank) into *out. */
+int lm_endpoint(const struct lm_ctx *c, const char *tok, const char *where, int *out, struct nr_error *err);
 /* Rank 0: round k of the plan into c->dst_of (the rank each rank sends to, -1: none). */
 int lm_plan_round(struct lm_ctx *c, int k, struct nr_error *err);
 /* Rank 0: from c->dst_of, every rank's sender (src_of) and the senders before and after it (prev_of, next_of). */
@@ -338,8 +386,17 @@ void lm_plan_roles(struct lm_ctx *c);
 void lm_plan_close(struct lm_plan *p);
 
 /* ---- linkmap_recheck.c ---- */
-/* Rank 0, when the plan's rounds are done: the directions to measure again, each a round after the plan's. */
+/* Rank 0, at set-up (--tree): each rank's leaf switch and uplink cable. Errors name the file and line. */
+int lm_tree_open(struct lm_ctx *c, struct nr_error *err);
+/* Rank 0, when the plan's rounds are done: the suspect directions to measure again. */
 int lm_plan_recheck(struct lm_ctx *c, struct nr_error *err);
+/* Rank 0: recheck round k into c->dst_of: 1 (c->nrounds is then k + 1), or 0 when the rechecks are over. */
+int lm_recheck_round(struct lm_ctx *c, int k, struct nr_error *err);
+/* Rank 0, recording recheck round `round`: direction src -> dst read mbps (NAN: failed). */
+void lm_recheck_read(struct lm_ctx *c, int src, int dst, double mbps);
+/* Rank 0: the rechecks' outcome names (JSON and text). */
+const char *lm_rc_state_name(enum lm_rc_state s);
+void lm_recheck_free(struct lm_ctx *c);
 
 /* ---- linkmap_matrix.c: rank 0's record of the rounds ---- */
 /* Rank 0: the matrix (every cell NAN), the rtt matrix with --rtt, the per-rank byte counts. */

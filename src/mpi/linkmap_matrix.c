@@ -101,13 +101,15 @@ void lm_record(struct lm_ctx *c, int round, double wall_s)
             line.failed++;
             lm_add_failure(c, round, (int)s, d, full);
             printf("# FAILED %s\n", full);
+            if (round >= c->nplanned)
+                lm_recheck_read(c, (int)s, d, NAN);
             continue;
         }
         if (*cell != LM_FAILED && !(*cell >= v))
             *cell = (float)v;
         line.lo_mbps = fmin(line.lo_mbps, v), line.hi_mbps = fmax(line.hi_mbps, v);
-        if (round >= c->nplanned && round - c->nplanned < c->nrecheck)
-            c->recheck[round - c->nplanned].mbps_after = v;
+        if (round >= c->nplanned)
+            lm_recheck_read(c, (int)s, d, v);
     }
     for (size_t r = 0; r < n; r++)
         if (!c->missing[r])
@@ -116,6 +118,7 @@ void lm_record(struct lm_ctx *c, int round, double wall_s)
         line.lo_mbps = line.hi_mbps = 0;
     if (c->rounds_run < c->rounds_cap)
         c->rounds[c->rounds_run++] = line;
+    c->longest_round_s = fmax(c->longest_round_s, wall_s);
     printf("# round %d (%d of %d): %d streams, %d failed, %.3f s, %.1f .. %.1f Mbit/s\n", round, c->rounds_run,
            c->nrounds, line.streams, line.failed, wall_s, line.lo_mbps, line.hi_mbps);
     fflush(stdout);

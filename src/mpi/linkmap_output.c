@@ -195,8 +195,65 @@ static void lm_json_options(struct nr_json *j, const struct lm_ctx *c)
     nr_json_kv_int(j, "rtt_trials", o->rtt_trials);
     nr_json_kv_double(j, "recheck_below", o->recheck_below);
     nr_json_kv_int(j, "recheck_max", o->recheck_max);
+    nr_json_kv_int(j, "recheck_rounds", o->recheck_rounds);
+    nr_json_kv_int(j, "recheck_streams", o->recheck_streams);
+    nr_json_kv_string(j, "tree", o->tree);
+    nr_json_kv_double(j, "time_limit_s", o->time_limit_s);
     nr_json_kv_double(j, "suspect_below", lm_suspect_fraction(o));
     nr_json_kv_int(j, "suspect_max", o->suspect_max);
+    nr_json_end_object(j);
+}
+
+/* recheck: what was chosen, every measurement (pairs[], round by round) and the directions left with the reason */
+static void lm_json_recheck(struct nr_json *j, const struct lm_ctx *c)
+{
+    int count[LM_RC_FAILED + 1] = {0};
+    for (int i = 0; i < c->rc_ndir; i++)
+        count[c->rc_dir[i].state]++;
+    nr_json_key(j, "recheck");
+    nr_json_begin_object(j);
+    nr_json_kv_double(j, "below", c->o->recheck_below);
+    nr_json_kv_int(j, "max", c->o->recheck_max);
+    nr_json_kv_int(j, "rounds_max", c->o->recheck_rounds);
+    nr_json_kv_string(j, "batches", c->tree_leaf ? "cables" : "nodes");
+    nr_json_kv_double(j, "median_link_mbps", c->recheck_median);
+    nr_json_kv_uint(j, "below_count", c->rc_below);
+    nr_json_kv_int(j, "taken", c->rc_ndir);
+    nr_json_kv_int(j, "rounds", c->rc_rounds);
+    nr_json_kv_int(j, "cleared", count[LM_RC_CLEARED]);
+    nr_json_kv_int(j, "slow", count[LM_RC_SLOW]);
+    nr_json_kv_int(j, "failed", count[LM_RC_FAILED]);
+    nr_json_kv_int(j, "left", count[LM_RC_PENDING]);
+    nr_json_key(j, "pairs");
+    nr_json_begin_array(j);
+    for (int i = 0; i < c->nrecheck; i++) {
+        const struct lm_recheck *x = &c->recheck[i];
+        nr_json_begin_object(j);
+        lm_json_direction(j, c, x->src, x->dst);
+        nr_json_kv_int(j, "round", x->round);
+        nr_json_kv_int(j, "streams", x->streams);
+        nr_json_kv_double(j, "mbps_before", x->mbps_before);
+        nr_json_kv_double(j, "mbps_after", x->mbps_after);
+        nr_json_kv_string(j, "outcome", lm_rc_state_name(x->outcome));
+        nr_json_end_object(j);
+    }
+    nr_json_end_array(j);
+    /* the directions taken and not resolved: never measured, or slow in a batch and not measured alone */
+    nr_json_key(j, "left_pairs");
+    nr_json_begin_array(j);
+    for (int i = 0; i < c->rc_ndir; i++) {
+        const struct lm_rc_dir *d = &c->rc_dir[i];
+        if (d->state != LM_RC_PENDING)
+            continue;
+        nr_json_begin_object(j);
+        lm_json_direction(j, c, d->src, d->dst);
+        nr_json_kv_double(j, "mbps_before", d->before);
+        nr_json_kv_int(j, "last_streams", d->last_streams);
+        nr_json_kv_double(j, "last_mbps", d->last_mbps);
+        nr_json_kv_string(j, "reason", c->rc_stopped ? c->rc_stopped : "the job ended");
+        nr_json_end_object(j);
+    }
+    nr_json_end_array(j);
     nr_json_end_object(j);
 }
 
@@ -216,26 +273,7 @@ static void lm_json_rounds(struct nr_json *j, const struct lm_ctx *c)
         nr_json_end_object(j);
     }
     nr_json_end_array(j);
-    /* recheck.pairs[]: the directions measured again alone, each the one stream of its round */
-    nr_json_key(j, "recheck");
-    nr_json_begin_object(j);
-    nr_json_kv_double(j, "below", c->o->recheck_below);
-    nr_json_kv_int(j, "max", c->o->recheck_max);
-    nr_json_kv_double(j, "median_link_mbps", c->recheck_median);
-    nr_json_key(j, "pairs");
-    nr_json_begin_array(j);
-    for (int i = 0; i < c->nrecheck; i++) {
-        const struct lm_recheck *x = &c->recheck[i];
-        nr_json_begin_object(j);
-        lm_json_direction(j, c, x->src, x->dst);
-        nr_json_kv_int(j, "round", x->round);
-        nr_json_kv_int(j, "streams", 1);
-        nr_json_kv_double(j, "mbps_before", x->mbps_before);
-        nr_json_kv_double(j, "mbps_after", x->mbps_after);
-        nr_json_end_object(j);
-    }
-    nr_json_end_array(j);
-    nr_json_end_object(j);
+    lm_json_recheck(j, c);
 }
 
 /* cpu_limits[rank]: the CPU cgroup each rank ran in, its quota and how long it throttled the rank between the

@@ -75,7 +75,7 @@ static int lm_names_find(const struct lm_ctx *c, const char *tok, int *count)
 }
 
 /* A plan or order file's endpoint: a rank number, or the host name (or its short form) of exactly one rank. */
-static int lm_endpoint(const struct lm_ctx *c, const char *tok, const char *where, int *out, struct nr_error *err)
+int lm_endpoint(const struct lm_ctx *c, const char *tok, const char *where, int *out, struct nr_error *err)
 {
     const int n = c->m->size;
     if (*tok && strspn(tok, "0123456789") == strlen(tok)) {
@@ -284,13 +284,6 @@ int lm_plan_round(struct lm_ctx *c, int k, struct nr_error *err)
 {
     struct lm_plan *p = &c->plan;
     const int n = c->m->size;
-    if (k >= c->nplanned) { /* a recheck: one direction alone */
-        const struct lm_recheck *x = &c->recheck[k - c->nplanned];
-        for (int r = 0; r < n; r++)
-            c->dst_of[r] = -1;
-        c->dst_of[x->src] = x->dst;
-        return NR_OK;
-    }
     if (!p->file) {
         const int s = p->shifts[k];
         for (int i = 0; i < n; i++)

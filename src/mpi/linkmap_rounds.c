@@ -2,22 +2,24 @@
 #include "linkmap.h"
 
 /* ---- the faults of the test build (nr-linkmap-faulty): NR_LINKMAP_FAULT=stall:RANK:ROUND | hang:RANK:ROUND:S |
- * slow:RANK:ROUND:MS (that rank as sender waits MS ms between messages or writes: slow, but ok); ROUND -1: every
- * round ---- */
+ * slow:RANK:ROUND:MS (that rank as sender waits MS ms between messages or writes: slow, but ok); RANK -1: every
+ * rank, ROUND -1: every round; several, separated by commas ---- */
 #ifdef NR_LINKMAP_FAULTS
 bool lm_fault(const char *kind, int rank, int round, double *seconds)
 {
-    const char *s = getenv("NR_LINKMAP_FAULT");
-    char k[8] = "";
-    int fr = -1, fround = -1;
-    double sec = 0;
-    if (!s || sscanf(s, "%7[a-z]:%d:%d:%lf", k, &fr, &fround, &sec) < 3)
-        return false;
-    if (strcmp(k, kind) != 0 || fr != rank || (fround != round && fround != -1))
-        return false;
-    if (seconds)
-        *seconds = sec;
-    return true;
+    for (const char *s = getenv("NR_LINKMAP_FAULT"); s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : "") {
+        char k[8] = "";
+        int fr = -1, fround = -1;
+        double sec = 0;
+        if (sscanf(s, "%7[a-z]:%d:%d:%lf", k, &fr, &fround, &sec) < 3)
+            return false;
+        if (strcmp(k, kind) != 0 || (fr != rank && fr != -1) || (fround != round && fround != -1))
+            continue;
+        if (seconds)
+            *seconds = sec;
+        return true;
+    }
+    return false;
 }
 #else
 bool lm_fault(const char *kind, int rank, int round, double *seconds)
@@ -262,15 +264,19 @@ int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
     const int n = c->m->size, me = c->m->rank;
     const bool root = me == 0;
     double phase_end = MPI_Wtime() + c->rt; /* a rank's deadline for rank 0's next word is phase_end + 3 grace */
-    for (int k = 0;; k++) { /* the plan's rounds, then the rechecks rank 0 appends, then DONE */
+    for (int k = 0;; k++) { /* the plan's rounds, then the recheck rounds rank 0 builds, then DONE */
         double wall0 = MPI_Wtime();
         int action, rc;
         if (root) {
-            if (k == c->nrounds && c->o->recheck_below > 0 && !c->recheck_planned && lm_plan_recheck(c, err) < 0)
-                lm_abort(c, started, err);
+            if (k >= c->nplanned && c->o->recheck_below > 0) { /* a recheck round sets c->nrounds to k + 1 */
+                if (!c->recheck_planned && lm_plan_recheck(c, err) < 0)
+                    lm_abort(c, started, err);
+                if (c->rc_ndir > 0 && lm_recheck_round(c, k, err) < 0)
+                    lm_abort(c, started, err);
+            }
             action = k >= c->nrounds ? LM_DONE : LM_GO;
             if (action == LM_GO) {
-                if (lm_plan_round(c, k, err) < 0)
+                if (k < c->nplanned && lm_plan_round(c, k, err) < 0)
                     lm_abort(c, started, err);
                 lm_plan_roles(c);
             }

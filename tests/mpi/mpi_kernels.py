@@ -959,6 +959,7 @@ def case_linkmap_bad_plans(d):
                         (['--recheck-below', '1.5'], '--recheck-below'),
                         (['--recheck-below', '-0.1'], '--recheck-below'),
                         (['--recheck-max', '100001'], '--recheck-max'),
+                        (['--recheck-rounds', '-1'], '--recheck-rounds'), (['--time-limit', '-1'], '--time-limit'),
                         (['--suspect-below', '2'], '--suspect-below'),
                         (['--plan-file', plan, '--order', plan], '--order and --shifts shape --plan shift'),
                         (['--shifts', '0'], "--shifts '0'"), (['--shifts', '1-2'], "--shifts '1-2'"),
@@ -1039,91 +1040,173 @@ def _linkmap_best(m, recheck=()):
     return best, _upper_median(links.values())
 
 
-def _linkmap_recheck_run(d, fault, *opts, extra=()):
+def _linkmap_recheck_run(d, fault, *opts, extra=(), np=4):
     js = os.path.join(d, 'recheck.json')
-    p = run('nr-linkmap-faulty', 4, '-t', 0.1, '-m', '64k', *opts, *extra, '--json', js,
+    p = run('nr-linkmap-faulty', np, '-t', 0.1, '-m', '64k', *opts, *extra, '--json', js,
             env={'NR_LINKMAP_FAULT': fault})
     r = load(js)
-    check(r['status'] == 'ok' and r['summary']['failed_pairs'] == 0 and r['rounds_planned'] == 3,
+    check(r['status'] == 'ok' and r['summary']['failed_pairs'] == 0 and r['rounds_planned'] == np - 1,
           f'{fault} {opts} {extra}: a slow sender is slow, not failed: {r.get("error")}')
     return p, r, _linkmap_matrix(js)
 
 
-def _linkmap_rechecked(p, r, m, what, slowed):
-    """The rechecks of a 4-rank shift run with --recheck-below 0.6: exactly the directions below 0.6 x the upper
-    median link after the plan's rounds, slowest first (the slowed ones first of all), each alone in a round after
-    the plan's. Returns the pairs."""
+def _linkmap_rechecked(p, r, m, what, slowed, tree=None):
+    """The rechecks of a shift run with --recheck-below 0.6 as the rule says: the directions below 0.6 x the upper
+    median link after the plan's rounds taken, slowest first; each recheck round a batch whose directions share no
+    node (with ``tree``, {rank: (leaf, cable)}, no uplink cable either way); a direction that reads the line or more
+    is cleared, one slow in a batch of m is measured again in a batch of at most m // 2, and only one slow alone is
+    named slow; the matrix keeps each direction's best. ``slowed`` are among the directions taken. Returns each
+    taken direction's measurements in order."""
     rc = r['recheck']
+    planned = r['rounds_planned']
     best, median = _linkmap_best(m, rc['pairs'])
-    below = sorted((v, a, b) for (a, b), v in best.items() if v < 0.6 * median)
-    n = len(below)
-    check(rc['median_link_mbps'] == median, f'{what}: the median link: {rc}')
-    check([(x['src'], x['dst'], _f32(x['mbps_before']), x['round'], x['streams']) for x in rc['pairs']] ==
-          [(a, b, v, 3 + i, 1) for i, (v, a, b) in enumerate(below)] and
-          all(x['src_host'] == r['hosts'][x['src']] and x['dst_host'] == r['hosts'][x['dst']] for x in rc['pairs']),
-          f'{what}: the directions below 0.6 x {median:.1f}, slowest first: {below}, rechecked: {rc}\n{p.stdout}')
-    rounds = [(rd['index'], rd['streams']) for rd in r['rounds'][3:]]
-    check(r['rounds_run'] == 3 + n and rounds == [(3 + i, 1) for i in range(n)], f'{what}: a round per recheck: {rounds}')
-    check(all(m[x['src']][x['dst']] == _f32(max(x['mbps_before'], x['mbps_after'])) for x in rc['pairs']),
-          f'{what}: the matrix keeps the faster of the plan and the recheck: {rc["pairs"]}')
-    check(f'# recheck: {n} direction(s) below 0.6 x the median link ({median:.1f} Mbit/s)' in p.stdout and
-          f'# round 3 (4 of {3 + n})' in p.stdout, f'{what}: the recheck on stdout:\n{p.stdout}')
-    check(sorted((x['src'], x['dst']) for x in rc['pairs'][:len(slowed)]) == sorted(slowed),
-          f'{what}: {slowed} rechecked first: {rc["pairs"]}')
-    others = [f'{x["src"]}>{x["dst"]} {x["mbps_before"]:.1f}' for x in rc['pairs'][len(slowed):]]
+    line = 0.6 * median
+    below = sorted((v, a, b) for (a, b), v in best.items() if v < line)
+    taken = [(a, b) for _, a, b in below[:rc['max']]]
+    check(rc['median_link_mbps'] == median and rc['below_count'] == len(below) and rc['taken'] == len(taken),
+          f'{what}: the median link and the directions below 0.6 x it: {below}, {rc}')
+    check(set(slowed) <= set(taken), f'{what}: {slowed} are taken: {taken}')
+    per_round, seen = {}, {}
+    for x in rc['pairs']:
+        check(x['src_host'] == r['hosts'][x['src']] and x['dst_host'] == r['hosts'][x['dst']] and
+              _f32(x['mbps_before']) == best[x['src'], x['dst']], f'{what}: a measurement: {x}')
+        per_round.setdefault(x['round'], []).append(x)
+        seen.setdefault((x['src'], x['dst']), []).append(x)
+    check(sorted(per_round) == list(range(planned, planned + rc['rounds'])) and
+          r['rounds_run'] == planned + rc['rounds'] and set(seen) <= set(taken), f'{what}: the rounds: {rc}')
+    for k, batch in per_round.items():
+        nodes = [n for x in batch for n in (x['src'], x['dst'])]
+        check(len(nodes) == len(set(nodes)) and r['rounds'][k]['streams'] == len(batch) and
+              all(x['streams'] == len(batch) for x in batch), f'{what}: round {k} shares a node: {batch}')
+        if tree:   # a crossing stream leaves its leaf and enters the destination's on the destination's cable
+            ways = [w for x in batch if tree[x['src']][0] != tree[x['dst']][0]
+                    for w in (('up', tree[x['src']][0], tree[x['dst']][1]), ('down',) + tree[x['dst']])]
+            check(len(ways) == len(set(ways)), f'{what}: round {k} shares an uplink cable: {batch}')
+    for key, ms in seen.items():
+        for i, x in enumerate(ms):
+            want = 'cleared' if x['mbps_after'] >= line else 'slow' if x['streams'] == 1 else 'split'
+            check(x['outcome'] == want, f'{what}: {key} read {x["mbps_after"]} in a batch of {x["streams"]} '
+                  f'(the line {line:.1f}): {x["outcome"]}, not {want}')
+            check(want == 'split' or i == len(ms) - 1, f'{what}: {key} measured again after {want}: {ms}')
+            check(i == 0 or x['streams'] <= ms[i - 1]['streams'] // 2, f'{what}: {key} not halved: {ms}')
+        check(m[key[0]][key[1]] == _f32(max([best[key]] + [x['mbps_after'] for x in ms])),
+              f'{what}: the matrix keeps the best of the plan and the rechecks: {key} {ms}')
+    left = [(x['src'], x['dst']) for x in rc['left_pairs']]
+    open_ = [k for k in taken if k not in seen or seen[k][-1]['outcome'] == 'split']
+    check(sorted(left) == sorted(open_) and rc['left'] == len(left), f'{what}: left: {left}, unresolved: {open_}')
+    outcome = [ms[-1]['outcome'] for ms in seen.values()]
+    check((rc['cleared'], rc['slow'], rc['failed']) ==
+          (outcome.count('cleared'), outcome.count('slow'), outcome.count('failed')), f'{what}: the counts: {rc}')
+    check(f'# recheck: {len(taken)} direction(s) below 0.6 x the median link ({median:.1f} Mbit/s)' in p.stdout and
+          f'# recheck: {rc["rounds"]} round(s): {rc["cleared"]} cleared, {rc["slow"]} slow alone' in p.stdout,
+          f'{what}: the recheck on stdout:\n{p.stdout}')
+    others = [f'{a}>{b} {best[a, b]:.1f}' for a, b in taken if (a, b) not in slowed]
     if others:   # a healthy stream the host's scheduler starved: what the rechecks are for
         print(f'{what}: also rechecked {", ".join(others)} Mbit/s (median link {median:.1f})')
-    return rc['pairs']
+    return seen
 
 
 def case_linkmap_recheck(d):
     """--recheck-below: a direction that read slow once (rank 0 napping 20 ms between messages in round 0 only) is
-    measured again alone after the plan, and its best round is then a healthy link's; without the option, or with
+    measured again after the plan, and its best round is then a healthy link's; without the option, or with
     --recheck-max 0, nothing more runs; a rank hung in a recheck round ends the job as in a plan round."""
     for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
         p, r, m = _linkmap_recheck_run(d, 'slow:0:0:20', '--recheck-below', 0.6, extra=extra)
         dst = 1   # round 0 of the shift plan: 0>1
         rc = r['recheck']
-        check(r['options']['recheck_below'] == rc['below'] == 0.6 and r['options']['recheck_max'] == rc['max'] == 64,
+        check(r['options']['recheck_below'] == rc['below'] == 0.6 and r['options']['recheck_max'] == rc['max'] ==
+              10000 and r['options']['recheck_rounds'] == rc['rounds_max'] == 64 and rc['batches'] == 'nodes',
               f'{transport}: the options: {r["options"]}, {rc}')
-        pairs = _linkmap_rechecked(p, r, m, transport, [(0, dst)])
+        seen = _linkmap_rechecked(p, r, m, transport, [(0, dst)])
         best, median = _linkmap_best(m)
-        print(f'nr-linkmap {transport} slow:0:0:20: 0>{dst} {pairs[0]["mbps_before"]:.1f} Mbit/s before, '
+        print(f'nr-linkmap {transport} slow:0:0:20: 0>{dst} {seen[0, dst][0]["mbps_before"]:.1f} Mbit/s before, '
               f'{best[0, dst]:.1f} after the recheck; median link {rc["median_link_mbps"]:.1f} before, {median:.1f} '
               f'after')
-        check(best[0, dst] >= 0.6 * median, f'{transport}: 0>{dst} passes its recheck: {best[0, dst]} vs {median}')
+        check(seen[0, dst][-1]['outcome'] == 'cleared' and best[0, dst] >= 0.6 * median,
+              f'{transport}: 0>{dst} passes its recheck: {best[0, dst]} vs {median}')
         # off (the default), and --recheck-max 0: the slow direction stays as read, no round more
         for opts, median_known in (((), False), (('--recheck-below', 0.6, '--recheck-max', 0), True)):
             p, r, m = _linkmap_recheck_run(d, 'slow:0:0:20', *opts, extra=extra)
             rc = r['recheck']
-            check(r['rounds_run'] == 3 and rc['pairs'] == [] and '# recheck' not in p.stdout and
-                  (rc['median_link_mbps'] is not None) == median_known, f'{transport} {opts}: no recheck: {rc}')
-            check(rc['below'] == (0.6 if opts else 0) and rc['max'] == (0 if opts else 64), f'{opts}: {rc}')
+            check(r['rounds_run'] == 3 and rc['pairs'] == [] and rc['left_pairs'] == [] and
+                  '# recheck' not in p.stdout and (rc['median_link_mbps'] is not None) == median_known,
+                  f'{transport} {opts}: no recheck: {rc}')
+            check(rc['below'] == (0.6 if opts else 0) and rc['max'] == (0 if opts else 10000), f'{opts}: {rc}')
             slow = [x for x in r['suspects'] if (x['src'], x['dst']) == (0, dst)]
             check(r['suspect_rule']['below'] == (0.6 if opts else 0.85) and len(slow) == 1 and
                   slow[0]['mbps'] == m[0][dst] and slow[0]['share'] < 0.6, f'{opts}: 0>{dst} a suspect: {r["suspects"]}')
     # below 1 x the median: the slower directions of the links under the median are rechecked; rank 2 hangs in the
-    # first recheck round (idle or not, it sends no report)
+    # first recheck round (idle or not, it sends no report): what was not measured is left, saying so
     p, r = _linkmap_fault(d, 4, {'NR_LINKMAP_FAULT': 'hang:2:3:120'}, '-t', 0.2, '--round-timeout', 2,
                           '--recheck-below', 1, bound=30)
+    rc = r['recheck']
     check(r['status'] == 'error' and 'round 3: no report from 1 rank(s)' in r['error'] and '2 (' in r['error'] and
-          r['rounds_run'] == 4 and len(r['recheck']['pairs']) >= 3 and r['rounds'][3]['index'] == 3,
-          f'a rank hung in a recheck round: {r.get("error")}, {r["recheck"]}')
+          r['rounds_run'] == 4 and rc['taken'] >= 3 and rc['pairs'] and all(x['round'] == 3 for x in rc['pairs']) and
+          r['rounds'][3]['index'] == 3 and len(rc['left_pairs']) == rc['taken'] - len(rc['pairs']) and
+          all(x['reason'] == 'the job ended' for x in rc['left_pairs']),
+          f'a rank hung in a recheck round: {r.get("error")}, {rc}')
     check('no report' in p.stderr and 'ending every rank' in p.stderr, p.stderr)
 
 
 def case_linkmap_recheck_slow_link(d):
-    """A slow link stays slow: rank 0 napping in every round (a slow NIC) is rechecked and still reads slow."""
+    """A slow link stays slow: rank 0 napping in every round (a slow NIC) is rechecked and still reads slow, alone."""
     for transport, extra in (('mpi', ()), ('tcp', TCP_LO)):
         p, r, m = _linkmap_recheck_run(d, 'slow:0:-1:20', '--recheck-below', 0.6, extra=extra)
         slow = [(0, 1), (0, 2), (0, 3)]
-        pairs = _linkmap_rechecked(p, r, m, transport, slow)
+        seen = _linkmap_rechecked(p, r, m, transport, slow)
         best, median = _linkmap_best(m)
-        before = ', '.join(f'{x["src"]}>{x["dst"]} {x["mbps_before"]:.1f}' for x in pairs)
+        before = ', '.join(f'{a}>{b} {seen[a, b][0]["mbps_before"]:.1f}' for a, b in slow)
         after = ', '.join(f'{a}>{b} {best[a, b]:.1f}' for a, b in slow)
         print(f'nr-linkmap {transport} slow:0:-1:20: {before} Mbit/s before, {after} after the rechecks; median link '
               f'{median:.1f}')
-        check(all(best[x] < 0.6 * median for x in slow), f'{transport}: still slow after the recheck: {best}')
+        check(all(best[x] < 0.6 * median and seen[x][-1]['outcome'] == 'slow' and seen[x][-1]['streams'] == 1
+                  for x in slow), f'{transport}: still slow after the recheck, alone: {seen}')
+
+
+def case_linkmap_recheck_batches(d):
+    """The rechecks in batches, 8 ranks: every rank napping in round 0 makes its 8 directions slow once; 4 recheck
+    rounds clear all 8 (one direction a round would clear 4). With rank 0 also slow in every round, its 7 directions
+    are named slow, each alone after a batch that halved, and the others cleared: nothing left. With --tree, no batch
+    shares an uplink cable. With --time-limit shorter than the plan, no recheck round runs and all are left, saying
+    why."""
+    round0 = [(i, (i + 1) % 8) for i in range(8)]
+    p, r, m = _linkmap_recheck_run(d, 'slow:-1:0:20', '--recheck-below', 0.6, '--recheck-rounds', 4, np=8)
+    seen = _linkmap_rechecked(p, r, m, 'round 0 slow', round0)
+    rc = r['recheck']
+    cleared = [k for k in round0 if seen.get(k) and seen[k][-1]['outcome'] == 'cleared']
+    print(f'nr-linkmap 8 ranks, slow:-1:0:20, --recheck-rounds 4: {rc["taken"]} taken, {rc["cleared"]} cleared in '
+          f'{rc["rounds"]} rounds, batches of {[x["streams"] for x in r["rounds"][7:]]}')
+    check(rc['rounds'] <= 4 and len(cleared) == 8 > rc['rounds'], f'the 8 cleared in at most 4 rounds: {rc}')
+    p, r, m = _linkmap_recheck_run(d, 'slow:-1:0:20,slow:0:-1:20', '--recheck-below', 0.6, np=8)
+    from0 = [(0, k) for k in range(1, 8)]
+    seen = _linkmap_rechecked(p, r, m, 'round 0 and rank 0 slow', round0 + from0)
+    rc = r['recheck']
+    print(f'nr-linkmap 8 ranks, slow:-1:0:20,slow:0:-1:20: {rc["taken"]} taken: {rc["cleared"]} cleared, '
+          f'{rc["slow"]} slow alone in {rc["rounds"]} rounds; 0>k batches: {[[x["streams"] for x in seen[k]] for k in from0]}')
+    check(rc['left'] == 0 and all(seen[k][-1]['outcome'] == 'slow' for k in from0) and
+          all(seen[k][-1]['outcome'] == 'cleared' for k in round0 if k[0] != 0) and
+          any(len(seen[k]) > 1 for k in from0), f'rank 0 named, the others cleared, a batch halved: {rc}')
+    tree = {k: (k // 4, k % 2) for k in range(8)}
+    path = os.path.join(d, 'tree.txt')
+    with open(path, 'w') as f:
+        f.write('# rank leaf cable\n' + ''.join(f'{k} {leaf} {cable}\n' for k, (leaf, cable) in tree.items()))
+    p, r, m = _linkmap_recheck_run(d, 'slow:-1:0:20', '--recheck-below', 0.6, '--tree', path, np=8)
+    seen = _linkmap_rechecked(p, r, m, '--tree', round0, tree=tree)
+    check(r['recheck']['batches'] == 'cables' and r['options']['tree'] == path and r['recheck']['left'] == 0,
+          f'--tree: {r["recheck"]}')
+    p, r, m = _linkmap_recheck_run(d, 'slow:-1:0:20', '--recheck-below', 0.6, '--time-limit', 0.3, np=8)
+    rc = r['recheck']
+    check(rc['rounds'] == 0 and rc['taken'] >= 8 and len(rc['left_pairs']) == rc['taken'] and
+          all(x['reason'] == '--time-limit' and x['last_streams'] == 0 for x in rc['left_pairs']) and
+          f'{rc["taken"]} left (--time-limit)' in p.stdout, f'--time-limit: {rc}')
+    for text, words in (('0 0\n', 'line 1: expected NODE LEAF CABLE'), ('0 0 0\n0 1 1\n', 'line 2: rank 0 ('),
+                        ('9 0 0\n', 'rank 9 does not exist'), ('1 x 0\n', 'expected NODE LEAF CABLE')):
+        with open(path, 'w') as f:
+            f.write(text)
+        p = run('nr-linkmap', 2, '--tree', path, expect=2)
+        check(p.stderr.count('nr-linkmap: error') == 1 and words in p.stderr, f'{text!r}: {p.stderr}')
+    p = run('nr-linkmap', 2, '--tree', os.path.join(d, 'missing.txt'), expect=2)
+    check('cannot read tree file' in p.stderr, p.stderr)
 
 
 def case_linkmap_token(d):

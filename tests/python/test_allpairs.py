@@ -85,6 +85,23 @@ def test_a_tapered_tree_gives_crossing_streams_their_share_and_the_taper_is_expe
         assert bool(linkverdict.slow_problems(v)) == problems
 
 
+def test_the_tree_file_gives_each_node_its_leaf_and_the_cable_of_a_stream_to_it():
+    """nr-linkmap --tree: under d-mod-k the cable is the node's position in the tree mod the uplinks; where the rule
+    is not known one cable for all (every crossing stream may meet any other); nodes the tree lacks are left out."""
+    import io
+    topo = tree(3, 4, 2)
+    nodes = ['x9'] + topo.order[5:]
+    for routing, cables in (('d-mod-k', [p % 2 for p in range(5, 12)]), ('balanced', [0] * 7)):
+        fp = io.StringIO()
+        linkplan.write_tree(fp, linkplan.Topology(topo.leaves, topo.spines, 2, routing), nodes)
+        lines = fp.getvalue().splitlines()
+        assert lines[0].startswith('#') and lines[1:] == [f'{n} {p // 4} {u}' for n, p, u in
+                                                           zip(topo.order[5:], range(5, 12), cables)], lines
+    fp = io.StringIO()
+    linkplan.write_tree(fp, topo, nodes, by_rank=True)
+    assert [x.split()[0] for x in fp.getvalue().splitlines()[1:]] == [str(r) for r in range(1, 8)]
+
+
 def test_concurrency_cuts_rounds_and_passes_repeat_them_every_other_in_reverse():
     nodes = [f'n{i}' for i in range(6)]
     plan = linkplan.full_plan(nodes, max_streams=4)
@@ -235,10 +252,16 @@ def test_the_compact_result_reads_the_matrix_file_and_its_suspects(tmp_path):
     linkmatrix.write_matrix(tmp_path / linkmatrix.MATRIX_FILE, m)
     doc = {'nodes': ['a', 'b', 'c'], 'rounds': [{'index': 0, 'wall_s': 0.5, 'failed_pairs': 1}],
            'suspects': [{'src': 2, 'dst': 0, 'round': 1, 'error': 'stalled'}],
-           'recheck': {'pairs': [{'src': 0, 'dst': 1, 'round': 3}, {'src': 1, 'dst': 2, 'round': 4, 'streams': 2}]},
+           'recheck': {'pairs': [{'src': 0, 'dst': 1, 'round': 3}, {'src': 1, 'dst': 2, 'round': 4, 'streams': 2},
+                                 {'src': 1, 'dst': 2, 'round': 5, 'streams': 1, 'outcome': 'slow'},
+                                 {'src': 2, 'dst': 1, 'round': 5, 'streams': 1, 'outcome': 'pending'}]},
            'per_node': [{'rank': r, 'sent_bytes': 10, 'received_bytes': 5} for r in range(3)]}
     data = linkmatrix.from_result(doc, tmp_path)
-    assert data.errors == {(2, 0): 'round 1: stalled'} and data.rechecked.tolist() == [[0, 1]]
+    assert data.errors == {(2, 0): 'round 1: stalled'} and data.rechecked.tolist() == [[0, 1], [1, 2]]
+    assert data.uncontended.tolist() == [[0, 1], [1, 2]]         # a batch of 2 built without the tree: contended
+    doc['recheck']['batches'] = 'cables'                         # built from the tree: every recorded one as read
+    data = linkmatrix.from_result(doc, tmp_path)
+    assert data.rechecked.tolist() == [[0, 1], [1, 2]] and data.uncontended.tolist() == [[0, 1], [1, 2], [1, 2]]
     assert data.bytes_per_host == {'a': 15.0, 'b': 15.0, 'c': 15.0}
     with pytest.raises(linkmatrix.LinkMatrixError, match='2 nodes'):
         linkmatrix.from_result({**doc, 'nodes': ['a', 'b']}, tmp_path)
@@ -283,6 +306,33 @@ def test_each_fault_is_named_by_its_smallest_element_in_every_plan(plan, taper):
             continue
         assert expected in one_message(v), (faults, one_message(v))
     assert 'the node is down or unreachable' in one_message(judged(topo, (('down', 'n0030'),), plan))
+
+
+def test_a_recheck_batch_from_the_tree_is_judged_as_read_so_a_colliding_plans_share_hides_no_slow_spine():
+    """A full plan in an order that ignores the tree collides (up to 3 streams a cable); a slow spine's directions
+    read their share there. nr-linkmap measures the suspects again in batches that share no cable (--tree): each
+    reads its own rate, 0.6 of the line. Judged with the plan's share (x 2 or 3) they would pass and the spine go
+    unnamed; judged as read, as a recheck alone is, the spine is named."""
+    topo = tree(4, 8, 8)
+    nodes = topo.order
+    shuffled = list(nodes)
+    random.Random(5).shuffle(shuffled)
+    plan = linkplan.full_plan(shuffled)
+    faults = (('spine', 'spine3', 0.6),)
+    m = measure(topo, plan, nodes, faults)
+    least = linkplan.plan_contention(plan, topo, [nodes.index(x) for x in plan.nodes], len(nodes))
+    links = np.fmin(m, m.T)[np.triu_indices(len(nodes), 1)]
+    suspects = np.argwhere(m < 0.85 * np.sort(links)[len(links) // 2])     # nr-linkmap's rule, the raw median
+    assert least.max() == 3 and len(suspects) > 64
+    rechecked = m.copy()
+    s, d = suspects[:, 0], suspects[:, 1]
+    rechecked[s, d] = np.fmax(m[s, d], alone(topo, nodes, faults)[s, d])
+    fabric = linkverdict.Fabric.of(topo, nodes)
+    problems = [linkverdict.slow_problems(linkverdict.judge(linkmatrix.LinkData(nodes, rechecked, **kw),
+                                                            min_fraction=0.85, fabric=fabric, contention=least))
+                for kw in ({}, {'uncontended': suspects})]
+    assert 'spine switch spine3' not in ' '.join(problems[0])
+    assert len(problems[1]) == 1 and 'the slow links all involve spine switch spine3' in problems[1][0], problems[1]
 
 
 def test_with_many_leaves_a_cable_is_named_not_the_node_it_alone_serves_in_the_topology_plan():
@@ -507,6 +557,26 @@ def test_the_cost_model_reads_fitted_constants_and_says_which(tmp_path):
         linkplan.cost_models(path)
 
 
+def test_the_checkouts_cost_file_is_read_with_both_fits(repo_root):
+    """config/linkcost.yaml (the default cost file: --plan prints every fit of it) holds the vcluster's fit and
+    the simulator's, each saying where it was fitted."""
+    assert linkplan.COST_FILE == repo_root / 'config' / 'linkcost.yaml'
+    models = {m.name: m for m in linkplan.cost_models()}
+    assert sorted(models) == ['simulator', 'vcluster'] and all(m.fitted and m.round_s > 0 for m in models.values())
+
+
+def test_each_bench_puts_its_own_fit_into_the_cost_file(tmp_path):
+    path = tmp_path / 'linkcost.yaml'
+    linkplan.save_cost_model(linkplan.CostModel(name='vcluster', fitted='8-32 nodes', start_s=2.5, round_s=0.1), path)
+    linkplan.save_cost_model(linkplan.CostModel(name='simulator', fitted='128-10,000', round_s=0.0116,
+                                                round_node_s=4.1e-7), path)
+    linkplan.save_cost_model(linkplan.CostModel(name='vcluster', fitted='8-32 nodes again', round_s=0.2), path)
+    models = {m.name: m for m in linkplan.cost_models(path)}
+    assert sorted(models) == ['simulator', 'vcluster']
+    assert models['vcluster'].round_s == 0.2 and models['vcluster'].fitted == '8-32 nodes again'
+    assert models['simulator'].round_node_s == pytest.approx(4.1e-7) and not list(tmp_path.glob('*.tmp'))
+
+
 def test_slurm_partition_name():
     assert slurm.slurm_partition(['--partition=gige', '--overcommit'], 'x') == 'gige'
     assert slurm.slurm_partition(['-p', 'eth'], 'x') == 'eth'
@@ -584,11 +654,18 @@ def test_the_check_expects_the_taper_its_plan_met_on_the_switch_tree(tmp_path):
     stub = Stub(stagedir=str(tmp_path), result_path=str(tmp_path / 'result.json'), nodes=ranks, nodes_left_out=[],
                 interconnect='ib', rate_mbps=None, current_partition=SimpleNamespace(extras={}, fullname='site:ib'),
                 min_link_fraction=0.85, min_rate_fraction=0.95, link_plan=plan, topology=topo, display_name='links',
-                cpu_quota_note='', round_time_s=0.5, message_size='1M', round_timeout_s=10.0, recheck_max=64,
+                cpu_quota_note='', round_time_s=0.5, message_size='1M', round_timeout_s=10.0, recheck_max=64, time_limit=600,
                 link_transport='mpi', measure_rtt=False, ic=SimpleNamespace(counters='infiniband'))
     assert stub.links_witness() == []
     (message,) = linkverdict.slow_problems(stub.verdict())
     assert 'the slow links all involve node n0013 (its cable, port or NIC, both ways' in message
     stub.set_linkmap_options()
     assert stub.kernel_opts[stub.kernel_opts.index('--recheck-below') + 1] == '0.425'
+    opt = {k: v for k, v in zip(stub.kernel_opts, stub.kernel_opts[1:]) if k.startswith('--recheck') or k in
+           ('--tree', '--time-limit')}
+    assert opt == {'--recheck-below': '0.425', '--recheck-rounds': '64', '--recheck-streams': '0',
+                   '--time-limit': str(600 - allpairs.STARTUP_S), '--tree': allpairs.TREE_FILE}, opt
+    leaf, pos = topo.arrays(ranks)           # the tree in the job's names: the leaf, the cable of a stream to it
+    assert (tmp_path / allpairs.TREE_FILE).read_text().splitlines()[1:] == \
+        [f'{n} {ell} {p % 4}' for n, ell, p in zip(ranks, leaf, pos)]
     assert (tmp_path / 'plan.txt').read_text().splitlines()[1].startswith('n0001>n0002 n0002>n0003')

@@ -553,3 +553,44 @@ def test_a_second_run_judges_every_figure_a_30x_or_2x_fall_fails_and_a_clean_run
     assert '1 of 123 figures outside' in text and 'OUT default/mpich5/shm/mpitest/throughput_mbps@1024: 341.3' in text
     text = judged({**clean, ('mpich5', 'tcp', 'ratio_to_yardstick', 'ratio'): 3.2})
     assert '1 of 123 figures outside' in text and 'OUT default/mpich5/tcp/mpitest/ratio_to_yardstick: 3.2' in text
+
+
+def test_a_host_baseline_system_is_judged_by_its_committed_file_first(tmp_path, monkeypatch):
+    """A figure the system's committed file holds (a link-bound stream on a shaped link) is judged by it from the
+    first run on a fresh machine, before any baseline; one it does not hold is recorded (no baseline yet); a
+    band the check fixed itself wins over both."""
+    from types import SimpleNamespace
+    from netregress.judge import bands
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'state'))
+    monkeypatch.setenv('NETREGRESS_REFERENCES', str(tmp_path / 'refs'))
+    (tmp_path / 'refs').mkdir()
+    (tmp_path / 'refs' / 'vc.yaml').write_text(
+        'schema: netregress-references/1\nsystem: vc\nreferences:\n  gige:\n    gnu:\n      gige:\n'
+        '        tcp.stream.blocking:\n          throughput_mbps: {value: 956.5, lower: -0.05, upper: 0.05, '
+        'unit: Mbit/s, comment: shaped}\n          fraction_of_link: {value: 0.5, lower: -0.5, upper: 0.5, '
+        'unit: ratio, comment: not used}\n')
+    check = _FakeCheck()
+    check.perf_variables = {name: SimpleNamespace(unit=unit) for name, unit in
+                            (('throughput_mbps', 'Mbit/s'), ('rtt_us', 'us'), ('fraction_of_link', 'ratio'))}
+    check.fixed_references = {'fraction_of_link': (1.0, -0.05, None)}
+    bands.apply(check)
+    refs = check.reference['vc:gige']
+    assert refs['throughput_mbps'] == (956.5, -0.05, 0.05, 'Mbit/s')
+    assert refs['rtt_us'] == (0, None, None, 'us')                       # no baseline yet: recorded
+    assert refs['fraction_of_link'] == (1.0, -0.05, None, 'ratio')
+    assert f'throughput_mbps against committed {tmp_path / "refs" / "vc.yaml"}' in check.nr_reference_source
+
+
+def test_the_checkouts_committed_file_holds_only_machine_independent_figures(repo_root, table):
+    """reference_values/vcluster.yaml: link-bound streams on the shaped gige only (what refs write
+    --machine-independent takes), each with the interconnect's throughput band."""
+    import yaml
+    data = yaml.safe_load((repo_root / 'reference_values' / 'vcluster.yaml').read_text())
+    entries = [(part, env, ic, test, metric, e) for part, envs in data['references'].items()
+               for env, ics in envs.items() for ic, tests in ics.items() for test, metrics in tests.items()
+               for metric, e in metrics.items()]
+    assert len(entries) >= 15
+    lower, upper, _ = table.tolerance('gige', 'throughput')
+    for part, env, ic, test, metric, e in entries:
+        assert table.interconnect(ic).rate_mbps and metric.endswith('_mbps'), (part, env, ic, test, metric)
+        assert (e['lower'], e['upper']) == (lower, upper) and 900 < e['value'] < table.interconnect(ic).rate_mbps

@@ -468,3 +468,53 @@ def test_a_baseline_cut_at_a_line_boundary_is_refused_and_kept(tmp_path):
     assert path.read_text() == cut
     shown = refs('show', '--system', 'vc', state=state)
     assert shown.returncode == 2 and f'{path}: truncated baseline' in shown.stdout
+
+
+def test_write_machine_independent_takes_link_bound_streams_on_a_fabric_with_a_line_rate(tmp_path, table, capsys):
+    """refs write --machine-independent: the gige stream (gige has a line rate), not its latency, not a ratio to a
+    yardstick, not a band the check fixed itself, not the same stream on the unshaped fast fabric."""
+    fixed = case(1.0, metric='fraction_of_link', unit='ratio', kind='ratio')
+    fixed['fixed_references'] = {'fraction_of_link': [1.0, -0.05, None]}
+    path = tmp_path / 'r.json'
+    path.write_text(json.dumps(report(case(956.0), case(17.0, metric='rtt_us', unit='us'),
+                                      case(1.2, metric='ratio_to_yardstick', unit='ratio', kind='ratio'), fixed,
+                                      case(9000.0, ic='fast', part='fast'))))
+    assert refstool.main(['write', '--machine-independent', '--dir', str(tmp_path / 'refs'), str(path)]) == 0
+    tree = yaml.safe_load((tmp_path / 'refs' / 'vc.yaml').read_text())['references']
+    assert tree == {'gige': {'gnu': {'gige': {'tcp.stream': {'bw_mbps': {
+        'value': 956.0, 'lower': -0.05, 'upper': 0.05, 'unit': 'Mbit/s', 'comment': refswrite.MACHINE_INDEPENDENT}}}}}}
+    only_fast = tmp_path / 'fast.json'
+    only_fast.write_text(json.dumps(report(case(9000.0, ic='fast', part='fast'))))
+    assert refstool.main(['write', '--machine-independent', '--dir', str(tmp_path / 'x'), str(only_fast)]) == 2
+    assert 'no machine-independent figure in' in capsys.readouterr().out and not (tmp_path / 'x' / 'vc.yaml').exists()
+
+
+def test_record_accept_takes_a_performance_failure_replacing_its_samples_and_refuses_a_fault(tmp_path, monkeypatch,
+                                                                                            table):
+    """A first run's outlier (LAM's fast ratio 0.98 where later runs read 2.0-2.5) fails every later run until
+    someone decides: record --accept REASON takes the failed run's figure instead of the earlier samples, keeps
+    the others' samples, and says who and why; a case that failed its sanity check refuses the whole record."""
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'state'))
+    first = tmp_path / 'first.json'
+    first.write_text(json.dumps(report(case(0.98, metric='ratio', unit='ratio', kind='ratio', name='lam'),
+                                       case(940.0, name='stream'))))
+    refsbaseline.record([first], 'vc', table)
+    second = tmp_path / 'second.json'
+    second.write_text(json.dumps(report(
+        case(2.3, metric='ratio', unit='ratio', kind='ratio', name='lam', result='fail', fail_phase='performance',
+             reason='failed to meet reference(s): ratio=2.3'), case(950.0, name='stream'))))
+    assert '1 figures added' in refsbaseline.record([second], 'vc', table)   # the passing case only
+    out = refsbaseline.record([second], 'vc', table, accept='run 1 was the outlier (runs 2-4 read 1.96-2.46)')
+    assert '2 figures added (1 replacing their earlier samples)' in out
+    base = baselines.Baseline.load('vc')
+    samples = {key[-1]: e['samples'] for key, e in base.entries.items()}
+    assert samples['ratio'] == [2.3]                                    # the outlier gone
+    assert samples['bw_mbps'] == [940.0, 950.0, 950.0]                  # the plain record, then the accepted run
+    assert 'accepted by' in base.runs[-1]['report'] and 'run 1 was the outlier' in base.runs[-1]['report']
+    fault = tmp_path / 'fault.json'
+    fault.write_text(json.dumps(report(case(2.3, metric='ratio', unit='ratio', kind='ratio', result='fail',
+                                            fail_phase='sanity', reason='wrong transport'))))
+    with pytest.raises(refswrite.RefsError, match='refusing the figures of failed test case .*wrong transport'):
+        refsbaseline.record([fault], 'vc', table, accept='new MPI release')
+    with pytest.raises(refswrite.RefsError, match='--accept: one line of printable text'):
+        refsbaseline.record([second], 'vc', table, accept='two\nlines')

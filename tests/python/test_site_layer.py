@@ -50,7 +50,7 @@ def test_the_example_site_loads_through_the_layer(at_site):
     envs = [e['name'] for e in site.environments('site-example')]
     assert envs == ['site-gnu', 'ompi4', 'ompi5', 'mpich', 'impi']       # two fabrics, four MPI stacks
     assert site.partition_extras('site-example')['ib']['interconnects'] == {'ib': {'iface': 'mlx5_0:1'}}
-    assert site.reference_dir() == EXAMPLE / 'references'
+    assert site.reference_dir() == ROOT / 'reference_values'          # a site the checkout ships
     assert spack_build.source_dir('site-example') == EXAMPLE / 'spack' / 'site-example'
     assert spack_build.source_dir('local') == ROOT / 'config' / 'spack' / 'local'
     assert 'local' in site.systems() and 'vcluster' not in site.systems()     # ours stay; the vcluster is a site

@@ -205,9 +205,10 @@ def test_the_suite_job_writes_its_junit_where_it_is_published(gitlab, github, tm
     gh = next(s['run'] for s in github['jobs']['netregress']['steps'] if s.get('name') == 'suite')
     for f in found:
         (project / f).unlink()
-    run_script(gh, env)
+    res = run_script(gh, env)
     junit = next(s for s in github['jobs']['netregress']['steps'] if 'junit' in s.get('uses', ''))
-    assert sum(len(published(p, project)) for p in junit['with']['report_paths'].split(',')) == 1
+    assert sum(len(published(p, project)) for p in junit['with']['report_paths'].split(',')) == 1, \
+        f'exit {res.returncode}\n' + res.stdout[-3000:] + res.stderr[-2000:]
 
 
 def test_the_post_maintenance_job_writes_its_junit_where_it_is_published(gitlab, github, tmp_path):
@@ -220,6 +221,7 @@ def test_the_post_maintenance_job_writes_its_junit_where_it_is_published(gitlab,
     assert '-J reservation=maint' in (tmp_path / 'calls').read_text()
     (project / 'run/ci/post-maintenance/junit-maintenance.xml').unlink()
     gh = next(s['run'] for s in github['jobs']['netregress']['steps'] if s.get('name') == 'post-maintenance validation')
-    run_script(gh, env)
+    res = run_script(gh, env)
     junit = next(s for s in github['jobs']['netregress']['steps'] if 'junit' in s.get('uses', ''))
-    assert sum(len(published(p, project)) for p in junit['with']['report_paths'].split(',')) == 1
+    assert sum(len(published(p, project)) for p in junit['with']['report_paths'].split(',')) == 1, \
+        f'exit {res.returncode}\n' + res.stdout[-3000:] + res.stderr[-2000:]

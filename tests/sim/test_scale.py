@@ -5,7 +5,8 @@ At 128 nodes (8 leaf switches of 16, 16 spines, 100 Gbit/s cables, static d-mod-
 judged healthy by the full plan (shift in the tree's order), the topology plan and the sample plan, and a 2:1 tapered
 tree too (the verdict expects the taper); each injected fault (a node's slow cable, a link trained down, a slow
 leaf uplink, a slow spine, a node Slurm has down) is named, and nothing else is; the report page draws a run's
-output and lists what it named. Before them, without a simulation: the link names the platform loader sets are
+output and lists what it named; the rechecks' batches clear the suspects of a plan that collides (thousands, in 64
+rounds) and name a slow spine's directions alone, about one a round. Before them, without a simulation: the link names the platform loader sets are
 SimGrid's, the tree survives topology.conf, faults and trees that cannot be are refused. A few minutes on 2 CPUs;
 skipped, saying why, without SimGrid (libsimgrid-dev: smpicc, smpirun; tools/bootstrap --for test installs it).
 """
@@ -154,3 +155,56 @@ def test_the_report_page_draws_a_simulated_run(built, tmp_path):
     assert struct.unpack('>II', maps[0].read_bytes()[16:24]) == (128, 128)      # the PNG header's width, height
     figures = json.loads((tmp_path / 'simcentre.json').read_text())
     assert figures['report_s'] > 0 and figures['report_peak_mb'] > 0 and figures['named'] == f['named']
+
+
+def rechecks(out: Path) -> dict:
+    """The rechecks of out/result.json, each recheck round checked to be a batch that shares no node and no uplink
+    cable either way (SimGrid's d-mod-k on SHAPE: node i under leaf i // 16; a stream to it leaves its sender's leaf
+    and enters i's on cable i mod 16), and only a direction slow alone named slow."""
+    doc = json.loads((out / 'result.json').read_text())
+    place = {r: int(h.removeprefix('node')) for r, h in enumerate(doc['hosts'])}
+    batches: dict[int, list] = {}
+    for x in doc['recheck']['pairs']:
+        batches.setdefault(x['round'], []).append(x)
+        assert x['outcome'] != 'slow' or x['streams'] == 1, x
+    for batch in batches.values():
+        ends = [r for x in batch for r in (x['src'], x['dst'])]
+        s, d = ([place[x[k]] for x in batch] for k in ('src', 'dst'))
+        ways = [w for a, b in zip(s, d) if a // 16 != b // 16 for w in (('up', a // 16, b % 16), ('down', b // 16,
+                                                                                                 b % 16))]
+        assert len(set(ends)) == len(ends) and len(set(ways)) == len(ways) and all(
+            x['streams'] == len(batch) for x in batch), batch
+    counts = ('below_count', 'taken', 'rounds', 'cleared', 'slow', 'failed', 'left')
+    print('recheck:', {k: doc['recheck'][k] for k in counts})
+    return doc['recheck']
+
+
+def test_rechecks_in_batches_clear_a_colliding_plans_suspects_and_the_spine_is_still_named(built, tmp_path):
+    """The full plan in an order that ignores the tree (as Slurm lists the nodes) makes streams collide on
+    uplinks: with a slow spine, 2,524 directions read below 0.85 x the median link, where one a round would measure
+    64 in the 64 recheck rounds. Batches from the tree clear the collisions' (thousands) within the rounds; what
+    is left is listed with the reason; no batch names anything; and the verdict, judging a batch's directions as
+    read, names the spine (with the plan's share the batch's 0.6 x the line would have passed)."""
+    tree = FatTree(8, 16, 16)
+    f = simulate(tmp_path, *SHAPE, '--plan', 'full', '--shuffle', '5', '--fault', 'spine:spine11')
+    rc = rechecks(tmp_path)
+    assert f['named'] == [Fault.parse('spine:spine11', tree).expected(tree)], f['problems']
+    assert rc['taken'] == rc['below_count'] > 64 and rc['rounds'] == 64 and rc['cleared'] > 30 * 64
+    assert rc['cleared'] + rc['slow'] + rc['left'] == rc['taken'] and rc['failed'] == 0
+    assert len(json.loads((tmp_path / 'result.json').read_text())['recheck']['left_pairs']) == rc['left']
+
+
+def test_a_slow_spines_directions_are_named_alone_one_a_round_after_a_batch_of_eight(built, tmp_path):
+    """In the tree's order a slow spine's 896 directions are slow in every batch (8 at most share none of its 16
+    cables), so nothing clears: each batch's directions go alone (halving would take 15 rounds for 8), and those
+    waiting alone are measured before the rounds run out: of 64 rounds, 56 name a direction alone. The rest are left,
+    saying why; the spine is named."""
+    tree = FatTree(8, 16, 16)
+    f = simulate(tmp_path, *SHAPE, '--plan', 'full', '--fault', 'spine:spine11')
+    rc = rechecks(tmp_path)
+    assert f['named'] == [Fault.parse('spine:spine11', tree).expected(tree)], f['problems']
+    doc = json.loads((tmp_path / 'result.json').read_text())
+    alone = {x['round'] for x in rc['pairs'] if x['streams'] == 1}
+    assert rc['taken'] == 896 and rc['cleared'] == 0 and rc['slow'] == len(alone) >= 56 and rc['rounds'] == 64
+    assert all(x['reason'] == '--recheck-rounds' and int(x['dst_host'].removeprefix('node')) % 16 == 11
+               for x in doc['recheck']['left_pairs']) and rc['left'] == 896 - rc['slow']

@@ -31,9 +31,11 @@ Exit: 0 the verdict found nothing, 1 it named something (or the simulation faile
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
+import random
 import re
 import resource
 import shutil
@@ -255,6 +257,7 @@ class RunSpec:
     sample: tuple[int, int, int] = (0, 0, SAMPLE_SEED)   # per run, run index, seed
     rate_mbps: float | None = None
     kernel_opts: list[str] = field(default_factory=list)
+    shuffle: int | None = None      # full plan: the nodes in an order shuffled by this seed, not the tree's
 
 
 def topology_of(out: Path):
@@ -264,12 +267,17 @@ def topology_of(out: Path):
 
 
 def make_plan(spec: RunSpec, nodes: list[str], topology):
-    """The link check's plan over ``nodes`` in the tree's order (netregress.measure.linkplan)."""
+    """The link check's plan over ``nodes`` in the tree's order (netregress.measure.linkplan); the full plan also in
+    a shuffled order (``spec.shuffle``)."""
     from netregress.measure import linkplan
     if spec.plan == 'sample':
         return linkplan.sample_plan(nodes, *spec.sample, topology)
     if spec.plan == 'topology':
         return linkplan.topology_plan(topology, nodes)
+    if spec.shuffle is not None:    # an order that ignores the tree (Slurm's, before issue 47): streams collide
+        order = list(nodes)
+        random.Random(spec.shuffle).shuffle(order)
+        return linkplan.full_plan(order)
     return linkplan.full_plan(nodes, topology)
 
 
@@ -323,7 +331,10 @@ def simulate(tree: FatTree, out: Path, hosts: Sequence[str], opts: Sequence[str]
         lines = [x for x in err.splitlines() if x.strip() and 'Configuration change' not in x]
         tail = [x for x in lines if 'CRITICAL' in x or 'rror' in x][:3] or lines[-3:]
         raise SimulationError(f'the simulation wrote no result (exit {proc.returncode}): {" | ".join(tail)}')
-    return {'nodes': len(hosts), 'rounds': json.loads((out / 'result.json').read_text()).get('rounds_run'),
+    result = json.loads((out / 'result.json').read_text())
+    recheck = {k: result.get('recheck', {}).get(k) for k in ('below_count', 'taken', 'rounds', 'cleared', 'slow',
+                                                               'failed', 'left')}
+    return {'nodes': len(hosts), 'rounds': result.get('rounds_run'), 'recheck': recheck,
             'simulated_s': float(simulated[-1]) if simulated else None, 'wall_s': wall, 'cpu_s': cpu,
             'peak_mb': peak, 'kernel_exit': proc.returncode}
 
@@ -333,21 +344,27 @@ def run(args: argparse.Namespace) -> int:
     faults = [Fault.parse(f, tree) for f in args.fault]
     out = Path(args.out)
     write_fabric(tree, faults, out)
-    for stale in KEPT + ('run.json', 'simcentre.json', 'order.txt'):
+    for stale in KEPT + ('run.json', 'simcentre.json', 'order.txt', 'tree.txt'):
         (out / stale).unlink(missing_ok=True)
     down = [tree.names[f.where[0]] for f in faults if f.kind == 'down']
     rate = tree.link_gbps * 1000 if args.rate_mbps is None else args.rate_mbps or None
+    if args.shuffle is not None and args.plan != 'full':
+        raise UsageError(f'--shuffle goes with --plan full, not {args.plan}')
     spec = RunSpec(asdict(tree), list(args.fault), args.plan, left_out_by_slurm(tree, down) if down else {},
-                   rate_mbps=rate)
+                   rate_mbps=rate, shuffle=args.shuffle)
     topology = topology_of(out)
     nodes = [n for n in tree.names if n not in spec.left_out]
     if spec.plan == 'sample':
         from netregress.measure.allpairs import sample_matchings_for
         spec.sample = (args.sample_sets or sample_matchings_for(len(nodes)), args.sample_run, SAMPLE_SEED)
     plan = make_plan(spec, nodes, topology)
+    from netregress.measure.linkplan import write_tree
+    with open(out / 'tree.txt', 'w') as fp:      # recheck batches that share no uplink cable
+        write_tree(fp, topology, plan.nodes, by_rank=True)     # the ranks' hosts are SimGrid's names
     opts = ['-t', str(ROUND_TIME_S), '-m', message_size(tree), '-w', '1', '--recheck-below',
-            f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-max', str(args.recheck_max)]
-    if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the tree's order: computed by rank 0, no file
+            f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-rounds', str(args.recheck_rounds),
+            '--recheck-streams', str(args.recheck_streams), '--tree', str(out / 'tree.txt')]
+    if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the plan's order: computed by rank 0, no file
         (out / 'order.txt').write_text('\n'.join(map(str, range(len(plan.nodes)))) + '\n')
         opts += ['--plan', 'shift', '--order', str(out / 'order.txt')]
     else:
@@ -398,8 +415,7 @@ def verdict(out: Path) -> int:
     doc = json.loads((out / 'result.json').read_text())
     data = linkmatrix.from_result(doc, out)
     sim_name = {f'node{i}': name for i, name in enumerate(tree.names)}   # SimGrid's hosts -> the tree's names
-    data = linkmatrix.LinkData([sim_name.get(h, h) for h in data.nodes], data.matrix, data.errors, data.rechecked,
-                               data.bytes_per_host)
+    data = dataclasses.replace(data, nodes=[sim_name.get(h, h) for h in data.nodes])
     topology = topology_of(out)
     nodes = [n for n in tree.names if n not in spec.left_out]
     plan = make_plan(spec, nodes, topology)
@@ -512,7 +528,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument('--sample-run', type=int, default=0, help='sample: the run in the rotation')
     r.add_argument('--rate-mbps', type=float,
                    help='the line rate the verdict holds links to (default the link; 0: none)')
-    r.add_argument('--recheck-max', type=int, default=64)
+    r.add_argument('--recheck-rounds', type=int, default=64,
+                   help='recheck rounds at most (nr-linkmap --recheck-rounds)')
+    r.add_argument('--recheck-streams', type=int, default=0,
+                   help='streams in a recheck round at most (nr-linkmap --recheck-streams; 1: each alone)')
+    r.add_argument('--shuffle', type=int, metavar='SEED',
+                   help='full plan: the nodes in a shuffled order (as Slurm lists them), not the tree\'s')
     v = sub.add_parser('verdict', help="judge a run's result again")
     v.add_argument('dir')
     p = sub.add_parser('report', help="the run report page of a judged run, timed")

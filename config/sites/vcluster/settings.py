@@ -8,18 +8,19 @@ tools/validate and tools/drill use this site when they bring the cluster up. Two
 (fast: unshaped veth; gige: veth shaped to 1 Gbit/s); the MPI builds are this machine's (the environments of
 config/settings.py, made by tools/bootstrap), started the Slurm way per build (`launch` below). The names here must
 match config/vcluster.env, which builds the cluster (tests/python/test_site_layer.py compares them).
-References: this directory's references/vcluster.yaml once `tools/refs write` has put one there (judged like any
-site: a missing reference fails), else this host's baseline (netregress/judge/baselines.py). docs/site.md walks
-through it.
+References: this host's baseline (netregress/judge/baselines.py), after the machine-independent entries of the
+checkout's reference_values/vcluster.yaml (a site the checkout ships keeps its references there; docs/references.md).
+docs/site.md walks through a site.
 """
 import os
 from pathlib import Path
 
-from netregress.measure import mpibuilds
+from netregress.measure import mpibuilds, site
 from netregress.paths import repo_root, run_dir
 
-HERE = Path(__file__).resolve().parent
-REFERENCES = Path(os.environ.get('NETREGRESS_REFERENCES') or HERE / 'references')
+# Host baselines, judged first by the machine-independent entries the checkout commits (reference_values/
+# vcluster.yaml); NETREGRESS_REFERENCES (a drill's directory) makes the partitions strict like a site system's.
+REFERENCES = 'committed' if os.environ.get('NETREGRESS_REFERENCES') else 'host'
 
 # How each MPI build starts ranks under Slurm (config/mpi_builds.toml, `launch.slurm`): Open MPIs via PMIx, Debian
 # MPICH through its own Hydra, MPICH 5 and Intel MPI via PMI-2, LAM through its Slurm boot module;
@@ -32,6 +33,26 @@ LAUNCH = {name: list(b.launch['slurm']) for name, b in mpibuilds.load(mpibuilds.
 ON_NODE = ['srun', '--mpi=none', '--overlap', '--nodes=1', '--ntasks=1', '--relative={index}']
 ON_EACH_NODE = ['srun', '--mpi=none', '--overlap', '--label', '--nodes={nodes}', '--ntasks={nodes}',
                 '--ntasks-per-node=1']
+
+
+# The cluster as tools/vcluster builds it (config/vcluster.env, then NETREGRESS_VCLUSTER_ENV: a larger one).
+VC = {**site.read_env_file(repo_root() / 'config' / 'vcluster.env'),
+      **(site.read_env_file(Path(os.environ['NETREGRESS_VCLUSTER_ENV']))
+         if os.environ.get('NETREGRESS_VCLUSTER_ENV') else {})}
+
+
+def nodes(fabric):
+    """The nodes of one fabric: VC_<FABRIC>_COUNT, else its node list."""
+    count = VC.get(f'VC_{fabric.upper()}_COUNT', '').strip()
+    return int(count) if count else len(VC.get(f'VC_{fabric.upper()}_NODES', '').split())
+
+
+def pending_s(fabric):
+    """How long a job may wait in Slurm's queue: behind the one job that holds the host's license, which on this
+    fabric's N nodes may be an all-node job (the link test one stream a round, so rounds grow as N^2: 110 s at 16
+    nodes, 184 s at 32; the node probe 168 s at 32). An idle 4-node cluster starts a job within 2 minutes or never
+    (a request it cannot meet), so 120 s plus N^2 s."""
+    return 120 + nodes(fabric) ** 2
 
 
 def partition(name, subnet, shm=False, **fabric):
@@ -48,10 +69,10 @@ def partition(name, subnet, shm=False, **fabric):
         'features': (['ic-shm'] if shm else []) + [f'ic-{name}'],
         'extras': {
             'launch': LAUNCH,
-            'references': 'committed' if (REFERENCES / 'vcluster.yaml').exists() else 'host',
-            # the slowest case takes 35 s; a job not started within two minutes on an idle cluster will not start
+            'references': REFERENCES,
+            # the slowest case takes 35 s (the all-node checks set their own); the wait: pending_s
             'time_limit': '90s',
-            'max_pending_time': '120s',
+            'max_pending_time': f'{pending_s(name)}s',
             'host_cpus': os.cpu_count(),     # the nodes share this host's CPUs (oversubscription, base.py)
             'pin_ranks': True,               # MPI rank r on CPU r mod host_cpus (shm runs were bimodal unpinned)
             'pair_cpu': 0,                   # both ends of a TCP pair on one CPU (unpinned runs were bimodal)

@@ -30,6 +30,14 @@ def apply(check) -> None:
         refset, shared_refs, check.nr_reference_source = reference_source(system, check.current_partition.extras)
     except (references.ReferenceError, baselines.BaselineError) as err:
         raise PerformanceError(str(err)) from None
+    # a host-baseline system's committed references (the machine-independent figures the checkout ships for its
+    # own systems, docs/references.md): after the check's fixed bands, before the host baseline, so an entry
+    # there is judged from the first run on any machine
+    try:
+        committed = references.load(system) if host_refs else None
+    except references.ReferenceError as err:
+        raise PerformanceError(str(err)) from None
+    from_file = []
     own_file = _check_file(check)
     remeasured = host_refs and refset is not None and own_file in _changed_since(system)
     if remeasured:
@@ -45,12 +53,25 @@ def apply(check) -> None:
             check.nr_reference_source += (f'; {own_file} changed since it: its figures judged against this '
                                           f'version\'s own baseline ({runs} run(s))')
     for name, fn in check.perf_variables.items():
-        if name in check.recorded_only() or (remeasured and name not in check.fixed_references):
+        if name in check.recorded_only():
             refs[name] = (0, None, None, fn.unit)
             recorded_only.append(name)
             continue
         if name in check.fixed_references:
             refs[name] = (*check.fixed_references[name], fn.unit)
+            continue
+        if committed is not None:
+            try:
+                refs[name] = committed.lookup(part, env, check.interconnect, check.ref_test, name).as_reframe()
+                from_file.append(name)
+                continue
+            except references.MissingReferenceError:
+                pass
+            except references.ReferenceError as err:
+                raise PerformanceError(str(err)) from None
+        if remeasured:
+            refs[name] = (0, None, None, fn.unit)
+            recorded_only.append(name)
             continue
         if refset is None:
             refs[name] = (0, None, None, fn.unit)
@@ -77,6 +98,9 @@ def apply(check) -> None:
             raise PerformanceError(str(err)) from None
     if not refs:
         raise PerformanceError(f'{check.unique_name} defines no performance variables')
+    if from_file:
+        check.nr_reference_source += (f'; {", ".join(from_file)} against committed '
+                                      f'{references.reference_file(system)}')
     check.nr_recorded_only = ','.join(recorded_only)
     check.nr_shared_cpu_band = ','.join(shared_band)
     check.reference = {f'{system}:{part}': refs}

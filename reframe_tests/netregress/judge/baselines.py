@@ -331,9 +331,11 @@ class Baseline:
                     f'({self.measured_by or "unknown"}, now {version}; {self.what_changed()})')
         return None
 
-    def add(self, measurements: Iterable, rules: BandRules, source: str) -> int:
-        """Append one run's figures (``refswrite.Measurement``); keep the last ``rules.window`` per metric.
-        :class:`BaselineError` (nothing added) for a figure that is not a finite number >= 0."""
+    def add(self, measurements: Iterable, rules: BandRules, source: str, replace: frozenset = frozenset()) -> int:
+        """Append one run's figures (``refswrite.Measurement``); keep the last ``rules.window`` per metric; a metric
+        whose key (partition, environ, interconnect, test, metric) is in ``replace`` starts again from this run's
+        figure (an accepted change). :class:`BaselineError` (nothing added) for a figure that is not a finite
+        number >= 0."""
         self._require_complete('take figures')
         mine = [m for m in measurements if m.system == self.system]
         for m in mine:
@@ -341,7 +343,9 @@ class Baseline:
         for m in mine:
             entry = self.entries.setdefault((m.partition, m.environ, m.interconnect, m.test, m.metric),
                                             {'unit': m.unit, 'kind': m.kind, 'samples': []})
-            entry['samples'] = (entry['samples'] + [float(f'{m.value:.5g}')])[-rules.window:]
+            key = (m.partition, m.environ, m.interconnect, m.test, m.metric)
+            kept = [] if key in replace else entry['samples']
+            entry['samples'] = (kept + [float(f'{m.value:.5g}')])[-rules.window:]
             entry['unit'], entry['kind'] = m.unit, m.kind
         if mine:
             self.runs = (self.runs + [{'recorded_utc': datetime.datetime.now(datetime.timezone.utc)

@@ -15,9 +15,10 @@ read. At 1,000 nodes the file is 4 MB; it is read as a memory map (:func:`read_m
 
 :class:`LinkData` is the matrix with what the JSON result adds about its directions: the host of each rank, the
 error of each failed direction, the directions measured again alone (``recheck.pairs`` whose ``streams`` is 1, or
-that have none) and the bytes each node moved. :func:`from_result` reads both forms: the result that keeps the
-matrix in ``linkmatrix.bin`` and only the suspect directions in full, and the older one that lists every pair of
-every round.
+that have none), those measured again with every switch cable of their way to themselves (alone, or in a batch
+nr-linkmap built from the switch tree: ``recheck.batches`` ``cables``) and the bytes each node moved.
+:func:`from_result` reads both forms: the result that keeps the matrix in ``linkmatrix.bin`` and only the suspect
+directions in full, and the older one that lists every pair of every round.
 """
 from __future__ import annotations
 
@@ -79,12 +80,15 @@ def write_matrix(path: Path | str, matrix: np.ndarray) -> None:
 @dataclass
 class LinkData:
     """One job's measurements: ``matrix[src, dst]`` by rank (:func:`read_matrix`), the host of each rank, and from
-    the JSON result the failed directions' errors, the directions measured again alone and each host's bytes."""
+    the JSON result the failed directions' errors, the directions measured again alone (``rechecked``: they confirm
+    what they name), those measured again without sharing a switch cable (``uncontended``: the alone ones and a
+    tree-built batch's; None: the alone ones) and each host's bytes."""
     nodes: list[str]
     matrix: np.ndarray
     errors: dict[tuple[int, int], str] = field(default_factory=dict)
     rechecked: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
     bytes_per_host: dict[str, float] = field(default_factory=dict)
+    uncontended: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -157,11 +161,23 @@ def from_result(doc: Mapping, where: Path | str) -> LinkData:
         if isinstance(p, Mapping) and isinstance(p.get('src'), int) and isinstance(p.get('dst'), int):
             key = (_rank(p['src'], n, 'failed'), _rank(p['dst'], n, 'failed'))
             errors.setdefault(key, f'round {p.get("round", "?")}: {p.get("error") or "moved nothing"}')
-    # a recheck counts as alone when its round ran it by itself (``streams`` 1, or today's kernel: always)
-    rechecked = [(_rank(x.get('src'), n, 'recheck'), _rank(x.get('dst'), n, 'recheck'))
-                 for x in (doc.get('recheck') or {}).get('pairs') or []
-                 if isinstance(x, Mapping) and x.get('streams', 1) == 1]
+    # a recheck counts as alone when its round ran it by itself (``streams`` 1, or an older kernel: always) and it
+    # was recorded; as uncontended also in a batch nr-linkmap built to share no switch cable (``batches`` ``cables``)
+    recheck = doc.get('recheck') or {}
+    alone, uncontended = [], []
+    for x in recheck.get('pairs') or []:
+        if not isinstance(x, Mapping) or x.get('outcome') == 'pending':
+            continue
+        key = (_rank(x.get('src'), n, 'recheck'), _rank(x.get('dst'), n, 'recheck'))
+        if x.get('streams', 1) == 1:
+            alone.append(key)
+        if x.get('streams', 1) == 1 or recheck.get('batches') == 'cables':
+            uncontended.append(key)
     hosts: dict[str, float] = {}
     for rank, moved in per_rank.items():
         hosts[nodes[rank]] = hosts.get(nodes[rank], 0.0) + moved
-    return LinkData(nodes, matrix, errors, np.array(rechecked, dtype=np.int64).reshape(-1, 2), hosts)
+    return LinkData(nodes, matrix, errors, _pairs(alone), hosts, _pairs(uncontended))
+
+
+def _pairs(keys: list[tuple[int, int]]) -> np.ndarray:
+    return np.array(keys, dtype=np.int64).reshape(-1, 2)

@@ -255,11 +255,14 @@ def _row_groups(n: int, fabric: Fabric | None) -> list[tuple[int, np.ndarray]]:
 def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None, rate_fraction: float = 0.95,
           fabric: Fabric | None = None, contention: np.ndarray | None = None) -> Verdict:
     """Judge every direction of ``data`` (see the module doc). ``contention`` (n, n) from
-    :func:`netregress.linkplan.plan_contention` in rank order; the directions ``data.rechecked`` ran alone."""
+    :func:`netregress.linkplan.plan_contention` in rank order; the directions ``data.rechecked`` ran alone, and
+    ``data.uncontended`` (where given) in a recheck round with no switch cable shared: both judged as read (a slow
+    link's own rate can sit between its share in the plan and the line, so the share would hide it)."""
     m, n = data.matrix, data.n
-    if contention is not None and len(data.rechecked):
+    uncontended = data.rechecked if data.uncontended is None else data.uncontended
+    if contention is not None and len(uncontended):
         contention = np.array(contention, copy=True)
-        contention[data.rechecked[:, 0], data.rechecked[:, 1]] = 1
+        contention[uncontended[:, 0], uncontended[:, 1]] = 1
     groups = _row_groups(n, fabric)
 
     # pass 1: each link's figure (its slower measured direction, times its contention), for the median

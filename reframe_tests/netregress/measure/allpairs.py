@@ -21,11 +21,13 @@ or balanced, ``uplinks`` or ``taper``):
 Where nodes share a host's CPUs (the vcluster), concurrent pairs measure the CPU: the partition extra
 ``link_concurrency`` (directed streams at a time; 1: one after the other) cuts each round. The partition extra
 ``link_passes`` (default 1) runs the plan that many times and judges each direction by its best pass. At the end of
-the job nr-linkmap measures once more, each alone, the directions still below the floor (``recheck_max`` of them at
-most; on a tapered tree the floor is divided by the plan's contention, so that the streams the taper slowed are not
-what the rechecks are spent on). The data moves through the MPI library forced onto the fabric (``link_transport``
-``mpi``, any fabric), or over TCP bound to the interface under test with MPI only coordinating (``tcp``, IP
-fabrics). Each round is bounded (``--round-timeout``): a dead or hung node fails its pairs, named.
+the job nr-linkmap measures the directions still below the floor again, in batches that share no node and no uplink
+cable of the switch tree (no more streams than ``link_concurrency``), a direction slow in a batch again in half of
+it, down to alone, within ``recheck_max`` rounds and the job's time limit (on a tapered tree the floor is divided by
+the plan's contention, so that the streams the taper slowed are not what the rechecks are spent on). The data moves
+through the MPI library forced onto the fabric (``link_transport`` ``mpi``, any fabric), or over TCP bound to the
+interface under test with MPI only coordinating (``tcp``, IP fabrics). Each round is bounded (``--round-timeout``):
+a dead or hung node fails its pairs, named.
 
 Verdicts (``netregress.linkverdict``), baseline-free, each direction against what its round let it read: every
 direction measured (sanity), every direction at least ``min_link_fraction`` of the median link and, where the
@@ -40,6 +42,7 @@ directions for people); nr-linkmap's ``result.json`` is kept without its per-pai
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -61,10 +64,14 @@ from .. import statefiles
 from . import cpulimit, interconnects, provenance, results, slurm
 from .base import COUNTERS_FILE
 from .linkplan import (LinkPlan, Topology, TopologyError, full_plan, plan_contention, sample_plan,
-                       topology_order, topology_plan)
+                       topology_order, topology_plan, write_tree)
 from .mpicheck import MpiKernelCheck
 
 PLAN_FILE = 'plan.txt'
+#: The switch tree as nr-linkmap reads it (``--tree``): recheck batches that share no uplink cable.
+TREE_FILE = 'tree.txt'
+#: The job's allowance for its start-up and end beyond its rounds, seconds.
+STARTUP_S = 60
 #: Each node's InfiniBand ports as sysfs has them (rate, state), read before the job on an InfiniBand fabric.
 PORTS_FILE = 'ports.txt'
 #: Default share of the median link the slowest direction must reach.
@@ -156,7 +163,7 @@ def by_slurm_names(data: LinkData, nodes: list[str]) -> LinkData:
     names = [h if h in nodes else short.get(h.split('.')[0]) for h in data.nodes]
     if None in names or len(set(names)) != len(names) or names == data.nodes:
         return data
-    return LinkData(names, data.matrix, data.errors, data.rechecked, data.bytes_per_host)
+    return dataclasses.replace(data, nodes=names)
 
 
 class AllPairsLinkCheck(MpiKernelCheck):
@@ -221,10 +228,11 @@ class AllPairsLinkCheck(MpiKernelCheck):
     #: :type: :class:`float` or ``None``
     min_link_fraction = variable(float, type(None), value=None, loggable=True)
 
-    #: Directions below the floor that nr-linkmap measures once more, each alone, at the end of the job
-    #: (``--recheck-below``, ``--recheck-max``; 0: none): a stream the host's scheduler starved for a moment passes,
-    #: a slow link stays slow, and an element whose direction stayed slow alone is named as confirmed. At most this
-    #: many extra rounds of one pair each, counted in the job's time limit.
+    #: Recheck rounds at most (``--recheck-rounds``; 0: none): at the end of the job nr-linkmap measures the
+    #: directions below the floor again, in batches that share no node (nor, with the switch tree, an uplink
+    #: cable), a slow one again in half the batch down to alone: a stream the host's scheduler starved for a moment
+    #: passes, a slow link stays slow, and an element whose direction stayed slow alone is named as confirmed.
+    #: Counted in the job's time limit, which nr-linkmap keeps to (``--time-limit``).
     #:
     #: :type: :class:`int`
     #: :default: ``64``
@@ -306,7 +314,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
         # after the partition's time_limit (base class): the job's length follows the plan, rechecks included
         per_round = self.round_time_s + (2.0 * len(self.nodes) * 0.05 if self.measure_rtt else 0) + 1.0
         rechecks = min(self.recheck_max, len(self.nodes) * (len(self.nodes) - 1))
-        self.time_limit = int(60 + (len(self.link_plan.rounds) + rechecks) * per_round * 2)
+        self.time_limit = int(STARTUP_S + (len(self.link_plan.rounds) + rechecks) * per_round * 2)
 
     def make_plan(self) -> LinkPlan:
         key = f'{self.current_system.name}:{self.current_partition.name}:{self.interconnect}'
@@ -359,7 +367,15 @@ class AllPairsLinkCheck(MpiKernelCheck):
             # those below the floor even at their share are worth a recheck
             least = self.contention()
             below = self.min_link_fraction / (float(least.max()) if least is not None else 1.0)
-            opts += ['--recheck-below', f'{below:.6g}', '--recheck-max', str(self.recheck_max)]
+            # the batches: no more streams than the partition lets run at once, none sharing an uplink cable where
+            # the tree is known; no recheck round that would end the job after its time limit (less the start-up)
+            opts += ['--recheck-below', f'{below:.6g}', '--recheck-rounds', str(self.recheck_max),
+                     '--recheck-streams', str(int(self.current_partition.extras.get('link_concurrency') or 0)),
+                     '--time-limit', str(max(1, int(self.time_limit) - STARTUP_S))]
+            if getattr(self, 'topology', None) is not None:
+                with open(os.path.join(self.stagedir, TREE_FILE), 'w') as fp:
+                    write_tree(fp, self.topology, self.nodes)
+                opts += ['--tree', TREE_FILE]
         if self.link_transport == 'tcp':
             if self.ic.counters != 'interface' or not self.iface:
                 raise ValueError(f'link_allpairs: link_transport tcp needs an IP fabric with an interface; '

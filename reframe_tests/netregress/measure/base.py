@@ -456,11 +456,12 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         """A reference for every performance variable, from the first source that has one:
 
         1. a baseline-free band the check fixed itself (``fixed_references``);
-        2. on partitions with ``extras.references: host`` (the embedded systems), this host's baseline
+        2. on partitions with ``extras.references: host`` (the embedded systems), the system's committed file
+           where it holds the figure (its machine-independent streams, docs/references.md), else this host's baseline
            (netregress/baselines.py): the median of its recent runs with a band from their spread. Without a
            baseline, or for a variable it does not know yet, the figure is measured, logged and recorded
            afterwards (tools/validate), not asserted;
-        3. otherwise the site's committed ``reference_values/<system>.yaml``: a missing reference fails the check
+        3. otherwise the system's committed ``<reference directory>/<system>.yaml``: a missing reference fails the check
            (:meth:`fail_on_missing_references`), after the values were measured and logged.
 
         Against a host baseline, a partition whose extra ``assert_cpu_bound`` is False (nodes that share a virtual

@@ -342,6 +342,21 @@ def topology_plan(topology: Topology, nodes: Sequence[str] | None = None,
 
 # --- what the fabric makes concurrent streams share --------------------------------------------------------------
 
+def write_tree(fp: IO[str], topology: Topology, nodes: Sequence[str], by_rank: bool = False) -> None:
+    """The switch tree as nr-linkmap's ``--tree`` reads it, for ``nodes`` (the tree's other nodes and the nodes it
+    does not list are left out; ``by_rank``: each named by its index in ``nodes``, the job's rank where MPI names
+    the hosts otherwise): ``NODE LEAF CABLE`` a line, the leaf's index and the uplink cable a stream to NODE
+    takes out of its sender's leaf and into NODE's (d-mod-k: its position mod the uplinks; else one cable, 0, for
+    all: where the rule is not known every crossing stream of a leaf may meet any other). Recheck batches built from
+    it share no cable, as :func:`round_contention` counts them."""
+    leaf, pos = topology.arrays(nodes)
+    cable = pos % topology.uplinks if topology.routing == 'd-mod-k' else np.zeros(len(nodes), dtype=np.int64)
+    fp.write('# nr-linkmap --tree: node, leaf switch, uplink cable of a stream to it\n')
+    for rank, (name, ell, u) in enumerate(zip(nodes, leaf, cable)):
+        if ell >= 0:
+            fp.write(f'{rank if by_rank else name} {ell} {u}\n')
+
+
 def round_contention(topology: Topology, leaf: np.ndarray, pos: np.ndarray, src: np.ndarray,
                      dst: np.ndarray) -> np.ndarray:
     """For each stream of one round (``src``, ``dst``: indices into ``leaf``/``pos``, from :meth:`Topology.arrays`):
@@ -397,7 +412,7 @@ def plan_collisions(plan: LinkPlan, topology: Topology) -> tuple[int, int]:
 
 #: The fitted constants when present (``netregress-linkcost/1``: a list ``models`` of named fits), else the
 #: built-in vcluster fit.
-COST_FILE = Path(__file__).resolve().parents[2] / 'config' / 'linkcost.yaml'
+COST_FILE = Path(__file__).resolve().parents[3] / 'config' / 'linkcost.yaml'
 COST_SCHEMA = 'netregress-linkcost/1'
 
 
@@ -442,6 +457,22 @@ def cost_models(path: Path | str | None = None) -> list[CostModel]:
         except (TypeError, ValueError):
             raise ValueError(f'{path}: models[{i}] ({entry.get("name")}): the constants must be numbers') from None
     return out or [CostModel()]
+
+
+def save_cost_model(model: CostModel, path: Path | str | None = None) -> Path:
+    """Put ``model`` into the fits of ``path`` (default :data:`COST_FILE`) under its name, keeping the others (a
+    bench writes its own fit: the vcluster's, the simulator's); written whole to a temporary file, then renamed."""
+    path = Path(path) if path is not None else COST_FILE
+    models = [m for m in (cost_models(path) if path.exists() else []) if m.name not in (model.name, 'built-in')]
+    entries = [{k: (v if k in ('name', 'fitted') else float(f'{v:.6g}')) for k, v in vars(m).items()}
+               for m in sorted([*models, model], key=lambda m: m.name)]
+    text = ('# The link test\'s cost model (netregress.measure.linkplan.cost_models), one fit a source: written by\n'
+            '# bench/linktest_scale.py --cost (the vcluster) and bench/simcentre_scale.py --cost (SimGrid).\n'
+            + yaml.safe_dump({'schema': COST_SCHEMA, 'models': entries}, sort_keys=False, width=118))
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
 
 
 #: Job steps of one link test, whatever the plan: the counters before, the nr-linkmap job, the counters after.

@@ -20,7 +20,10 @@ import reframe.utility.sanity as sn
 from reframe.core.exceptions import SanityError
 
 SCHEMA_PREFIX = 'netregress-result/'
-EXIT_CODES = {0: 'ok', 1: 'runtime failure', 2: 'usage error', 3: 'validation failure (payload mismatch)'}
+# a usage error where the check wrote the options itself: most often a prebuilt kernel older than the checkout
+EXIT_CODES = {0: 'ok', 1: 'runtime failure', 3: 'validation failure (payload mismatch)',
+              2: 'usage error (its message in the job\'s stderr; prebuilt kernels older than the checkout? '
+                 'tools/bootstrap rebuilds them)'}
 EXIT_MARK = 'netregress-exit:'
 #: What a check writes into a failure that matches a declared known fault of its environment (the ``failure``
 #: pattern of an environment's ``known_faults``): netregress_postrun.runreport does not fail a run for such a

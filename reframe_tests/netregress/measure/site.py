@@ -171,13 +171,15 @@ def interconnect_files() -> list[Path]:
 
 
 def reference_dir() -> Path:
-    """Committed references: ``$NETREGRESS_REFERENCES`` (a drill's, a test's), else the site's ``references/``,
-    else ``reference_values/``."""
+    """Committed references: ``$NETREGRESS_REFERENCES`` (a drill's, a test's), else the site's ``references/``
+    (a site the checkout ships, under ``config/sites/``, keeps them in the checkout's), else ``reference_values/``."""
     env = os.environ.get('NETREGRESS_REFERENCES')
     if env:
         return Path(env).resolve()
     site = directory()
-    return site / 'references' if site else paths.repo_root() / 'reference_values'
+    if site and not site.is_relative_to((paths.config_dir() / 'sites').resolve()):
+        return site / 'references'
+    return paths.repo_root() / 'reference_values'
 
 
 def own_systems() -> list[str]:

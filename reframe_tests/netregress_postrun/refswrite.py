@@ -113,7 +113,7 @@ def machine_independent(m: Measurement, table: interconnects.InterconnectTable) 
     rate (a shaped or physical link carries what it carries, whatever the CPUs). The figures a check judges by
     its own band (a ratio to a peer in the same job, a fraction of the line rate) are machine-independent too,
     but for every system: they stay in the checks (``fixed_bands``), not in a system's file. A latency or a
-    ratio to a yardstick is not: the CPUs move it (a gige round trip against TCP's: 0.84-1.49 on one host)."""
+    ratio to a yardstick is not: the CPUs move it (LAM/MPI's gige round trip against TCP's: 1.72-2.82 on one host)."""
     if m.fixed or m.kind != 'throughput':
         return False
     return bool(table.interconnect(m.interconnect).rate_mbps)

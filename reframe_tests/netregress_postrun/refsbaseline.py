@@ -73,12 +73,13 @@ def record(reports: list[Path], system: str, table: interconnects.InterconnectTa
     takes = refsaccept.changed_by_design if accept is not None else usable
     if accept is not None:
         accept = refsaccept.checked_reason(accept, '--accept')
-        failed = refsaccept.failed_cases([runreport.load(p) for p in reports], system)
+    docs = [(path, runreport.read(path)) for path in reports]            # each report parsed once
+    if accept is not None:
+        failed = refsaccept.failed_cases([runreport.RunReport.from_data(doc, path) for path, doc in docs], system)
         if failed:
             raise RefsError('\n'.join(f'refusing the figures of failed test case {line} (a fault, not a change: '
                                       f'only a performance failure is accepted)' for line in failed))
-    for path in reports:
-        doc = runreport.read(path)
+    for path, doc in docs:
         check_report(path, doc, takes)
         found = [m for m in measurements(doc, takes) if m.system == system]
         refuse_undeclared(found)

@@ -25,6 +25,8 @@ Environment extras read by the library (reframe_tests/netregress):
                are submitted with sbatch --uid=USER and the stage directory is handed to USER (measure/launch.py)
   spack_mpi    'none': Spack has no package for this MPI; its Spack-built tools are skipped with that reason
   no_fortran   why the build cannot compile Fortran MPI programs (NAS's Fortran benchmarks skip with it)
+  mpi_waits    'sleep': the library sleeps while it waits (LAM/MPI's tcp RPI); nr-mpitest's TCP yardstick then
+               sleeps too (--duet-sleep), so the ratio divides the host's wake-up latency out
   known_faults defects of this build that checks skip, visibly, with the reason: [{checks: [check names],
                interconnects: [names] (only runs on these), oversubscribed: true (only runs with more ranks
                than CPUs), reason: '...'}]; an entry with ``failure`` (a regular expression) skips nothing: a

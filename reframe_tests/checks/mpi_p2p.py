@@ -56,7 +56,10 @@ class MpitestBenchmark(MpiKernelCheck):
 
     def duet_opts(self) -> list[str]:
         """``--duet`` options for this interconnect: shared memory where the ranks share a node without a network
-        path, else raw TCP on the interface under test (its address the kernel looks up on each node)."""
+        path, else raw TCP on the interface under test (its address the kernel looks up on each node), sleeping
+        while it waits where the MPI build does (its extra ``mpi_waits: sleep``): a polling yardstick beside a
+        sleeping MPI leaves the host's wake-up latency in the ratio (LAM/MPI's fast round trip over a polling one:
+        0.98-2.46 over four clean runs)."""
         if not self.duet:
             return []
         if self.ic.counters == 'none':
@@ -64,7 +67,8 @@ class MpitestBenchmark(MpiKernelCheck):
         if not self.iface:
             raise ValueError(f'--duet tcp: partition {self.current_partition.fullname} names no iface for '
                              f'{self.interconnect}')
-        return ['--duet', 'tcp', '--duet-iface', self.iface]
+        sleeps = self.current_environ.extras.get('mpi_waits') == 'sleep'
+        return ['--duet', 'tcp', '--duet-iface', self.iface] + (['--duet-sleep'] if sleeps else [])
 
     def add_duet_metrics(self, name: str, key: str, unit: str, yardstick: figures.Figure, ratio_label: str,
                          better: str, tcp_kind=figures.ratio):

@@ -363,7 +363,9 @@ int nr_duet_open(struct nr_duet *d, int kind, const char *iface, const struct nr
     if ((rc = nr__oversubscribed(d->link, err)) < 0)
         return rc;
     rc = d->kind == NR_DUET_TCP ? nr__tcp_open(d, iface, err) : nr__shm_open(d, err);
-    const char *waits = d->link->oversub ? "; one CPU for both ranks: waits yield" : "";
+    const char *waits = d->kind == NR_DUET_TCP && d->sleep ? "; waits sleep in poll"
+                        : d->link->oversub                 ? "; one CPU for both ranks: waits yield"
+                                                           : "";
     if (rc == NR_OK && m->rank == 0 && d->kind == NR_DUET_TCP)
         printf("Duet yardstick: tcp over %s (rank 1 listens on %s:%u%s), order seed %llu\n", d->iface, d->address,
                (unsigned)d->port, waits, (unsigned long long)d->seed);
@@ -446,7 +448,8 @@ static int nr__move(struct nr_duet *d, const unsigned char *out, size_t out_len,
                     double deadline, char *why, size_t why_len)
 {
     if (d->kind == NR_DUET_TCP)
-        return nr_net_duplex(d->link->fd, out, out_len, in, in_len, deadline, nr__tcp_spin, d->link, why, why_len);
+        return nr_net_duplex(d->link->fd, out, out_len, in, in_len, deadline, d->sleep ? NULL : nr__tcp_spin, d->link,
+                             why, why_len);
     return nr__shm_duplex(d->link, out, out_len, in, in_len, deadline, why, why_len);
 }
 
@@ -589,6 +592,7 @@ void nr_duet_json(struct nr_json *j, const struct nr_duet *d)
         nr_json_kv_string(j, "iface", d->iface);
         nr_json_kv_string(j, "address", d->address);
         nr_json_kv_uint(j, "port", d->port);
+        nr_json_kv_bool(j, "sleeps", d->sleep);
     }
     nr_json_kv_uint(j, "seed", d->seed);
     nr_json_key(j, "order");

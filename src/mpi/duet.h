@@ -7,7 +7,9 @@
  * Yardsticks: `tcp`, a raw TCP connection from rank 0 to rank 1 (rank 1 listens on the IPv4 address of
  * --duet-iface, by default the loopback interface when both ranks share a host); `shm`, a POSIX shared-memory
  * segment with a ring of chunk slots per direction (two copies per message, as an MPI shared-memory transport
- * makes). Both wait as MPI libraries do, polling without sleeping. MPI is the control plane only: set-up, the order,
+ * makes). Both wait as most MPI libraries do, polling without sleeping; with `sleep` set, the tcp yardstick waits in
+ * poll() as a library that blocks in select() does (LAM/MPI's tcp RPI), so both pay the host's wake-up latency and
+ * the ratio divides it out. MPI is the control plane only: set-up, the order,
  * the barrier before each timed run. Every wait inside a yardstick run has a deadline; a failure there ends the job
  * (nr_mpi_fail_loop), as one inside an MPI run does.
  */
@@ -34,6 +36,7 @@ struct nr_duet_link;
 struct nr_duet {
     int kind;                   /* NR_DUET_* */
     bool latency;               /* figures are round-trip times in us, else throughput in Mbit/s */
+    bool sleep;                 /* tcp: wait in poll() instead of polling without sleeping (--duet-sleep) */
     const struct nr_mpi *mpi_ctx;
     char peer_host[NR_HOST_MAX];
     char iface[64];             /* tcp: the interface, and rank 1's address and port */

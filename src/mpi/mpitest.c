@@ -57,6 +57,7 @@ struct nr__opts {
     int verify;          /* --verify */
     int duet;            /* --duet: NR_DUET_* */
     const char *duet_iface; /* --duet-iface */
+    int duet_sleep;      /* --duet-sleep */
     double deadline_s;   /* --deadline: seconds each run may last (0: from the target) */
 };
 
@@ -538,6 +539,8 @@ static int nr__validate(const struct nr__opts *o, struct nr__run *r, struct nr_e
         return nr_error_set(err, NR_E_USAGE, "--duet pairs the repetitions of a fixed-size or latency test, not -e");
     if (o->duet_iface && o->duet != NR_DUET_TCP)
         return nr_error_set(err, NR_E_USAGE, "--duet-iface goes with --duet tcp");
+    if (o->duet_sleep && o->duet != NR_DUET_TCP)
+        return nr_error_set(err, NR_E_USAGE, "--duet-sleep goes with --duet tcp");
     r->size = r->kind == NR_RUN_LATENCY ? (o->lat_size ? o->lat_size : NR__LATENCY_DEFAULT_BYTES) : o->msg_size;
     uint64_t largest = r->kind == NR_RUN_SWEEP ? (uint64_t)1 << o->exponent : r->size;
     if (largest > (uint64_t)INT32_MAX)
@@ -600,6 +603,8 @@ static int nr__main(const struct nr__opts *o, struct nr__run *r, struct nr_error
     if ((rc = nr_mpi_agree(rc, err)) < 0)
         goto out;
     struct nr_duet *duet = o->duet ? &r->duet : NULL;
+    if (duet)
+        duet->sleep = o->duet_sleep;
     if (duet && (rc = nr_duet_open(duet, o->duet, o->duet_iface, g_mpi, r->peer_host, nruns,
                                    r->kind == NR_RUN_LATENCY, err)) < 0)
         goto out;
@@ -740,6 +745,7 @@ int main(int argc, char **argv)
         {NR_OPT_FLAG, 0, "verify", &o.verify, NULL, "fill a pattern and check every received message's last copy", 0, 0, NULL, NULL},
         {NR_OPT_CALL, 0, "duet", &o.duet, "tcp|shm", "pair each repetition with a run outside MPI (TCP, shared memory), in random order: ratio MPI/yardstick", 0, 0, nr_duet_parse_kind, "off"},
         {NR_OPT_STRING, 0, "duet-iface", &o.duet_iface, "IFACE", "interface --duet tcp runs over", 0, 0, NULL, "loopback, ranks on one host"},
+        {NR_OPT_FLAG, 0, "duet-sleep", &o.duet_sleep, NULL, "--duet tcp waits in poll(), for an MPI library that sleeps while it waits (LAM/MPI's tcp RPI)", 0, 0, NULL, NULL},
         {NR_OPT_DOUBLE, 0, "deadline", &o.deadline_s, "SECONDS", "a run not done by then fails the job, naming the ranks that did not answer", 0, 86400, NULL, "from -t or --iterations"},
         {NR_OPT_SECTION, 0, NULL, NULL, NULL, "Output", 0, 0, NULL, NULL},
         {NR_OPT_STRING, 'o', "output", &o.out, "FILE", "write the results table (Hpcbench layout)", 0, 0, NULL, NULL},

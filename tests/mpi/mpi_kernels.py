@@ -268,7 +268,7 @@ def _duet_check(r, yardstick, reps):
               mpi['throughput_mbps'] == r['summary']['throughput_mbps'], 'throughput statistics')
     check(d['iterations'] >= 1 and d['calibration']['runs'] == reps, f'the yardstick\'s count and calibration: {d}')
     if yardstick == 'tcp':
-        check(d['iface'] and d['address'] and d['port'] > 0, f'the TCP endpoint: {d}')
+        check(d['iface'] and d['address'] and d['port'] > 0 and isinstance(d['sleeps'], bool), f'the TCP endpoint: {d}')
     return ratios
 
 
@@ -288,6 +288,20 @@ def _duet(d, yardstick):
 
 def case_mpitest_duet_tcp(d):
     _duet(d, 'tcp')
+
+
+def case_mpitest_duet_tcp_sleep(d):
+    """--duet-sleep: the TCP yardstick waits in poll (for a library that sleeps, LAM/MPI's tcp RPI), says so in its
+    text and JSON, and pairs every repetition as the polling one does; without it the document says it polled."""
+    js = os.path.join(d, 'sleep.json')
+    for sleep in (True, False):
+        p = run('nr-mpitest', 2, '-A', 8, '--iterations', 200, '-r', 3, '--duet', 'tcp', *(['--duet-sleep'] if sleep
+                                                                                            else []), '--json', js)
+        r = load(js)
+        ratios = _duet_check(r, 'tcp', 3)
+        check(r['duet']['sleeps'] is sleep and ('waits sleep in poll' in p.stdout) is sleep,
+              f'--duet-sleep {sleep}: {r["duet"]}\n{p.stdout}')
+        print(f'--duet tcp{" --duet-sleep" if sleep else ""}: MPI/tcp per pair {[round(x, 3) for x in ratios]}')
 
 
 def case_mpitest_duet_shm(d):
@@ -329,6 +343,7 @@ def case_mpitest_duet_errors(d):
     for opts, words, code in ((('--duet', 'udp'), "--duet: 'udp' is neither tcp nor shm", 2),
                               (('--duet-iface', 'lo'), '--duet-iface goes with --duet tcp', 2),
                               (('--duet', 'shm', '--duet-iface', 'lo'), '--duet-iface goes with --duet tcp', 2),
+                              (('--duet', 'shm', '--duet-sleep'), '--duet-sleep goes with --duet tcp', 2),
                               (('--duet', 'tcp', '-e', 4), 'not -e', 2),
                               (('--duet', 'tcp', '--duet-iface', 'nonexistent0'), "no interface 'nonexistent0'", 1)):
         js = os.path.join(d, 'err.json')

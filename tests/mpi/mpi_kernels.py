@@ -268,7 +268,8 @@ def _duet_check(r, yardstick, reps):
               mpi['throughput_mbps'] == r['summary']['throughput_mbps'], 'throughput statistics')
     check(d['iterations'] >= 1 and d['calibration']['runs'] == reps, f'the yardstick\'s count and calibration: {d}')
     if yardstick == 'tcp':
-        check(d['iface'] and d['address'] and d['port'] > 0 and isinstance(d['sleeps'], bool), f'the TCP endpoint: {d}')
+        check(d['iface'] and d['address'] and d['port'] > 0 and isinstance(d['sleeps'], bool),
+              f'the TCP endpoint: {d}')
     return ratios
 
 
@@ -295,8 +296,8 @@ def case_mpitest_duet_tcp_sleep(d):
     text and JSON, and pairs every repetition as the polling one does; without it the document says it polled."""
     js = os.path.join(d, 'sleep.json')
     for sleep in (True, False):
-        p = run('nr-mpitest', 2, '-A', 8, '--iterations', 200, '-r', 3, '--duet', 'tcp', *(['--duet-sleep'] if sleep
-                                                                                            else []), '--json', js)
+        extra = ['--duet-sleep'] if sleep else []
+        p = run('nr-mpitest', 2, '-A', 8, '--iterations', 200, '-r', 3, '--duet', 'tcp', *extra, '--json', js)
         r = load(js)
         ratios = _duet_check(r, 'tcp', 3)
         check(r['duet']['sleeps'] is sleep and ('waits sleep in poll' in p.stdout) is sleep,

@@ -258,6 +258,7 @@ struct lm_plan {
     long *offsets;  /* --plan-file: where each round's line starts */
     char *line;     /* --plan-file: the line being read */
     size_t line_cap;
+    uint64_t streams; /* directed streams of all rounds (a direction in two rounds counts twice) */
     /* host name -> rank: open addressing, by full and by short name; slot: rank + 1 (0 empty), count of ranks */
     size_t cap;
     int32_t *by_full, *by_short, *full_count, *short_count;
@@ -321,8 +322,15 @@ struct lm_ctx {
     struct lm_report *reports;
     struct nr_cpu_limit *cpu_first, *cpu_last; /* per rank: its reading at its start and at its last report */
     char *missing;
-    float *matrix;  /* n x n: each direction's figure, Mbit/s (LM_FAILED, NAN: not measured) */
-    float *rtt;     /* --rtt: n x n, each direction's least median round trip, us (NAN: not measured) */
+    /* The matrix's cells (linkmap_matrix.c): dense, n x n, cell s x n + d; or, when the plan runs few of the
+     * directions (lm_sparse_smaller), sparse: the plan's directions only, sender s's cells row_off[s] ..
+     * row_off[s + 1] - 1, their receivers in recv_of[] ascending. lm_cell and lm_row find them in either. */
+    bool sparse;
+    size_t ncells;
+    uint64_t *row_off; /* sparse: n + 1 */
+    uint32_t *recv_of; /* sparse: ncells */
+    float *matrix;  /* ncells: each direction's figure, Mbit/s (LM_FAILED, NAN: not measured) */
+    float *rtt;     /* --rtt: ncells, each direction's least median round trip, us (NAN: not measured) */
     uint64_t *sent_bytes, *recv_bytes; /* per rank: payload its receivers counted, payload it counted */
     struct lm_failure *failures;
     size_t nfailures, failures_cap;
@@ -399,8 +407,27 @@ const char *lm_rc_state_name(enum lm_rc_state s);
 void lm_recheck_free(struct lm_ctx *c);
 
 /* ---- linkmap_matrix.c: rank 0's record of the rounds ---- */
-/* Rank 0: the matrix (every cell NAN), the rtt matrix with --rtt, the per-rank byte counts. */
+/* True when `cells` directions of an n x n matrix take fewer bytes sparse than dense (linkmatrix.bin's two forms,
+ * docs/json-schema.md; in memory the same rule). */
+bool lm_sparse_smaller(uint64_t n, uint64_t cells);
+/* Rank 0, after the plan is open: the matrix (every cell NAN; sparse when the plan's streams are few enough: then
+ * the plan is read through once more for its directions), the rtt matrix with --rtt, the per-rank byte counts. */
 int lm_matrix_alloc(struct lm_ctx *c, struct nr_error *err);
+/* The cell of direction s -> d, -1 when the matrix has none (sparse: the plan does not run it; the diagonal). */
+long lm_cell(const struct lm_ctx *c, int s, int d);
+/* Sender s's cells: [*begin, *end); lm_recv_at: the receiver of its cell i. */
+static inline void lm_row(const struct lm_ctx *c, size_t s, size_t *begin, size_t *end)
+{
+    const size_t n = (size_t)c->m->size;
+    *begin = c->sparse ? (size_t)c->row_off[s] : s * n;
+    *end = c->sparse ? (size_t)c->row_off[s + 1] : (s + 1) * n;
+}
+static inline size_t lm_recv_at(const struct lm_ctx *c, size_t s, size_t i)
+{
+    return c->sparse ? c->recv_of[i] : i - s * (size_t)c->m->size;
+}
+/* The direction of cell i. */
+void lm_cell_dir(const struct lm_ctx *c, size_t i, int *s, int *d);
 /* Record round `round` (c->dst_of) from the reports (missing[r]: rank r sent none). */
 void lm_record(struct lm_ctx *c, int round, double wall_s);
 /* The upper median of the link figures (a link: its slower measured direction; NAN when none). */
@@ -411,8 +438,9 @@ double lm_select_positive(const float *v, size_t n, size_t stride, size_t k, siz
 /* The upper median of the positive finite v[i x stride], i < n (their number in *count), NAN when none; through
  * scratch (n floats): for a row or a column. */
 double lm_upper_median(const float *v, size_t n, size_t stride, float *scratch, size_t *count);
-/* Write an n x n matrix in the linkmatrix.bin format (docs/json-schema.md), through a temporary file. */
-int lm_matrix_write(const char *path, const float *m, int n, struct nr_error *err);
+/* Write `values` (ncells, as c->matrix) in the linkmatrix.bin format (docs/json-schema.md), through a temporary
+ * file: sparse (the cells with a figure) when lm_sparse_smaller says so, else the dense n x n matrix. */
+int lm_matrix_write(const struct lm_ctx *c, const char *path, const float *values, struct nr_error *err);
 void lm_matrix_free(struct lm_ctx *c);
 
 /* ---- linkmap_mpi.c ---- */

@@ -17,9 +17,11 @@
  * sender to receiver whose first 32 bytes carry a per-job random token (MPI_Bcast from rank 0): a connection without
  * it is closed and counted. The receiver returns its byte count when the sender has shut its side down.
  *
- * What is kept (linkmap_matrix.c, linkmap_output.c). Rank 0 keeps one float per direction, its best figure over
- * the rounds (the rate after the warm-up, else the whole stream's: as the link verdict reads it; a failure sticks),
- * and writes that N x N matrix as linkmatrix.bin (4 bytes a direction, docs/json-schema.md); the JSON holds the
+ * What is kept (linkmap_matrix.c, linkmap_output.c). Rank 0 keeps one float per direction the plan runs, its best
+ * figure over the rounds (the rate after the warm-up, else the whole stream's: as the link verdict reads it; a
+ * failure sticks): the dense N x N matrix for a plan of most directions, else (lm_sparse_smaller) only the plan's
+ * directions, sender by sender. It writes linkmatrix.bin in the smaller form (docs/json-schema.md: dense, 4 bytes a
+ * direction of N x N; sparse, 8 bytes a direction measured); the JSON holds the
  * run's head, a line per round, per-node summaries and, in full, only the suspect directions (failed, or below
  * --suspect-below x the median link) and the rechecks. Nothing N x N is written as text.
  *
@@ -49,7 +51,8 @@
  * the job with MPI_Abort; a rank that hears nothing from rank 0 in time ends the job itself (nr_mpi_fail_loop).
  *
  * Memory. Every rank: its buffers and O(1) more (rank 0 sends each its peers' host names with the GO). Rank 0: the
- * matrix (4 bytes a direction), O(N) per-rank state, O(rounds) round lines, and the failures.
+ * matrix (dense: 4 bytes a direction of N x N; sparse: 8 bytes a direction of the plan, 4 more while the per-node
+ * medians are written), O(N) per-rank state, O(rounds) round lines, and the failures.
  */
 #ifndef NR_LINKMAP_H
 #define NR_LINKMAP_H

@@ -988,8 +988,8 @@ def case_linkmap_sparse(d):
     with open(plan, 'w') as f:
         f.write(' '.join(f'{a}>{b}' for a, b in ring) + '\n' + ' '.join(f'{a}>{b}' for a, b in back) + '\n')
     js = os.path.join(d, 'sparse.json')
-    p = run('nr-linkmap-faulty', 8, '--plan-file', plan, '-t', 0.1, '-m', '64k', '--recheck-below', 0.6, '--json', js,
-            env={'NR_LINKMAP_FAULT': 'slow:0:-1:20'})
+    run('nr-linkmap-faulty', 8, '--plan-file', plan, '-t', 0.1, '-m', '64k', '--recheck-below', 0.6, '--json', js,
+        env={'NR_LINKMAP_FAULT': 'slow:0:-1:20'})
     r = load(js)
     m = _linkmap_matrix(js, form='sparse')
     size = os.path.getsize(os.path.join(d, 'linkmatrix.bin'))

@@ -36,9 +36,10 @@ failed directions named (a node's cable, an uplink, a spine, the fabric). On Inf
 must be ACTIVE at the fabric's line rate (sysfs, read beside the counters). Byte and error counters of every node
 prove the traffic crossed the interface under test. When every rank ran under one CPU quota that throttled them
 (the machine capped, :mod:`.cpulimit`), the comparison the quota decides is recorded, not asserted, and the run says
-why. What is kept per run and fabric: ``linkmatrix.bin`` (4 bytes a direction), ``links.json`` (per-node and
-per-switch summaries, the suspect directions and what they were blamed on) and ``links.txt`` (the suspect
-directions for people); nr-linkmap's ``result.json`` is kept without its per-pair lists.
+why. What is kept per run and fabric: ``linkmatrix.bin`` (the full plan's dense, 4 bytes a direction of N x N; a
+topology or sample plan's sparse, 8 bytes a direction measured), ``links.json`` (per-node and per-switch summaries,
+the suspect directions and what they were blamed on) and ``links.txt`` (the suspect directions for people);
+nr-linkmap's ``result.json`` is kept without its per-pair lists.
 """
 from __future__ import annotations
 

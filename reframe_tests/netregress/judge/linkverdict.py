@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .linkmatrix import FAILED, MATRIX_FILE, LinkData, LinkMatrixError, cells, from_result, write_matrix
+from .linkmatrix import BLOCK_ROWS, FAILED, MATRIX_FILE, LinkData, LinkMatrixError, cells, from_result, write_matrix
 from ..measure.linkplan import Contention, Topology
 
 LINKS_TABLE = 'links.txt'
@@ -56,8 +56,6 @@ EXPLAINS = 0.8
 STABLE_SPREAD = 0.10
 #: Histogram of the share of the median link: SHARE_BINS bins over 0 .. SHARE_MAX (medians to 0.005).
 SHARE_BINS, SHARE_MAX = 400, 2.0
-#: Rows read at once where the tree is not known.
-BLOCK_ROWS = 64
 #: Contentions told apart when judging a node's directions (more count as the last).
 CONTENTIONS = 16
 #: Element ids a direction has (:class:`Elements`): node out, in, both ways (sender's and receiver's), uplink cable

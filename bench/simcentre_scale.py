@@ -4,7 +4,7 @@ plan, healthy and with each fault, and the cost model's per-round constants fitt
 
 Per run (one at a time, each a simulation of its own under nice -n 10): the rounds, the simulated time, the wall
 and CPU time of the simulation and its peak memory (/usr/bin/time -v), what the link check's verdict named, the
-bytes the check keeps (result.json, linkmatrix.bin, links.json, links.txt, plan.txt), the verdict's own time and
+bytes the check keeps (result.json, linkmatrix.bin, links.json, links.txt), the verdict's own time and
 peak memory, and the time and peak memory of the run report page drawn from it (tools/simcentre report). A line per
 run as it ends, then the table (docs/scale.md) and the fit:
 ``round_s + round_node_s x N`` (least squares) to each run's mean simulated round overhead (rank 0's `wall_s` of a
@@ -46,6 +46,10 @@ from simcentre import ROUND_TIME_S, FatTree, summary_line  # noqa: E402
 FAULTS = ('healthy', 'cable', 'downgrade', 'uplink', 'spine', 'down')
 
 
+class NoFigures(Exception):
+    """A run that ended without its simcentre.json: the benchmark goes on, and exits 1 naming it."""
+
+
 def tree_for(nodes: int, taper: float) -> FatTree:
     per_leaf = 16 if nodes <= 256 else 40
     if nodes % per_leaf:
@@ -70,8 +74,8 @@ def one(out: Path, tree: FatTree, plan: str, faults: list[str], table_only: bool
                 '--plan', plan, *[x for f in faults for x in ('--fault', f)]]
         p = subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'run', '--out', str(out), *args], text=True)
         if not done.exists():
-            print(f'bench: {out.name}: no figures (exit {p.returncode})', flush=True)
-            return None
+            raise NoFigures(f'bench/simcentre_scale.py: run {out.name} ({out}) produced no figures (tools/simcentre '
+                            f'exit {p.returncode})')
     if 'report_s' not in json.loads(done.read_text()) and not table_only:
         subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'report', str(out)])
     figures = json.loads(done.read_text())
@@ -118,9 +122,9 @@ def schedules(tree: FatTree, rounds: int, out: Path) -> None:
         figures = simcentre.simulate(tree, where, tree.names, ['-t', str(ROUND_TIME_S), '-m',
                                                                simcentre.message_size(tree), '-w', '1', '--plan-file',
                                                                str(where / 'plan.txt')])
-        from netregress.judge.linkmatrix import read_matrix
+        from netregress.judge.linkmatrix import SparseMatrix, read_matrix
         m = read_matrix(where / 'linkmatrix.bin')
-        v = sorted(float(x) for x in m.ravel() if x > 0)
+        v = sorted(float(x) for x in (m.values if isinstance(m, SparseMatrix) else m.ravel()) if x > 0)
         fastest = v[-1]
         below = sum(x < 0.85 * fastest for x in v)
         print(f'| {name} | {len(plan)} | {len(v)} | '
@@ -175,13 +179,18 @@ def main() -> int:
         for nodes in (int(x) for x in args.sizes.split(',')):
             schedules(tree_for(nodes, args.taper), args.rounds, Path(args.out))
         return 0
-    rows = []
+    rows, lacking = [], []
     for nodes in (int(x) for x in args.sizes.split(',')):
         tree = tree_for(nodes, args.taper)
         for plan in args.plans.split(','):
             for kind in faults:
                 tag = f'{nodes}-{plan}-{kind}' + (f'-taper{args.taper:g}' if args.taper != 1 else '')
-                figures = one(Path(args.out) / tag, tree, plan, fault_spec(kind, tree), args.table_only)
+                try:
+                    figures = one(Path(args.out) / tag, tree, plan, fault_spec(kind, tree), args.table_only)
+                except NoFigures as err:
+                    print(err, file=sys.stderr, flush=True)
+                    lacking.append(tag)
+                    continue
                 if figures:
                     rows.append(figures)
     print(table(rows))
@@ -196,7 +205,7 @@ def main() -> int:
                                      f'(docs/scale.md); start-up is the launcher\'s, not simulated',
             start_s=0.0, per_node_s=0.0, round_s=round_s, round_node_s=round_node_s, rtt_pair_s=0.02), args.cost)
         print(f'bench: wrote {args.cost}')
-    return 0
+    return 1 if lacking else 0
 
 
 if __name__ == '__main__':

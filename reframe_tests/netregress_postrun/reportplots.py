@@ -328,24 +328,35 @@ def link_palette() -> list[int]:
 
 
 def link_map_pixels(matrix, order, median: float, suspects=(), block: int = 256):
-    """(n, n) uint8 palette indices of a link matrix (:func:`netregress.linkmatrix.read_matrix`, by rank) with
-    rows and columns in ``order`` (rank indices, the switch tree's order): each direction's share of the ``median``
-    link, failed and not measured apart, ``suspects`` (rank pairs) marked. A block of rows at a time."""
+    """(n, n) uint8 palette indices of a link matrix (:func:`netregress.linkmatrix.read_matrix`, by rank: dense or
+    sparse) with rows and columns in ``order`` (rank indices, the switch tree's order): each direction's share of
+    the ``median`` link, failed and not measured apart, ``suspects`` (rank pairs) marked. The dense matrix a block
+    of rows at a time; the sparse one a block of its entries at a time, onto a picture that is "not measured"
+    everywhere else (the picture, n x n bytes, is all that is N x N)."""
     import numpy as np
+    from netregress.judge.linkmatrix import SparseCells, SparseMatrix
     order = np.asarray(order, dtype=np.int64)
     n = len(order)
-    out = np.empty((n, n), dtype=np.uint8)
     steps = 256 - MAP_FIRST
-    for i0 in range(0, n, block):
-        raw = np.asarray(matrix[order[i0:i0 + block]])[:, order]
+
+    def colours(raw):
         share = np.clip(np.nan_to_num(raw / median, nan=0.0) if median > 0 else raw * 0, 0, MAP_SHARE_TOP)
         idx = (MAP_FIRST + np.minimum(share / MAP_SHARE_TOP * steps, steps - 1)).astype(np.uint8)
         idx[np.isnan(raw)] = MAP_NOT_MEASURED
         idx[raw < 0] = MAP_FAILED
-        out[i0:i0 + block] = idx
+        return idx
+
+    where = np.empty(n, dtype=np.int64)
+    where[order] = np.arange(n)
+    if isinstance(matrix, SparseMatrix):
+        out = np.full((n, n), MAP_NOT_MEASURED, dtype=np.uint8)
+        for src, dst, raw in SparseCells(matrix).blocks():
+            out[where[src], where[dst]] = colours(raw)
+    else:
+        out = np.empty((n, n), dtype=np.uint8)
+        for i0 in range(0, n, block):
+            out[i0:i0 + block] = colours(np.asarray(matrix[order[i0:i0 + block]])[:, order])
     if len(suspects):
-        where = np.empty(len(order), dtype=np.int64)
-        where[order] = np.arange(n)
         pairs = np.asarray(suspects, dtype=np.int64).reshape(-1, 2)
         out[where[pairs[:, 0]], where[pairs[:, 1]]] = MAP_SUSPECT
     return out

@@ -169,7 +169,7 @@ int main(int argc, char **argv)
         {NR_OPT_DOUBLE, 0, "suspect-below", &o.suspect_below, "F", "the JSON lists each direction below F x the median link (0: --recheck-below, else 0.85)", 0, 1, NULL, "0"},
         {NR_OPT_INT, 0, "suspect-max", &o.suspect_max, "N", "suspect directions listed at most (slowest first)", 0, 100000000, NULL, NULL},
         {NR_OPT_STRING, 0, "json", &o.json, "FILE", "machine-readable results (docs/json-schema.md)", 0, 0, NULL, NULL},
-        {NR_OPT_STRING, 0, "matrix", &o.matrix, "FILE", "the N x N matrix, 4 bytes a direction (default: linkmatrix.bin beside --json)", 0, 0, NULL, NULL},
+        {NR_OPT_STRING, 0, "matrix", &o.matrix, "FILE", "the matrix: dense, 4 bytes a direction of N x N, or sparse, 8 a direction measured (default: linkmatrix.bin beside --json)", 0, 0, NULL, NULL},
         {NR_OPT_END, 0, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL},
     };
     const struct nr_opt_set set = {

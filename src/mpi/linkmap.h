@@ -17,9 +17,11 @@
  * sender to receiver whose first 32 bytes carry a per-job random token (MPI_Bcast from rank 0): a connection without
  * it is closed and counted. The receiver returns its byte count when the sender has shut its side down.
  *
- * What is kept (linkmap_matrix.c, linkmap_output.c). Rank 0 keeps one float per direction, its best figure over
- * the rounds (the rate after the warm-up, else the whole stream's: as the link verdict reads it; a failure sticks),
- * and writes that N x N matrix as linkmatrix.bin (4 bytes a direction, docs/json-schema.md); the JSON holds the
+ * What is kept (linkmap_matrix.c, linkmap_output.c). Rank 0 keeps one float per direction the plan runs, its best
+ * figure over the rounds (the rate after the warm-up, else the whole stream's: as the link verdict reads it; a
+ * failure sticks): the dense N x N matrix for a plan of most directions, else (lm_sparse_smaller) only the plan's
+ * directions, sender by sender. It writes linkmatrix.bin in the smaller form (docs/json-schema.md: dense, 4 bytes a
+ * direction of N x N; sparse, 8 bytes a direction measured); the JSON holds the
  * run's head, a line per round, per-node summaries and, in full, only the suspect directions (failed, or below
  * --suspect-below x the median link) and the rechecks. Nothing N x N is written as text.
  *
@@ -49,7 +51,8 @@
  * the job with MPI_Abort; a rank that hears nothing from rank 0 in time ends the job itself (nr_mpi_fail_loop).
  *
  * Memory. Every rank: its buffers and O(1) more (rank 0 sends each its peers' host names with the GO). Rank 0: the
- * matrix (4 bytes a direction), O(N) per-rank state, O(rounds) round lines, and the failures.
+ * matrix (dense: 4 bytes a direction of N x N; sparse: 8 bytes a direction of the plan, 4 more while the per-node
+ * medians are written), O(N) per-rank state, O(rounds) round lines, and the failures.
  */
 #ifndef NR_LINKMAP_H
 #define NR_LINKMAP_H
@@ -258,6 +261,7 @@ struct lm_plan {
     long *offsets;  /* --plan-file: where each round's line starts */
     char *line;     /* --plan-file: the line being read */
     size_t line_cap;
+    uint64_t streams; /* directed streams of all rounds (a direction in two rounds counts twice) */
     /* host name -> rank: open addressing, by full and by short name; slot: rank + 1 (0 empty), count of ranks */
     size_t cap;
     int32_t *by_full, *by_short, *full_count, *short_count;
@@ -321,8 +325,15 @@ struct lm_ctx {
     struct lm_report *reports;
     struct nr_cpu_limit *cpu_first, *cpu_last; /* per rank: its reading at its start and at its last report */
     char *missing;
-    float *matrix;  /* n x n: each direction's figure, Mbit/s (LM_FAILED, NAN: not measured) */
-    float *rtt;     /* --rtt: n x n, each direction's least median round trip, us (NAN: not measured) */
+    /* The matrix's cells (linkmap_matrix.c): dense, n x n, cell s x n + d; or, when the plan runs few of the
+     * directions (lm_sparse_smaller), sparse: the plan's directions only, sender s's cells row_off[s] ..
+     * row_off[s + 1] - 1, their receivers in recv_of[] ascending. lm_cell and lm_row find them in either. */
+    bool sparse;
+    size_t ncells;
+    uint64_t *row_off; /* sparse: n + 1 */
+    uint32_t *recv_of; /* sparse: ncells */
+    float *matrix;  /* ncells: each direction's figure, Mbit/s (LM_FAILED, NAN: not measured) */
+    float *rtt;     /* --rtt: ncells, each direction's least median round trip, us (NAN: not measured) */
     uint64_t *sent_bytes, *recv_bytes; /* per rank: payload its receivers counted, payload it counted */
     struct lm_failure *failures;
     size_t nfailures, failures_cap;
@@ -399,8 +410,27 @@ const char *lm_rc_state_name(enum lm_rc_state s);
 void lm_recheck_free(struct lm_ctx *c);
 
 /* ---- linkmap_matrix.c: rank 0's record of the rounds ---- */
-/* Rank 0: the matrix (every cell NAN), the rtt matrix with --rtt, the per-rank byte counts. */
+/* True when `cells` directions of an n x n matrix take fewer bytes sparse than dense (linkmatrix.bin's two forms,
+ * docs/json-schema.md; in memory the same rule). */
+bool lm_sparse_smaller(uint64_t n, uint64_t cells);
+/* Rank 0, after the plan is open: the matrix (every cell NAN; sparse when the plan's streams are few enough: then
+ * the plan is read through once more for its directions), the rtt matrix with --rtt, the per-rank byte counts. */
 int lm_matrix_alloc(struct lm_ctx *c, struct nr_error *err);
+/* The cell of direction s -> d, -1 when the matrix has none (sparse: the plan does not run it; the diagonal). */
+long lm_cell(const struct lm_ctx *c, int s, int d);
+/* Sender s's cells: [*begin, *end); lm_recv_at: the receiver of its cell i. */
+static inline void lm_row(const struct lm_ctx *c, size_t s, size_t *begin, size_t *end)
+{
+    const size_t n = (size_t)c->m->size;
+    *begin = c->sparse ? (size_t)c->row_off[s] : s * n;
+    *end = c->sparse ? (size_t)c->row_off[s + 1] : (s + 1) * n;
+}
+static inline size_t lm_recv_at(const struct lm_ctx *c, size_t s, size_t i)
+{
+    return c->sparse ? c->recv_of[i] : i - s * (size_t)c->m->size;
+}
+/* The direction of cell i. */
+void lm_cell_dir(const struct lm_ctx *c, size_t i, int *s, int *d);
 /* Record round `round` (c->dst_of) from the reports (missing[r]: rank r sent none). */
 void lm_record(struct lm_ctx *c, int round, double wall_s);
 /* The upper median of the link figures (a link: its slower measured direction; NAN when none). */
@@ -411,8 +441,9 @@ double lm_select_positive(const float *v, size_t n, size_t stride, size_t k, siz
 /* The upper median of the positive finite v[i x stride], i < n (their number in *count), NAN when none; through
  * scratch (n floats): for a row or a column. */
 double lm_upper_median(const float *v, size_t n, size_t stride, float *scratch, size_t *count);
-/* Write an n x n matrix in the linkmatrix.bin format (docs/json-schema.md), through a temporary file. */
-int lm_matrix_write(const char *path, const float *m, int n, struct nr_error *err);
+/* Write `values` (ncells, as c->matrix) in the linkmatrix.bin format (docs/json-schema.md), through a temporary
+ * file: sparse (the cells with a figure) when lm_sparse_smaller says so, else the dense n x n matrix. */
+int lm_matrix_write(const struct lm_ctx *c, const char *path, const float *values, struct nr_error *err);
 void lm_matrix_free(struct lm_ctx *c);
 
 /* ---- linkmap_mpi.c ---- */

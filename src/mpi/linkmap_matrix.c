@@ -2,20 +2,121 @@
  * copies (see linkmap.h). */
 #include "linkmap.h"
 
+bool lm_sparse_smaller(uint64_t n, uint64_t cells)
+{
+    /* sparse: a 24-byte head, 8 bytes a row offset, 8 a cell (receiver, figure); dense: 16 and 4 a cell of n x n */
+    return 24 + 8 * (n + 1) + 8 * cells < 16 + 4 * n * n;
+}
+
+static int lm_cmp_u32(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Rank 0: the sparse index of the plan's directions: the plan read through twice (each sender's count, then its
+ * receivers), each row sorted and a direction in two rounds kept once. */
+static int lm_sparse_index(struct lm_ctx *c, struct nr_error *err)
+{
+    const size_t n = (size_t)c->m->size;
+    uint64_t *off = calloc(n + 1, sizeof *off), *at = malloc(sizeof *at * n);
+    int rc = off && at ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory for the matrix's index");
+    for (int k = 0; rc == NR_OK && k < c->nplanned; k++)
+        if ((rc = lm_plan_round(c, k, err)) == NR_OK)
+            for (size_t s = 0; s < n; s++)
+                off[s + 1] += c->dst_of[s] >= 0;
+    for (size_t s = 0; rc == NR_OK && s < n; s++)
+        off[s + 1] += off[s], at[s] = off[s];
+    uint32_t *recv = NULL;
+    if (rc == NR_OK && !(recv = malloc(sizeof *recv * (off[n] ? off[n] : 1))))
+        rc = nr_error_set(err, NR_E_NOMEM, "out of memory for the matrix's index (%llu directions)",
+                          (unsigned long long)off[n]);
+    for (int k = 0; rc == NR_OK && k < c->nplanned; k++)
+        if ((rc = lm_plan_round(c, k, err)) == NR_OK)
+            for (size_t s = 0; s < n; s++)
+                if (c->dst_of[s] >= 0)
+                    recv[at[s]++] = (uint32_t)c->dst_of[s];
+    if (rc < 0) {
+        free(off), free(at), free(recv);
+        return rc;
+    }
+    uint64_t kept = 0;
+    for (size_t s = 0; s < n; s++) { /* rows sorted, a repeated direction once, compacted in place */
+        const uint64_t begin = off[s], end = off[s + 1];
+        qsort(recv + begin, (size_t)(end - begin), sizeof *recv, lm_cmp_u32);
+        off[s] = kept;
+        for (uint64_t i = begin; i < end; i++)
+            if (i == begin || recv[i] != recv[i - 1])
+                recv[kept++] = recv[i];
+    }
+    off[n] = kept;
+    uint32_t *fit = realloc(recv, sizeof *recv * (kept ? kept : 1));
+    free(at);
+    c->sparse = true, c->row_off = off, c->recv_of = fit ? fit : recv, c->ncells = (size_t)kept;
+    return NR_OK;
+}
+
 int lm_matrix_alloc(struct lm_ctx *c, struct nr_error *err)
 {
-    const size_t n = (size_t)c->m->size, nn = n * n;
-    c->matrix = malloc(sizeof(float) * nn);
-    c->rtt = c->o->rtt ? malloc(sizeof(float) * nn) : NULL;
+    const size_t n = (size_t)c->m->size;
     c->sent_bytes = calloc(n, sizeof *c->sent_bytes);
     c->recv_bytes = calloc(n, sizeof *c->recv_bytes);
-    if (!c->matrix || (c->o->rtt && !c->rtt) || !c->sent_bytes || !c->recv_bytes)
-        return nr_error_set(err, NR_E_NOMEM, "out of memory for the %zu x %zu matrix on rank 0", n, n);
-    for (size_t i = 0; i < nn; i++)
+    if (!c->sent_bytes || !c->recv_bytes)
+        return nr_error_set(err, NR_E_NOMEM, "out of memory for the byte counts on rank 0");
+    const uint64_t most = (uint64_t)n * (n - (n > 0)); /* every direction */
+    int rc;
+    if (lm_sparse_smaller(n, c->plan.streams < most ? c->plan.streams : most)) {
+        if ((rc = lm_sparse_index(c, err)) < 0)
+            return rc;
+    } else
+        c->ncells = n * n;
+    const size_t cells = c->ncells ? c->ncells : 1;
+    c->matrix = malloc(sizeof(float) * cells);
+    c->rtt = c->o->rtt ? malloc(sizeof(float) * cells) : NULL;
+    if (!c->matrix || (c->o->rtt && !c->rtt))
+        return nr_error_set(err, NR_E_NOMEM, "out of memory for the matrix on rank 0 (%zu %s cells)", c->ncells,
+                            c->sparse ? "sparse" : "dense");
+    for (size_t i = 0; i < c->ncells; i++)
         c->matrix[i] = NAN;
-    for (size_t i = 0; c->rtt && i < nn; i++)
+    for (size_t i = 0; c->rtt && i < c->ncells; i++)
         c->rtt[i] = NAN;
     return NR_OK;
+}
+
+long lm_cell(const struct lm_ctx *c, int s, int d)
+{
+    const size_t n = (size_t)c->m->size;
+    if (s == d || s < 0 || d < 0 || (size_t)s >= n || (size_t)d >= n)
+        return -1;
+    if (!c->sparse)
+        return (long)((size_t)s * n + (size_t)d);
+    size_t lo = (size_t)c->row_off[s], hi = (size_t)c->row_off[s + 1];
+    while (lo < hi) { /* the first receiver >= d */
+        const size_t mid = lo + (hi - lo) / 2;
+        if (c->recv_of[mid] < (uint32_t)d)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < (size_t)c->row_off[s + 1] && c->recv_of[lo] == (uint32_t)d ? (long)lo : -1;
+}
+
+void lm_cell_dir(const struct lm_ctx *c, size_t i, int *s, int *d)
+{
+    const size_t n = (size_t)c->m->size;
+    if (!c->sparse) {
+        *s = (int)(i / n), *d = (int)(i % n);
+        return;
+    }
+    size_t lo = 0, hi = n; /* the last row whose first cell is at or before i */
+    while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (c->row_off[mid] <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *s = (int)lo, *d = (int)c->recv_of[i];
 }
 
 void lm_matrix_free(struct lm_ctx *c)
@@ -23,7 +124,9 @@ void lm_matrix_free(struct lm_ctx *c)
     for (size_t i = 0; i < c->nfailures; i++)
         free(c->failures[i].error);
     free(c->failures), free(c->matrix), free(c->rtt), free(c->sent_bytes), free(c->recv_bytes);
+    free(c->row_off), free(c->recv_of);
     c->failures = NULL, c->matrix = c->rtt = NULL, c->sent_bytes = c->recv_bytes = NULL;
+    c->row_off = NULL, c->recv_of = NULL, c->ncells = 0, c->sparse = false;
 }
 
 static void lm_add_failure(struct lm_ctx *c, int round, int src, int dst, const char *error)
@@ -81,15 +184,17 @@ void lm_record(struct lm_ctx *c, int round, double wall_s)
             lm_append(why, sizeof why, part);
         }
         const double v = D ? lm_figure(D) : NAN;
-        float *cell = &c->matrix[s * n + (size_t)d];
+        const long at = lm_cell(c, (int)s, d);
+        float spare = NAN; /* a direction the index lacks (none: the plan's and its rechecks' are all in it) */
+        float *cell = at >= 0 ? &c->matrix[at] : &spare;
         if (!why[0] && !(v > 0 && isfinite(v)))
             snprintf(why, sizeof why, "moved nothing");
         line.streams++;
         c->streams++;
         if (D)
             c->sent_bytes[s] += D->recv.bytes, c->recv_bytes[d] += D->recv.bytes;
-        if (S && c->rtt && S->send.rtt_us >= 0) {
-            float *rtt = &c->rtt[s * n + (size_t)d];
+        if (S && c->rtt && S->send.rtt_us >= 0 && at >= 0) {
+            float *rtt = &c->rtt[at];
             if (isnan(*rtt) || S->send.rtt_us < *rtt)
                 *rtt = (float)S->send.rtt_us;
         }
@@ -189,17 +294,24 @@ static int lm_select_begin(struct lm_select *s, struct nr_error *err)
     return s->hist ? NR_OK : nr_error_set(err, NR_E_NOMEM, "out of memory for a median");
 }
 
-/* Feed every link's figure, its slower measured direction: a failed direction leaves the other to stand for it. */
+/* Feed every link's figure, its slower measured direction: a failed direction leaves the other to stand for it.
+ * A link is fed from its cell a -> b with a < b, or from b -> a when the matrix has no cell a -> b. */
 static void lm_feed_links(const struct lm_ctx *c, struct lm_select *s)
 {
     const size_t n = (size_t)c->m->size;
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++) {
-            const float x = c->matrix[a * n + b], y = c->matrix[b * n + a];
+    for (size_t a = 0; a < n; a++) {
+        size_t i, end;
+        for (lm_row(c, a, &i, &end); i < end; i++) {
+            const size_t b = lm_recv_at(c, a, i);
+            const long back = b == a ? -1 : lm_cell(c, (int)b, (int)a);
+            if (b == a || (b < a && back >= 0))
+                continue;
+            const float x = c->matrix[i], y = back >= 0 ? c->matrix[back] : NAN;
             const bool okx = x > 0, oky = y > 0;
             if (okx || oky)
                 lm_select_feed(s, okx && oky ? fminf(x, y) : okx ? x : y);
         }
+    }
 }
 
 double lm_median_link(const struct lm_ctx *c, struct nr_error *err)
@@ -286,30 +398,115 @@ static void lm_put_le32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)(v >> 24);
 }
 
-int lm_matrix_write(const char *path, const float *m, int n, struct nr_error *err)
+static void lm_put_le64(unsigned char *p, uint64_t v)
+{
+    lm_put_le32(p, (uint32_t)v), lm_put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Buffered little-endian output: words into buf, written out when full (ok false after a short write). */
+struct lm_out {
+    FILE *f;
+    unsigned char buf[1 << 16];
+    size_t used;
+    bool ok;
+};
+
+static void lm_out_word(struct lm_out *o, uint32_t v)
+{
+    if (o->used + 4 > sizeof o->buf) {
+        o->ok = o->ok && fwrite(o->buf, 1, o->used, o->f) == o->used;
+        o->used = 0;
+    }
+    lm_put_le32(o->buf + o->used, v);
+    o->used += 4;
+}
+
+static void lm_out_u64(struct lm_out *o, uint64_t v)
+{
+    lm_out_word(o, (uint32_t)v), lm_out_word(o, (uint32_t)(v >> 32));
+}
+
+/* The dense form: the head, then every row of n figures (NAN where the matrix has no figure). */
+static void lm_write_dense(struct lm_out *o, const struct lm_ctx *c, const float *values)
+{
+    const size_t n = (size_t)c->m->size;
+    unsigned char head[16] = "NRLMAT1"; /* the magic's 8th byte is its NUL */
+    lm_put_le32(head + 8, (uint32_t)n);
+    lm_put_le32(head + 12, 0);
+    o->ok = fwrite(head, 1, sizeof head, o->f) == sizeof head;
+    float *row = malloc(sizeof(float) * (n ? n : 1));
+    o->ok = o->ok && row;
+    for (size_t s = 0; o->ok && s < n; s++) {
+        size_t i, end;
+        for (size_t d = 0; d < n; d++)
+            row[d] = NAN;
+        for (lm_row(c, s, &i, &end); i < end; i++)
+            row[lm_recv_at(c, s, i)] = values[i];
+        row[s] = NAN;
+        for (size_t d = 0; d < n; d++)
+            lm_out_word(o, lm_bits(row[d]));
+    }
+    free(row);
+}
+
+/* The sparse form: the head and the count of cells with a figure, each row's first cell, the receivers, the
+ * figures (docs/json-schema.md). */
+static void lm_write_sparse(struct lm_out *o, const struct lm_ctx *c, const float *values, uint64_t cells)
+{
+    const size_t n = (size_t)c->m->size;
+    unsigned char head[24] = "NRLMAT2";
+    lm_put_le32(head + 8, (uint32_t)n);
+    lm_put_le32(head + 12, 1); /* layout 1: sparse */
+    lm_put_le64(head + 16, cells);
+    o->ok = fwrite(head, 1, sizeof head, o->f) == sizeof head;
+    uint64_t at = 0;
+    for (size_t s = 0; s < n; s++) {
+        size_t i, end;
+        lm_out_u64(o, at);
+        for (lm_row(c, s, &i, &end); i < end; i++)
+            at += !isnan(values[i]) && lm_recv_at(c, s, i) != s;
+    }
+    lm_out_u64(o, at);
+    for (int pass = 0; pass < 2; pass++) /* the receivers, then the figures */
+        for (size_t s = 0; s < n; s++) {
+            size_t i, end;
+            for (lm_row(c, s, &i, &end); i < end; i++) {
+                const size_t d = lm_recv_at(c, s, i);
+                if (!isnan(values[i]) && d != s)
+                    lm_out_word(o, pass == 0 ? (uint32_t)d : lm_bits(values[i]));
+            }
+        }
+}
+
+int lm_matrix_write(const struct lm_ctx *c, const char *path, const float *values, struct nr_error *err)
 {
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
         return nr_error_set(err, NR_E_USAGE, "matrix file name too long: '%s'", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return nr_error_sys(err, NR_E_IO, "cannot write '%s'", tmp);
-    unsigned char head[16] = "NRLMAT1"; /* the magic's 8th byte is its NUL */
-    lm_put_le32(head + 8, (uint32_t)n);
-    lm_put_le32(head + 12, 0);
-    bool ok = fwrite(head, 1, sizeof head, f) == sizeof head;
-    unsigned char *row = malloc(4 * (size_t)(n > 0 ? n : 1));
-    ok = ok && row;
-    for (size_t s = 0; ok && s < (size_t)n; s++) {
-        for (size_t d = 0; d < (size_t)n; d++) {
-            const float v = s == d ? NAN : m[s * (size_t)n + d];
-            lm_put_le32(row + 4 * d, lm_bits(v));
-        }
-        ok = fwrite(row, 4, (size_t)n, f) == (size_t)n;
+    const size_t n = (size_t)c->m->size;
+    uint64_t cells = 0; /* the directions with a figure */
+    for (size_t s = 0; s < n; s++) {
+        size_t i, end;
+        for (lm_row(c, s, &i, &end); i < end; i++)
+            cells += !isnan(values[i]) && lm_recv_at(c, s, i) != s;
     }
-    free(row);
-    ok = fflush(f) == 0 && !ferror(f) && ok;
-    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+    struct lm_out *o = malloc(sizeof *o);
+    if (!o)
+        return nr_error_set(err, NR_E_NOMEM, "out of memory to write '%s'", path);
+    o->used = 0, o->ok = true;
+    if (!(o->f = fopen(tmp, "wb"))) {
+        free(o);
+        return nr_error_sys(err, NR_E_IO, "cannot write '%s'", tmp);
+    }
+    if (lm_sparse_smaller(n, cells))
+        lm_write_sparse(o, c, values, cells);
+    else
+        lm_write_dense(o, c, values);
+    bool ok = o->ok && fwrite(o->buf, 1, o->used, o->f) == o->used;
+    ok = fflush(o->f) == 0 && !ferror(o->f) && ok;
+    ok = fclose(o->f) == 0 && ok;
+    free(o);
+    if (!ok || rename(tmp, path) != 0) {
         int rc = nr_error_sys(err, NR_E_IO, "cannot write '%s'", path);
         unlink(tmp);
         return rc;

@@ -37,7 +37,7 @@ static void lm_direction_stats(const float *m, size_t nn, struct nr_stats *s, si
     s->stddev = s->n > 1 ? sqrt(fmax(0, (sumsq - sum * sum / (double)s->n) / (double)(s->n - 1))) : 0;
 }
 
-/* The `k` slowest ok directions, slowest first, into at[] (matrix indices); returns how many. */
+/* The `k` slowest ok directions, slowest first, into at[] (cell indices); returns how many. */
 static size_t lm_slowest(const float *m, size_t nn, size_t *at, size_t k)
 {
     size_t have = 0;
@@ -53,7 +53,7 @@ static size_t lm_slowest(const float *m, size_t nn, size_t *at, size_t k)
     return have;
 }
 
-/* A suspect direction: its figure and where it is in the matrix. */
+/* A suspect direction: its figure and its cell. */
 struct lm_suspect {
     float v;
     size_t at;
@@ -71,7 +71,7 @@ static int lm_cmp_suspect(const void *a, const void *b)
  * (NULL with *total 0 when there are none or no memory: then -1). */
 static int lm_find_suspects(const struct lm_ctx *c, double threshold, struct lm_suspect **out, size_t *total)
 {
-    const size_t nn = (size_t)c->m->size * (size_t)c->m->size;
+    const size_t nn = c->ncells;
     size_t cap = 0;
     *out = NULL, *total = 0;
     for (size_t i = 0; i < nn; i++) {
@@ -113,7 +113,7 @@ static double lm_suspect_fraction(const struct lm_opts *o)
 void lm_print_table(const struct lm_ctx *c)
 {
     const int n = c->m->size;
-    const size_t nn = (size_t)n * (size_t)n;
+    const size_t nn = c->ncells;
     if (!c->matrix)
         return;
     if (n <= LM_TABLE_MAX) {
@@ -125,7 +125,8 @@ void lm_print_table(const struct lm_ctx *c)
         for (int s = 0; s < n; s++) {
             printf("%5d %-16.16s", s, lm_host(c, s));
             for (int d = 0; d < n; d++) {
-                const float v = c->matrix[(size_t)s * (size_t)n + (size_t)d];
+                const long at = lm_cell(c, s, d);
+                const float v = at >= 0 ? c->matrix[at] : NAN;
                 if (s == d)
                     printf(" %9s", "-");
                 else if (isnan(v))
@@ -149,15 +150,19 @@ void lm_print_table(const struct lm_ctx *c)
     size_t at[1000];
     const size_t k = lm_slowest(c->matrix, nn, at, (size_t)c->o->slowest < 1000 ? (size_t)c->o->slowest : 1000);
     for (size_t i = 0; i < k; i++) {
-        const int src = (int)(at[i] / (size_t)n), dst = (int)(at[i] % (size_t)n);
+        int src, dst;
+        lm_cell_dir(c, at[i], &src, &dst);
         printf("# slowest %zu: rank %d (%s) -> rank %d (%s): %.1f Mbit/s\n", i + 1, src, lm_host(c, src), dst,
                lm_host(c, dst), c->matrix[at[i]]);
     }
     if (c->rtt && n <= LM_TABLE_MAX) {
         printf("# round trip (%llu B, median of %d) us:\n", (unsigned long long)c->o->rtt_size, c->o->rtt_trials);
-        for (size_t i = 0; i < nn; i++)
+        for (size_t i = 0; i < nn; i++) {
+            int src, dst;
+            lm_cell_dir(c, i, &src, &dst);
             if (!isnan(c->rtt[i]))
-                printf("#   %zu -> %zu: %.2f\n", i / (size_t)n, i % (size_t)n, c->rtt[i]);
+                printf("#   %d -> %d: %.2f\n", src, dst, c->rtt[i]);
+        }
     }
     fflush(stdout);
 }
@@ -300,23 +305,55 @@ static void lm_json_cpu_limits(struct nr_json *j, const struct lm_ctx *c)
     nr_json_end_array(j);
 }
 
+/* Sparse: every receiver's figures together, receiver r's at (*col_off)[r] .. (*col_off)[r + 1] - 1 (4 bytes a cell
+ * and 8 a rank more, for the per-node medians); -1 when out of memory. */
+static int lm_by_receiver(const struct lm_ctx *c, size_t **col_off, float **by_col)
+{
+    const size_t n = (size_t)c->m->size;
+    size_t *off = calloc(n + 1, sizeof *off), *at = malloc(sizeof *at * (n ? n : 1));
+    float *v = malloc(sizeof *v * (c->ncells ? c->ncells : 1));
+    if (!off || !at || !v) {
+        free(off), free(at), free(v);
+        return -1;
+    }
+    for (size_t i = 0; i < c->ncells; i++)
+        off[c->recv_of[i] + 1]++;
+    for (size_t r = 0; r < n; r++)
+        off[r + 1] += off[r], at[r] = off[r];
+    for (size_t i = 0; i < c->ncells; i++)
+        v[at[c->recv_of[i]]++] = c->matrix[i];
+    free(at);
+    *col_off = off, *by_col = v;
+    return 0;
+}
+
 /* per_node[rank]: the upper median of the rank's ok directions as sender and as receiver, their failures, the
  * payload its receivers counted and it counted */
 static int lm_json_per_node(struct nr_json *j, const struct lm_ctx *c)
 {
     const size_t n = (size_t)c->m->size;
-    float *scratch = malloc(sizeof(float) * n);
-    if (!scratch)
+    float *scratch = malloc(sizeof(float) * (n ? n : 1)), *by_col = NULL;
+    size_t *col_off = NULL;
+    if (!scratch || (c->sparse && lm_by_receiver(c, &col_off, &by_col) < 0)) {
+        free(scratch);
         return -1;
+    }
     nr_json_key(j, "per_node");
     nr_json_begin_array(j);
     for (size_t r = 0; r < n; r++) {
-        const float *row = c->matrix + r * n, *col = c->matrix + r;
+        size_t begin, end;
+        lm_row(c, r, &begin, &end);
+        /* the rank's column: dense, every n-th cell from r; sparse, its run of by_col */
+        const float *row = c->matrix + begin, *col = c->sparse ? by_col + col_off[r] : c->matrix + r;
+        const size_t in_row = end - begin, in_col = c->sparse ? col_off[r + 1] - col_off[r] : n,
+                     stride = c->sparse ? 1 : n;
         size_t sends = 0, receives = 0, failed_out = 0, failed_in = 0;
-        const double out = lm_upper_median(row, n, 1, scratch, &sends);
-        const double in = lm_upper_median(col, n, n, scratch, &receives);
-        for (size_t i = 0; i < n; i++)
-            failed_out += row[i] == LM_FAILED, failed_in += col[i * n] == LM_FAILED;
+        const double out = lm_upper_median(row, in_row, 1, scratch, &sends);
+        const double in = lm_upper_median(col, in_col, stride, scratch, &receives);
+        for (size_t i = 0; i < in_row; i++)
+            failed_out += row[i] == LM_FAILED;
+        for (size_t i = 0; i < in_col; i++)
+            failed_in += col[i * stride] == LM_FAILED;
         nr_json_begin_object(j);
         nr_json_kv_int(j, "rank", (int64_t)r);
         nr_json_kv_string(j, "host", lm_host(c, (int)r));
@@ -331,7 +368,7 @@ static int lm_json_per_node(struct nr_json *j, const struct lm_ctx *c)
         nr_json_end_object(j);
     }
     nr_json_end_array(j);
-    free(scratch);
+    free(scratch), free(col_off), free(by_col);
     return 0;
 }
 
@@ -339,7 +376,6 @@ static int lm_json_per_node(struct nr_json *j, const struct lm_ctx *c)
  * failed first, then slowest first, at most --suspect-max listed (the matrix has them all) */
 static int lm_json_suspects(struct nr_json *j, const struct lm_ctx *c, struct nr_error *err)
 {
-    const int n = c->m->size;
     const double fraction = lm_suspect_fraction(c->o), median = lm_median_link(c, err);
     const double threshold = isnan(median) ? 0 : fraction * median;
     struct lm_suspect *s = NULL;
@@ -358,7 +394,8 @@ static int lm_json_suspects(struct nr_json *j, const struct lm_ctx *c, struct nr
     nr_json_key(j, "suspects");
     nr_json_begin_array(j);
     for (size_t i = 0; i < listed; i++) {
-        const int src = (int)(s[i].at / (size_t)n), dst = (int)(s[i].at % (size_t)n);
+        int src, dst;
+        lm_cell_dir(c, s[i].at, &src, &dst);
         const float v = s[i].v;
         nr_json_begin_object(j);
         lm_json_direction(j, c, src, dst);
@@ -386,8 +423,7 @@ static int lm_json_suspects(struct nr_json *j, const struct lm_ctx *c, struct nr
 
 static void lm_json_summary(struct nr_json *j, const struct lm_ctx *c)
 {
-    const int n = c->m->size;
-    const size_t nn = (size_t)n * (size_t)n;
+    const size_t nn = c->ncells;
     struct nr_stats s;
     size_t failed = 0;
     lm_direction_stats(c->matrix, nn, &s, &failed);
@@ -404,8 +440,10 @@ static void lm_json_summary(struct nr_json *j, const struct lm_ctx *c)
     size_t at[1000];
     const size_t k = lm_slowest(c->matrix, nn, at, (size_t)c->o->slowest < 1000 ? (size_t)c->o->slowest : 1000);
     for (size_t i = 0; i < k; i++) {
+        int src, dst;
+        lm_cell_dir(c, at[i], &src, &dst);
         nr_json_begin_object(j);
-        lm_json_direction(j, c, (int)(at[i] / (size_t)n), (int)(at[i] % (size_t)n));
+        lm_json_direction(j, c, src, dst);
         nr_json_kv_double(j, "mbps", c->matrix[at[i]]);
         nr_json_end_object(j);
     }
@@ -438,8 +476,8 @@ int lm_write_json(const struct lm_ctx *c, time_t started, int status, const stru
     const bool planned = c->matrix && c->rounds;
     bool matrix_ok = false, rtt_ok = false;
     if (planned && c->matrix_path[0]) { /* the files first: the document names only what was written */
-        matrix_ok = lm_matrix_write(c->matrix_path, c->matrix, n, &werr) == NR_OK;
-        rtt_ok = c->rtt && lm_matrix_write(c->rtt_path, c->rtt, n, &werr) == NR_OK;
+        matrix_ok = lm_matrix_write(c, c->matrix_path, c->matrix, &werr) == NR_OK;
+        rtt_ok = c->rtt && lm_matrix_write(c, c->rtt_path, c->rtt, &werr) == NR_OK;
         if (werr.code < 0)
             nr_error_report(NR__PROG, &werr);
     }

@@ -167,6 +167,8 @@ static int lm_plan_file_open(struct lm_ctx *c, struct nr_error *err)
                 p->offsets = grown;
             }
             p->offsets[c->nplanned++] = at;
+            for (int r = 0; r < c->m->size; r++)
+                p->streams += c->dst_of[r] >= 0;
         }
         at = ftell(p->file);
     }
@@ -271,13 +273,16 @@ int lm_plan_open(struct lm_ctx *c, struct nr_error *err)
         c->plan.order[r] = r;
     if (c->o->order && (rc = lm_plan_order(c, err)) < 0)
         return rc;
-    if (c->o->shifts)
-        return lm_plan_shifts(c, err);
-    if (!(c->plan.shifts = malloc(sizeof(int) * (size_t)n)))
+    if (c->o->shifts) {
+        rc = lm_plan_shifts(c, err);
+    } else if (!(c->plan.shifts = malloc(sizeof(int) * (size_t)n))) {
         return nr_error_set(err, NR_E_NOMEM, "out of memory for the plan");
-    for (int k = 1; k < n; k++)
-        c->plan.shifts[c->nplanned++] = k;
-    return NR_OK;
+    } else {
+        for (int k = 1; k < n; k++)
+            c->plan.shifts[c->nplanned++] = k;
+    }
+    c->plan.streams = (uint64_t)c->nplanned * (uint64_t)n;
+    return rc;
 }
 
 int lm_plan_round(struct lm_ctx *c, int k, struct nr_error *err)

@@ -98,7 +98,7 @@ static int lm_cmp_dir(const void *a, const void *b)
  * matrix in one pass; only those below the line are held. */
 int lm_plan_recheck(struct lm_ctx *c, struct nr_error *err)
 {
-    const size_t n = (size_t)c->m->size, nn = n * n;
+    const size_t n = (size_t)c->m->size;
     c->recheck_planned = true;
     c->recheck_median = lm_median_link(c, err);
     if (isnan(c->recheck_median))
@@ -110,19 +110,23 @@ int lm_plan_recheck(struct lm_ctx *c, struct nr_error *err)
     const double below = c->o->recheck_below * c->recheck_median;
     const int first = c->o->recheck_streams > 0 ? c->o->recheck_streams : (int)n;
     size_t cap = 0;
-    for (size_t i = 0; i < nn; i++) {
-        const float v = c->matrix[i];
-        if (!(v > 0) || !(v < below))
-            continue; /* not measured, failed (its failure stands), or fast enough */
-        c->rc_below++;
-        if ((size_t)c->rc_ndir == cap) {
-            cap = cap ? 2 * cap : 64;
-            struct lm_rc_dir *grown = realloc(c->rc_dir, sizeof *grown * cap);
-            if (!grown)
-                return nr_error_set(err, NR_E_NOMEM, "out of memory for the rechecks");
-            c->rc_dir = grown;
+    for (size_t src = 0; src < n; src++) {
+        size_t i, end;
+        for (lm_row(c, src, &i, &end); i < end; i++) {
+            const float v = c->matrix[i];
+            if (!(v > 0) || !(v < below))
+                continue; /* not measured, failed (its failure stands), or fast enough */
+            c->rc_below++;
+            if ((size_t)c->rc_ndir == cap) {
+                cap = cap ? 2 * cap : 64;
+                struct lm_rc_dir *grown = realloc(c->rc_dir, sizeof *grown * cap);
+                if (!grown)
+                    return nr_error_set(err, NR_E_NOMEM, "out of memory for the rechecks");
+                c->rc_dir = grown;
+            }
+            c->rc_dir[c->rc_ndir++] =
+                (struct lm_rc_dir){(int)src, (int)lm_recv_at(c, src, i), v, first, 0, NAN, LM_RC_PENDING};
         }
-        c->rc_dir[c->rc_ndir++] = (struct lm_rc_dir){(int)(i / n), (int)(i % n), v, first, 0, NAN, LM_RC_PENDING};
     }
     if (c->rc_ndir == 0)
         return NR_OK;

@@ -758,15 +758,37 @@ def case_ebb_odd_ranks(d):
 TCP_LO = ('--transport', 'tcp', '--bind-iface', 'lo')
 
 
-def _linkmap_matrix(js, name='linkmatrix.bin'):
-    """The N x N matrix nr-linkmap wrote beside its JSON (docs/json-schema.md): rows of float32, NaN not measured,
-    -1 failed."""
+def _linkmap_matrix(js, name='linkmatrix.bin', form=None):
+    """The N x N matrix nr-linkmap wrote beside its JSON (docs/json-schema.md), as rows of floats (NaN not measured,
+    -1 failed), from either form: dense (NRLMAT1: rows of float32) or sparse (NRLMAT2 layout 1: the count of cells,
+    N + 1 row offsets, the receivers, the figures). ``form`` 'dense' or 'sparse': the one the file must have."""
     with open(os.path.join(os.path.dirname(js), name), 'rb') as f:
         data = f.read()
     magic, n, flags = struct.unpack('<8sII', data[:16])
-    check(magic == b'NRLMAT1\0' and flags == 0 and len(data) == 16 + 4 * n * n, f'{name}: header {magic} {n} {flags}')
-    cells = struct.unpack(f'<{n * n}f', data[16:])
-    return [list(cells[i * n:(i + 1) * n]) for i in range(n)]
+    if magic == b'NRLMAT1\0':
+        check(form in (None, 'dense') and flags == 0 and len(data) == 16 + 4 * n * n,
+              f'{name}: dense header {magic} {n} {flags}, {len(data)} bytes (wanted {form})')
+        cells = struct.unpack(f'<{n * n}f', data[16:])
+        return [list(cells[i * n:(i + 1) * n]) for i in range(n)]
+    check(magic == b'NRLMAT2\0' and flags == 1 and form in (None, 'sparse'),
+          f'{name}: header {magic} {n} {flags} (wanted {form})')
+    count, = struct.unpack('<Q', data[16:24])
+    check(len(data) == 24 + 8 * (n + 1) + 8 * count, f'{name}: {len(data)} bytes for {n} ranks, {count} cells')
+    offsets = struct.unpack(f'<{n + 1}Q', data[24:24 + 8 * (n + 1)])
+    at = 24 + 8 * (n + 1)
+    receivers = struct.unpack(f'<{count}I', data[at:at + 4 * count])
+    figures = struct.unpack(f'<{count}f', data[at + 4 * count:])
+    check(offsets[0] == 0 and offsets[n] == count and all(a <= b for a, b in zip(offsets, offsets[1:])),
+          f'{name}: row offsets {offsets}')
+    m = [[math.nan] * n for _ in range(n)]
+    for s in range(n):
+        row = receivers[offsets[s]:offsets[s + 1]]
+        check(list(row) == sorted(set(row)) and s not in row and all(r < n for r in row),
+              f'{name}: row {s} receivers {row}')
+        for i in range(offsets[s], offsets[s + 1]):
+            check(not math.isnan(figures[i]), f'{name}: a sparse cell without a figure: {s}->{receivers[i]}')
+            m[s][receivers[i]] = figures[i]
+    return m
 
 
 def _upper_median(values):
@@ -796,7 +818,7 @@ def _linkmap_check(r, js, np, transport, rtt=False):
     for rd in r['rounds']:
         check(rd['wall_s'] > 0 and rd['failed_pairs'] == 0 and rd['streams'] == np and
               0 < rd['min_mbps'] <= rd['max_mbps'], f'round {rd["index"]}: {rd}')
-    m = _linkmap_matrix(js)
+    m = _linkmap_matrix(js, form='dense')      # every direction: the dense form is the smaller
     check(r['matrix_file'] == os.path.join(os.path.dirname(js), 'linkmatrix.bin'), f'matrix_file {r["matrix_file"]}')
     check(len(m) == np and all(math.isnan(m[i][i]) for i in range(np)), 'NaN diagonal')
     cells = [m[a][b] for a in range(np) for b in range(np) if a != b]
@@ -828,7 +850,7 @@ def _linkmap_check(r, js, np, transport, rtt=False):
     check([x['mbps'] for x in s['slowest']] == sorted(cells)[:5], 'slowest directions, slowest first')
     if rtt:
         check(s['rtt_us']['min'] > 0 and r['rtt_matrix_file'].endswith('linkrtt.bin'), 'rtt summary')
-        t = _linkmap_matrix(js, 'linkrtt.bin')
+        t = _linkmap_matrix(js, 'linkrtt.bin', form='dense')
         check(all(t[a][b] > 0 for a in range(np) for b in range(np) if a != b), f'a round trip per direction: {t}')
     if transport == 'tcp':
         check(len(r['tcp']['endpoints']) == np and r['tcp']['rejected_connections'] == 0, f'tcp: {r["tcp"]}')
@@ -943,6 +965,71 @@ def case_linkmap_plan_file(d):
           r['options']['order'] == order and r['options']['shifts'] == '1,3' and _measured(_linkmap_matrix(js)) == want,
           f'shifts 1 and 3 in the order 2 0 3 1: {_measured(_linkmap_matrix(js))}')
     check(f'plan shift in the order of {order} (2 rounds)' in p.stdout, p.stdout)
+
+
+def _linkmap_sparse_agrees(r, m, want, what):
+    """A run's JSON says what its matrix (read back from the sparse file) holds: the directions ``want`` measured and
+    no other, per node the counts and upper medians of its row and column, the median link, the summary."""
+    n = len(m)
+    check(_measured(m) == want and all(m[a][b] > 0 for a, b in want), f'{what}: the plan\'s directions: {_measured(m)}')
+    for node in r['per_node']:
+        i = node['rank']
+        row = [m[i][b] for b in range(n) if (i, b) in want]
+        col = [m[a][i] for a in range(n) if (a, i) in want]
+        check(node['sends'] == len(row) and node['receives'] == len(col) and
+              node['send_median_mbps'] == _upper_median(row) and node['recv_median_mbps'] == _upper_median(col),
+              f'{what}: per_node[{i}] {node}, row {row}, column {col}')
+    links = {}
+    for a, b in want:
+        links[min(a, b), max(a, b)] = min(m[a][b], links.get((min(a, b), max(a, b)), math.inf))
+    cells = [m[a][b] for a, b in want]
+    s = r['summary']
+    check(r['suspect_rule']['median_link_mbps'] == _upper_median(links.values()) and s['pairs'] == s['ok_pairs'] ==
+          len(want) and s['mbps']['min'] == min(cells) and s['mbps']['max'] == max(cells) and
+          [x['mbps'] for x in s['slowest']] == sorted(cells)[:5], f'{what}: summary {s}, {r["suspect_rule"]}')
+    check(all(m[x['src']][x['dst']] == x['mbps'] for x in r['suspects'] + s['slowest']),
+          f'{what}: the suspects and slowest name their cells')
+
+
+def case_linkmap_sparse(d):
+    """A plan that runs few of the directions keeps its matrix sparse (docs/json-schema.md): 8 ranks, shifts +1 and
+    -1 (16 of 56 directions). On rank 0 the matrix holds the plan's directions only; rank 0 slow in every round is
+    rechecked there and named; the file lists the 16 measured directions, and the JSON agrees with it. A plan of
+    more streams than the sparse form pays for (a round run twice: 24) keeps the dense matrix on rank 0 and still
+    writes the file sparse, the round-trip matrix too; the full shift plan writes the dense form (linkmap_2..4)."""
+    plan = os.path.join(d, 'plan.txt')
+    ring = [(i, (i + 1) % 8) for i in range(8)]
+    back = [(b, a) for a, b in ring]
+    want = set(ring) | set(back)
+    with open(plan, 'w') as f:
+        f.write(' '.join(f'{a}>{b}' for a, b in ring) + '\n' + ' '.join(f'{a}>{b}' for a, b in back) + '\n')
+    js = os.path.join(d, 'sparse.json')
+    run('nr-linkmap-faulty', 8, '--plan-file', plan, '-t', 0.1, '-m', '64k', '--recheck-below', 0.6, '--json', js,
+        env={'NR_LINKMAP_FAULT': 'slow:0:-1:20'})
+    r = load(js)
+    m = _linkmap_matrix(js, form='sparse')
+    size = os.path.getsize(os.path.join(d, 'linkmatrix.bin'))
+    check(r['status'] == 'ok' and size == 24 + 8 * 9 + 8 * 16, f'sparse: {size} bytes, {r.get("error")}')
+    _linkmap_sparse_agrees(r, m, want, 'sparse, rank 0 slow')
+    rc = r['recheck']
+    slow = {(x['src'], x['dst']) for x in rc['pairs'] if x['outcome'] == 'slow'}
+    reads = {}
+    for x in rc['pairs']:
+        reads.setdefault((x['src'], x['dst']), [_f32(x['mbps_before'])]).append(_f32(x['mbps_after']))
+    check({(0, 1), (0, 7)} <= slow and all(m[a][b] == max(v) for (a, b), v in reads.items()),
+          f'sparse: rank 0\'s directions named slow alone, the matrix the best of each: {rc}')
+    print(f'nr-linkmap 8 ranks, 16 directions: linkmatrix.bin {size} bytes (dense: {16 + 4 * 64}); rechecked '
+          f'{len(rc["pairs"])}, slow alone {sorted(slow)}')
+    with open(plan, 'a') as f:
+        f.write(' '.join(f'{a}>{b}' for a, b in ring) + '\n')
+    js = os.path.join(d, 'twice.json')
+    run('nr-linkmap', 8, '--plan-file', plan, '-t', 0.05, '-m', '16k', '--rtt', '--rtt-trials', 3, '--json', js)
+    r = load(js)
+    m = _linkmap_matrix(js, form='sparse')
+    check(r['status'] == 'ok' and r['summary']['streams'] == 24, f'twice: {r.get("error")} {r["summary"]}')
+    _linkmap_sparse_agrees(r, m, want, 'a round twice')
+    t = _linkmap_matrix(js, 'linkrtt.bin', form='sparse')
+    check(_measured(t) == want and all(t[a][b] > 0 for a, b in want), f'twice: a round trip per direction: {t}')
 
 
 def case_linkmap_bad_plans(d):

@@ -63,7 +63,7 @@ def test_a_tapered_tree_gives_crossing_streams_their_share_and_the_taper_is_expe
     assert topo.uplinks == 4
     nodes = topo.order
     plan = linkplan.topology_plan(topo)
-    least = linkplan.plan_contention(plan, topo, range(len(nodes)), len(nodes))
+    least = linkplan.plan_contention(plan, topo, range(len(nodes)), len(nodes)).dense()
     leaf, _ = topo.arrays(nodes)
     ran = np.zeros(least.shape, dtype=bool)
     for r in plan.iter_rounds():
@@ -195,12 +195,13 @@ def test_slurm_switch_tree_and_its_absence():
 def test_matrix_file_round_trip_and_one_line_errors(tmp_path):
     m = np.array([[np.nan, 950.0, -1.0], [940.0, np.nan, 10.0], [np.nan, 930.0, np.nan]], dtype=np.float32)
     path = tmp_path / linkmatrix.MATRIX_FILE
-    linkmatrix.write_matrix(path, m)
+    linkmatrix.write_matrix(path, m)                       # 5 of 6 directions: the dense form is the smaller
     assert path.stat().st_size == 16 + 9 * 4 and path.read_bytes()[:8] == b'NRLMAT1\0'
     back = linkmatrix.read_matrix(path, 3)
     assert np.array_equal(np.asarray(back), m, equal_nan=True)
     bad = tmp_path / 'bad.bin'
-    for content, message in ((b'NRLMAT2\0' + bytes(8), 'not a link matrix'),
+    for content, message in ((b'NRLMAT3\0' + bytes(8), 'not a link matrix'),
+                             (b'NRLMAT2\0' + bytes(8), 'layout 0x0 unknown'),
                              (path.read_bytes()[:-4], '48 bytes, but 3 ranks need 52'),
                              (b'NRLM', 'shorter than the 16-byte header'),
                              (b'NRLMAT1\0' + (0).to_bytes(4, 'little') + (1).to_bytes(4, 'little'), 'flags 0x1')):
@@ -212,6 +213,142 @@ def test_matrix_file_round_trip_and_one_line_errors(tmp_path):
         linkmatrix.read_matrix(path, 4)
     with pytest.raises(linkmatrix.LinkMatrixError, match='cannot read'):
         linkmatrix.read_matrix(tmp_path / 'none.bin')
+
+
+def sparse_bytes(n, rows):
+    """A sparse matrix file by hand: ``rows`` {sender: [(receiver, Mbit/s), ...]} as given (any order)."""
+    import struct
+    offsets, receivers, values = [0], [], []
+    for s in range(n):
+        for d, v in rows.get(s, []):
+            receivers.append(d)
+            values.append(v)
+        offsets.append(len(receivers))
+    count = len(receivers)
+    return (b'NRLMAT2\0' + struct.pack('<IIQ', n, 1, count) + struct.pack(f'<{n + 1}Q', *offsets)
+            + struct.pack(f'<{count}I', *receivers) + struct.pack(f'<{count}f', *values))
+
+
+def test_a_partial_plan_keeps_the_sparse_form_read_without_a_dense_matrix(tmp_path):
+    """A few directions of many ranks: the sparse form (8 bytes a direction, 8 a rank), read as memory maps; its
+    entries checked; the same figures as the dense matrix they came from."""
+    n = 50
+    m = np.full((n, n), np.nan, dtype=np.float32)
+    for s in range(n):                                     # shifts 1 and -1: 100 of 2,450 directions
+        m[s, (s + 1) % n], m[s, (s - 1) % n] = 900.0 + s, 800.0 + s
+    m[3, 4] = -1.0
+    path = tmp_path / linkmatrix.MATRIX_FILE
+    linkmatrix.write_matrix(path, m)
+    assert path.read_bytes()[:8] == b'NRLMAT2\0' and path.stat().st_size == 24 + 8 * (n + 1) + 8 * 100
+    assert path.stat().st_size < 16 + 4 * n * n
+    back = linkmatrix.read_matrix(path, n)
+    assert isinstance(back, linkmatrix.SparseMatrix) and isinstance(back.values, np.memmap)
+    assert back.count == 100 and np.array_equal(back.dense(), m, equal_nan=True)
+    assert back.get(np.array([3, 0, 0, 49]), np.array([4, 1, 2, 0])).tolist()[:2] == [-1.0, 900.0]
+    assert np.isnan(back.get(np.array([0]), np.array([2]))).all() and back.get(np.array([49]), [0])[0] == 949.0
+    # hand-written files: the same as what write_matrix wrote, and each wrong one refused in one line
+    good = {0: [(1, 900.0), (2, 800.0)], 2: [(0, 700.0)]}
+    bad = tmp_path / 'bad.bin'
+    bad.write_bytes(sparse_bytes(3, good))
+    assert linkmatrix.read_matrix(bad, 3).dense()[0, 2] == 800.0
+    for rows, message in (({0: [(2, 1.0), (1, 1.0)]}, 'direction 1 \\(0 -> 1\\) is not a new receiver'),
+                          ({1: [(1, 1.0)]}, r'\(1 -> 1\)'), ({2: [(3, 1.0)]}, r'\(2 -> 3\)'),
+                          ({0: [(1, 1.0), (1, 2.0)]}, r'direction 1 \(0 -> 1\)')):
+        bad.write_bytes(sparse_bytes(3, rows))
+        with pytest.raises(linkmatrix.LinkMatrixError, match=message) as err:
+            linkmatrix.read_matrix(bad, 3)
+        assert str(err.value).startswith(str(bad)) and '\n' not in str(err.value)
+    whole = sparse_bytes(3, good)
+    for content, message in ((whole[:-4], 'but 3 ranks and 3 directions need'),
+                             (whole[:24] + (5).to_bytes(8, 'little') + whole[32:], 'row offsets do not run from 0'),
+                             (whole[:12] + (2).to_bytes(4, 'little') + whole[16:], 'layout 0x2 unknown'),
+                             (whole[:20], 'shorter than the 24-byte sparse header')):
+        bad.write_bytes(content)
+        with pytest.raises(linkmatrix.LinkMatrixError, match=message):
+            linkmatrix.read_matrix(bad, 3)
+
+
+@pytest.mark.parametrize('plan', ['full', 'topology', 'sample'])
+def test_both_forms_read_alike_block_by_block(plan):
+    """The verdict's and the report's blocks (rows, links, columns) list the same directions from either form."""
+    topo = tree(4, 8, 4)
+    nodes = topo.order
+    p = {'full': lambda: linkplan.full_plan(nodes, topo), 'topology': lambda: linkplan.topology_plan(topo),
+         'sample': lambda: linkplan.sample_plan(nodes, 3, 0, 7, topo)}[plan]()
+    m = measure(topo, p, nodes, (('cable', 'n0005', 0.5),))
+    m[1, 2] = -1.0
+    dense, sparse = linkmatrix.cells(m), linkmatrix.cells(linkmatrix.SparseMatrix.from_dense(m))
+    rows = np.array([3, 9, 0, 31])
+    a, b = dense.rows(rows), sparse.rows(rows)
+    assert sorted(zip(rows[a[0]], a[1], a[2])) == sorted(zip(rows[b[0]], b[1], b[2]))
+
+    def listed(blocks, width):
+        out = set()
+        for block in blocks:
+            out |= {tuple(float(x) if i >= width else int(x) for i, x in enumerate(t)) for t in zip(*block)}
+        return out
+
+    def links(blocks):
+        return {(min(a, b), max(a, b), min(x, y) if x > 0 and y > 0 else x if x > 0 else y)
+                for a, b, x, y in listed(blocks, 2)}
+
+    assert links(dense.links()) == links(sparse.links()) and len(links(dense.links())) > 0
+    cols = [{(int(s), int(j0 + c), float(v)) for s, c, v in zip(r, cc, vv)} for j0, _, r, cc, vv in dense.columns()]
+    assert set().union(*cols) == {(int(s), int(c), float(v)) for _, _, s, c, v in sparse.columns() for s, c, v in
+                                  zip(s, c, v)}
+
+
+@pytest.mark.parametrize('fault', [(), (('cable', 'n0005', 0.5),), (('uplink', 'leaf1', 2, 0.5),),
+                                   (('spine', 'spine1', 0.6),)])
+@pytest.mark.parametrize('plan', ['topology', 'sample'])
+def test_the_verdict_on_the_sparse_form_is_the_verdict_on_the_dense_one(tmp_path, plan, fault):
+    """The same directions judged from the sparse file and from the dense matrix: the same verdict, figure for
+    figure (a failed direction and the rechecks included)."""
+    topo = tree(4, 8, 4)
+    nodes = topo.order
+    p = linkplan.topology_plan(topo) if plan == 'topology' else linkplan.sample_plan(nodes, 3, 0, 7, topo)
+    m = measure(topo, p, nodes, fault)
+    ran = np.argwhere(~np.isnan(m))
+    m[tuple(ran[5])] = -1.0
+    linkmatrix.write_matrix(tmp_path / linkmatrix.MATRIX_FILE, m)
+    sparse = linkmatrix.read_matrix(tmp_path / linkmatrix.MATRIX_FILE, len(nodes))
+    assert isinstance(sparse, linkmatrix.SparseMatrix)
+    fabric = linkverdict.Fabric.of(topo, nodes)
+    least = linkplan.plan_contention(p, topo, range(len(nodes)), len(nodes))
+    rechecked = ran[least.of(ran[:, 0], ran[:, 1]) == 1][:3]         # measured again alone: as read
+    v = [linkverdict.judge(linkmatrix.LinkData(nodes, matrix, rechecked=rechecked), min_fraction=0.85,
+                           rate_mbps=LINE, rate_fraction=0.9, fabric=fabric, contention=least)
+         for matrix in (m, sparse)]
+    assert v[0].directions == v[1].directions == len(ran) and v[0].links == v[1].links
+    for kind in ('slow', 'failed'):
+        a, b = getattr(v[0], kind), getattr(v[1], kind)
+        order_a, order_b = (np.lexsort((x['dst'], x['src'])) for x in (a, b))
+        for key in a:
+            assert np.array_equal(a[key][order_a], b[key][order_b], equal_nan=True), (kind, key)
+    assert v[0].summary() == v[1].summary() and v[0].per_node == v[1].per_node and v[0].switches == v[1].switches
+    assert [x.as_dict() for x in v[0].slow_named] == [x.as_dict() for x in v[1].slow_named]
+    assert linkverdict.slow_problems(v[0]) == linkverdict.slow_problems(v[1])
+    assert linkverdict.failed_problems(v[0]) == linkverdict.failed_problems(v[1])
+    assert not fault or 'the slow links all involve' in linkverdict.slow_problems(v[1])[0]
+
+
+def test_the_plans_contention_keeps_only_what_is_shared():
+    """plan_contention holds the directions above 1 only: none on a 1:1 tree, the crossing ones on a 2:1 tree; a
+    direction another round ran alone counts 1; reordered and cleared as the verdict needs."""
+    flat = tree(4, 8, 8)
+    assert len(linkplan.plan_contention(linkplan.topology_plan(flat), flat, range(32), 32).keys) == 0
+    topo = tree(4, 8, 4)
+    plan = linkplan.topology_plan(topo)
+    least = linkplan.plan_contention(plan, topo, range(32), 32)
+    assert len(least.keys) == 96 and least.max() == 2
+    twice = linkplan.LinkPlan('t', plan.nodes, plan.rounds + (np.array([[0, 8]]),))    # 0 -> 8 once alone
+    again = linkplan.plan_contention(twice, topo, range(32), 32)
+    assert least.of([0], [8])[0] == 2 and again.of([0], [8])[0] == 1 and len(again.keys) == 95
+    order = list(reversed(range(32)))
+    moved = least.reordered(order)
+    assert np.array_equal(moved.dense(), least.dense()[np.ix_(order, order)])
+    assert least.cleared(np.array([[0, 8]])).of([0, 1], [8, 9]).tolist() == [1, 2]
+    assert np.array_equal(linkplan.Contention.from_dense(least.dense()).keys, least.keys)
 
 
 def today_doc(speeds, failed=(), passes=1):
@@ -532,7 +669,7 @@ def test_by_hand_with_a_tree_the_verdict_expects_the_contention_of_the_plan_name
     assert 'linkverdict: 4 nodes, 12 directions' in capsys.readouterr().out
     assert built == ([expected[1:]] if plan == 'sample' else [])
     (contention,) = judged
-    assert contention is not None and contention.shape == (4, 4)
+    assert contention is not None and contention.shape == (4, 4) and contention.max() > 1
 
 # --- the cost model ---------------------------------------------------------------------------------------------
 

@@ -310,6 +310,17 @@ def test_the_link_map_has_one_pixel_per_direction_from_what_the_check_keeps(tmp_
         assert img.size == (1000, 1000)
     assert (pixels[7, :7] == reportplots.MAP_FAILED).all() and pixels[7, 7] == reportplots.MAP_NOT_MEASURED
     assert pixels[3, 4] == reportplots.MAP_SUSPECT
+    # a partial plan's sparse file: the same picture as from its dense matrix, drawn from its entries
+    part = np.full((1000, 1000), np.nan, dtype=np.float32)
+    part[np.arange(1000), (np.arange(1000) + 1) % 1000] = np.linspace(500, 1200, 1000)
+    part[5, 6] = -1.0
+    linkmatrix.write_matrix(tmp_path / 'sparse.bin', part)
+    sparse = linkmatrix.read_matrix(tmp_path / 'sparse.bin', 1000)
+    assert isinstance(sparse, linkmatrix.SparseMatrix) and sparse.count == 1000
+    order = np.random.default_rng(3).permutation(1000)
+    drawn = reportplots.link_map_pixels(sparse, order, 950.0, [(3, 4)])
+    assert np.array_equal(drawn, reportplots.link_map_pixels(part, order, 950.0, [(3, 4)]))
+    assert (drawn == reportplots.MAP_NOT_MEASURED).sum() == 1000 * 1000 - 1000     # all but the shift (3 -> 4 too)
 
 
 def test_report_pieces_and_helpers():

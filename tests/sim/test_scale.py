@@ -110,13 +110,58 @@ def test_usage_errors_are_one_line_exit_2(tmp_path):
         assert p.returncode == 2 and words in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+def test_a_directory_gone_under_it_is_one_line_exit_1(tmp_path):
+    """The output directory removed (or a file of it) while tools/simcentre works in it: one line naming what it
+    could not read, not a traceback."""
+    from dataclasses import asdict
+    spec = simcentre.RunSpec(asdict(FatTree(2, 2, 2)), [], 'topology')
+    (tmp_path / 'run.json').write_text(json.dumps(asdict(spec)))      # its result.json gone
+    for where in (tmp_path / 'gone', tmp_path):
+        p = subprocess.run([str(TOOL), 'verdict', str(where)], capture_output=True, text=True)
+        assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(where) in p.stderr, p.stderr
+        assert 'Traceback' not in p.stderr
+
+
+def test_the_bench_exits_1_naming_a_run_without_figures(tmp_path, monkeypatch, capsys):
+    """bench/simcentre_scale.py: a run that wrote no simcentre.json fails the benchmark, named in one line; the
+    others are still run and tabled."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('simcentre_scale', ROOT / 'bench' / 'simcentre_scale.py')
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ran = []
+
+    def fake_run(argv, **kw):
+        ran.append(argv[1:3])
+        return subprocess.CompletedProcess(argv, 0 if argv[1] == 'build' else 1)
+
+    monkeypatch.setattr(bench.subprocess, 'run', fake_run)
+    monkeypatch.setattr(sys, 'argv', ['simcentre_scale.py', '--sizes', '128', '--plans', 'topology', '--faults',
+                                      'healthy,cable', '--out', str(tmp_path)])
+    assert bench.main() == 1
+    err = [x for x in capsys.readouterr().err.splitlines() if x]
+    assert len(err) == 2 and all('produced no figures (tools/simcentre exit 1)' in x for x in err), err
+    assert 'run 128-topology-healthy' in err[0] and 'run 128-topology-cable' in err[1]
+    assert [x[0] for x in ran] == ['build', 'run', 'run']
+
+
 # --- simulated: 128 nodes ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize('plan', ['full', 'topology', 'sample'])
 def test_a_healthy_tree_names_nothing(built, tmp_path, plan):
+    """... and keeps what grows with what it measured: the full plan's matrix dense, a partial plan's sparse (8
+    bytes a direction measured), no plan file (made again from run.json and topology.conf)."""
     f = simulate(tmp_path, *SHAPE, '--plan', plan)
     assert f['named'] == [] and f['nodes'] == 128, f['problems']
     assert f['rounds'] == {'full': 127, 'topology': 15 + 7}.get(plan, f['rounds']) and f['simulated_s'] > 0
+    head = (tmp_path / 'linkmatrix.bin').read_bytes()[:24]
+    size = (tmp_path / 'linkmatrix.bin').stat().st_size
+    if plan == 'full':
+        assert head[:8] == b'NRLMAT1\0' and size == 16 + 4 * 128 * 128
+    else:
+        count = struct.unpack('<Q', head[16:24])[0]
+        assert head[:8] == b'NRLMAT2\0' and count == f['directions'] and size == 24 + 8 * 129 + 8 * count
+    assert not (tmp_path / 'plan.txt').exists()
 
 
 def test_a_tapered_tree_is_expected_not_slow(built, tmp_path):

@@ -67,7 +67,10 @@ ROUND_TIME_S = 0.02                    # -t: two messages of -m per stream at th
 MIN_LINK_FRACTION = 0.85               # the link check's defaults (netregress.measure.allpairs)
 RATE_FRACTION = 0.95
 SAMPLE_SEED = 1
-KEPT = ('result.json', 'linkmatrix.bin', 'links.json', 'links.txt', 'plan.txt')
+#: What the link check keeps of a run. The plan file is nr-linkmap's input only: removed when the simulation ends,
+#: as `verdict` makes the plan again, exactly, from run.json and topology.conf (its contention is all it needs).
+KEPT = ('result.json', 'linkmatrix.bin', 'links.json', 'links.txt')
+PLAN_FILE = 'plan.txt'
 
 
 class UsageError(Exception):
@@ -344,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
     faults = [Fault.parse(f, tree) for f in args.fault]
     out = Path(args.out)
     write_fabric(tree, faults, out)
-    for stale in KEPT + ('run.json', 'simcentre.json', 'order.txt', 'tree.txt'):
+    for stale in KEPT + (PLAN_FILE, 'run.json', 'simcentre.json', 'order.txt', 'tree.txt'):
         (out / stale).unlink(missing_ok=True)
     down = [tree.names[f.where[0]] for f in faults if f.kind == 'down']
     rate = tree.link_gbps * 1000 if args.rate_mbps is None else args.rate_mbps or None
@@ -368,17 +371,21 @@ def run(args: argparse.Namespace) -> int:
         (out / 'order.txt').write_text('\n'.join(map(str, range(len(plan.nodes)))) + '\n')
         opts += ['--plan', 'shift', '--order', str(out / 'order.txt')]
     else:
-        with open(out / 'plan.txt', 'w') as fp:
+        with open(out / PLAN_FILE, 'w') as fp:
             plan.write(fp)
-        opts += ['--plan-file', str(out / 'plan.txt')]
+        opts += ['--plan-file', str(out / PLAN_FILE)]
     spec.kernel_opts = opts
     (out / 'run.json').write_text(json.dumps(asdict(spec), indent=1) + '\n')
     print(f'simcentre: {tree.describe()}; plan {spec.plan} ({len(plan.rounds)} rounds over {len(plan.nodes)} nodes)'
           + (f'; faults {", ".join(args.fault)}' if args.fault else ''), flush=True)
-    figures = {**simulate(tree, out, plan.nodes, opts), 'plan': spec.plan, 'faults': list(args.fault)}
+    try:
+        figures = {**simulate(tree, out, plan.nodes, opts), 'plan': spec.plan, 'faults': list(args.fault)}
+    finally:
+        (out / PLAN_FILE).unlink(missing_ok=True)
     verdict = subprocess.run([sys.executable, __file__, 'verdict', str(out)], capture_output=True, text=True)
     if verdict.returncode == 2 or not verdict.stdout.strip():
-        raise SimulationError(f'the verdict failed: {verdict.stderr.strip()}')
+        why = verdict.stderr.strip().splitlines()
+        raise SimulationError(f'the verdict failed: {why[-1] if why else f"exit {verdict.returncode}"}')
     figures.update(json.loads(verdict.stdout.splitlines()[-1]))
     (out / 'simcentre.json').write_text(json.dumps(figures, indent=1) + '\n')
     print(summary_line(figures))
@@ -552,6 +559,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except SimulationError as err:
         print(f'simcentre: {err}', file=sys.stderr)
+        return 1
+    except OSError as err:      # the output directory removed or unwritable under a run
+        print(f'simcentre: {err.filename or args.command}: {err.strerror or err}', file=sys.stderr)
         return 1
 
 

@@ -15,10 +15,13 @@ port (every direction from it, to it, or both), one uplink cable of a leaf switc
 switch (with d-mod-k routing: the pairs whose destination routes through it), the whole fabric; a direction no
 element explains is named itself. A downgraded link speed reads as a node's cable at a stable rate.
 
-Time and memory grow with the directions measured, not as lists of N x N records: the matrix file is scanned in
-blocks of rows (a leaf's rows where the tree is known) and of columns, only the directions run in a block are
-worked on, per node and per switch only counts and histograms of the share of the median are kept, and the suspect
-directions alone are listed. The pure functions are tested in tests/python/test_allpairs.py;
+Time and memory grow with the directions measured, not as lists of N x N records: the matrix file is read in
+blocks (:func:`netregress.linkmatrix.cells`; the dense form by blocks of rows, a leaf's rows where the tree is
+known, and of columns; the sparse form of a partial plan by its senders' rows and blocks of its entries, the
+reverse of a direction found by binary search in its row: nothing N x N), only the directions run in a block are
+worked on, the plan's contention is held for the directions it shares only (:class:`netregress.linkplan.
+Contention`), per node and per switch only counts and histograms of the share of the median are kept (O(N)), and
+the suspect directions alone are listed. The pure functions are tested in tests/python/test_allpairs.py;
 ``python -m netregress.judge.linkverdict RESULT.json`` judges a job's output by hand (the scale benchmark too).
 """
 from __future__ import annotations
@@ -34,8 +37,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .linkmatrix import FAILED, MATRIX_FILE, LinkData, LinkMatrixError, from_result, write_matrix
-from ..measure.linkplan import Topology
+from .linkmatrix import BLOCK_ROWS, FAILED, MATRIX_FILE, LinkData, LinkMatrixError, cells, from_result, write_matrix
+from ..measure.linkplan import Contention, Topology
 
 LINKS_TABLE = 'links.txt'
 LINKS_JSON = 'links.json'
@@ -53,8 +56,6 @@ EXPLAINS = 0.8
 STABLE_SPREAD = 0.10
 #: Histogram of the share of the median link: SHARE_BINS bins over 0 .. SHARE_MAX (medians to 0.005).
 SHARE_BINS, SHARE_MAX = 400, 2.0
-#: Rows read at once where the tree is not known.
-BLOCK_ROWS = 64
 #: Contentions told apart when judging a node's directions (more count as the last).
 CONTENTIONS = 16
 #: Element ids a direction has (:class:`Elements`): node out, in, both ways (sender's and receiver's), uplink cable
@@ -253,28 +254,25 @@ def _row_groups(n: int, fabric: Fabric | None) -> list[tuple[int, np.ndarray]]:
 
 
 def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None, rate_fraction: float = 0.95,
-          fabric: Fabric | None = None, contention: np.ndarray | None = None) -> Verdict:
-    """Judge every direction of ``data`` (see the module doc). ``contention`` (n, n) from
-    :func:`netregress.linkplan.plan_contention` in rank order; the directions ``data.rechecked`` ran alone, and
-    ``data.uncontended`` (where given) in a recheck round with no switch cable shared: both judged as read (a slow
-    link's own rate can sit between its share in the plan and the line, so the share would hide it)."""
-    m, n = data.matrix, data.n
+          fabric: Fabric | None = None, contention: Contention | np.ndarray | None = None) -> Verdict:
+    """Judge every direction of ``data`` (see the module doc). ``contention`` from
+    :func:`netregress.linkplan.plan_contention` in rank order (or an (n, n) array of it); the directions
+    ``data.rechecked`` ran alone, and ``data.uncontended`` (where given) in a recheck round with no switch cable
+    shared: both judged as read (a slow link's own rate can sit between its share in the plan and the line, so the
+    share would hide it)."""
+    m, n = cells(data.matrix), data.n
     uncontended = data.rechecked if data.uncontended is None else data.uncontended
+    if contention is not None and not isinstance(contention, Contention):
+        contention = Contention.from_dense(contention)
     if contention is not None and len(uncontended):
-        contention = np.array(contention, copy=True)
-        contention[uncontended[:, 0], uncontended[:, 1]] = 1
+        contention = contention.cleared(uncontended)
     groups = _row_groups(n, fabric)
 
     # pass 1: each link's figure (its slower measured direction, times its contention), for the median
     figures: list[np.ndarray] = []
-    for i0 in range(0, n, BLOCK_ROWS):
-        i1 = min(n, i0 + BLOCK_ROWS)
-        rows, cols = np.asarray(m[i0:i1]), np.asarray(m[:, i0:i1]).T
-        upper = np.arange(n)[None, :] > np.arange(i0, i1)[:, None]
-        r, c = np.nonzero(((rows > 0) | (cols > 0)) & upper)
-        there, back = rows[r, c], cols[r, c]
+    for a, b, there, back in m.links():
         if contention is not None:
-            there, back = there * contention[i0 + r, c], back * contention[c, i0 + r]
+            there, back = there * contention.of(a, b), back * contention.of(b, a)
         figures.append(np.fmin(np.where(there > 0, there, np.nan), np.where(back > 0, back, np.nan)))
     values = np.concatenate(figures).astype(np.float32) if figures else np.zeros(0, dtype=np.float32)
     median = _upper_median(values) if len(values) else None
@@ -302,15 +300,14 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
 
     def shares(raw: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rate times contention, share of the median link) of directions measured ok."""
-        norm = raw * contention[src, dst] if contention is not None else raw
+        norm = raw * contention.of(src, dst) if contention is not None else raw
         return norm, norm / median
 
     # pass 2: a group of rows (a leaf's) at a time, the directions run in it listed: what they send, counted and
     # binned per element; the suspects
     for ell, rows in groups:
-        raw = np.asarray(m[rows])
-        r, c = np.nonzero(~np.isnan(raw))               # every direction run, ok or failed
-        v, src = raw[r, c], rows[r]
+        r, c, v = m.rows(rows)                          # every direction run, ok or failed
+        src = rows[r]
         ok, is_failed = v > 0, v == FAILED
         directions += int(ok.sum() + is_failed.sum())
         norm = np.full(len(v), np.nan, dtype=np.float32)
@@ -327,7 +324,7 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
         ran = c
         r, c, share = r[ok], c[ok], share[ok]
         if contention is not None:
-            cc = np.minimum(contention[rows[r], c], CONTENTIONS - 1).astype(np.int64)
+            cc = np.minimum(contention.of(rows[r], c), CONTENTIONS - 1)
             by_contention[rows] += _counted(r * CONTENTIONS + cc, len(rows), CONTENTIONS)
             by_contention[n:2 * n] += _counted(c * CONTENTIONS + cc, n, CONTENTIONS)
             by_contention[3 * n] += np.bincount(cc, minlength=CONTENTIONS)
@@ -357,21 +354,18 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
     # pass 3: a block of columns at a time: what the nodes receive, binned, and what comes from other leaves (the
     # way down an uplink)
     crossing_in = np.zeros((n if fabric is not None else 0, SHARE_BINS), dtype=np.int64)   # only with a tree
-    for j0 in range(0, n, BLOCK_ROWS if median else n):
-        j1 = min(n, j0 + BLOCK_ROWS)
-        raw = np.asarray(m[:, j0:j1])
-        r, c = np.nonzero(raw > 0)
-        if not median or not len(r):
+    for j0, j1, r, c, v in (m.columns() if median else ()):
+        if not len(r):
             continue
-        _, share = shares(raw[r, c], r, j0 + c)
+        _, share = shares(v, r, j0 + c)
         least = np.full(j1 - j0, np.inf)
         np.minimum.at(least, c, share)
-        min_in[j0:j1] = least
+        min_in[j0:j1] = np.minimum(min_in[j0:j1], least)
         b = _bins(share)
         hist['in'][j0:j1] += _counted(c * SHARE_BINS + b, j1 - j0, SHARE_BINS)
         if fabric is not None:
             other = (fabric.leaf[r] != fabric.leaf[j0 + c]) & (fabric.leaf[r] >= 0) & (fabric.leaf[j0 + c] >= 0)
-            crossing_in[j0:j1] = _counted(c[other] * SHARE_BINS + b[other], j1 - j0, SHARE_BINS)
+            crossing_in[j0:j1] += _counted(c[other] * SHARE_BINS + b[other], j1 - j0, SHARE_BINS)
     if fabric is not None:
         placed = fabric.leaf >= 0
         np.add.at(hist['down'], (fabric.leaf * cables + fabric.cable)[placed], crossing_in[placed])
@@ -398,8 +392,8 @@ def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None
     slow, failed = joined(slow_parts), joined(failed_parts)
     slow['share'] = slow['norm'] / median if median else slow['norm']
     slow['of_rate'] = slow['norm'] / rate_mbps if rate_mbps else np.full(len(slow['norm']), np.nan)
-    slow['contention'] = (contention[slow['src'].astype(np.int64), slow['dst'].astype(np.int64)].astype(np.int64)
-                          if contention is not None else np.ones(len(slow['src']), dtype=np.int64))
+    slow['contention'] = (contention.of(slow['src'], slow['dst']) if contention is not None
+                          else np.ones(len(slow['src']), dtype=np.int64))
     for d in (slow, failed):
         d['src'], d['dst'] = d['src'].astype(np.int64), d['dst'].astype(np.int64)
     order = np.argsort(slow['norm'], kind='stable')

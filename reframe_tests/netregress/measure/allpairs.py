@@ -36,9 +36,10 @@ failed directions named (a node's cable, an uplink, a spine, the fabric). On Inf
 must be ACTIVE at the fabric's line rate (sysfs, read beside the counters). Byte and error counters of every node
 prove the traffic crossed the interface under test. When every rank ran under one CPU quota that throttled them
 (the machine capped, :mod:`.cpulimit`), the comparison the quota decides is recorded, not asserted, and the run says
-why. What is kept per run and fabric: ``linkmatrix.bin`` (4 bytes a direction), ``links.json`` (per-node and
-per-switch summaries, the suspect directions and what they were blamed on) and ``links.txt`` (the suspect
-directions for people); nr-linkmap's ``result.json`` is kept without its per-pair lists.
+why. What is kept per run and fabric: ``linkmatrix.bin`` (the full plan's dense, 4 bytes a direction of N x N; a
+topology or sample plan's sparse, 8 bytes a direction measured), ``links.json`` (per-node and per-switch summaries,
+the suspect directions and what they were blamed on) and ``links.txt`` (the suspect directions for people);
+nr-linkmap's ``result.json`` is kept without its per-pair lists.
 """
 from __future__ import annotations
 
@@ -49,7 +50,6 @@ import random
 import shlex
 from typing import Mapping
 
-import numpy as np
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
@@ -63,7 +63,7 @@ from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Fabric, Ver
 from .. import statefiles
 from . import cpulimit, interconnects, provenance, results, slurm
 from .base import COUNTERS_FILE
-from .linkplan import (LinkPlan, Topology, TopologyError, full_plan, plan_contention, sample_plan,
+from .linkplan import (Contention, LinkPlan, Topology, TopologyError, full_plan, plan_contention, sample_plan,
                        topology_order, topology_plan, write_tree)
 from .mpicheck import MpiKernelCheck
 
@@ -344,7 +344,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
     def counted_nodes(self) -> int:
         return len(self.nodes)
 
-    def contention(self) -> np.ndarray | None:
+    def contention(self) -> Contention | None:
         """Each direction's least contention under the plan and the switch tree, in the order of :attr:`nodes`
         (None without a tree, or where no round shares a switch link)."""
         if not hasattr(self, '_contention'):
@@ -452,7 +452,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
             problems = left_out + problems + slow_problems(self._verdict)
         return problems
 
-    def aligned(self, data: LinkData) -> np.ndarray | None:
+    def aligned(self, data: LinkData) -> Contention | None:
         """:meth:`contention` in the order of the job's ranks (``data.nodes``, by Slurm's names)."""
         least = self.contention()
         if least is None or list(data.nodes) == list(self.nodes):
@@ -460,8 +460,7 @@ class AllPairsLinkCheck(MpiKernelCheck):
         at = {n: i for i, n in enumerate(self.nodes)}
         if not all(h in at for h in data.nodes):
             return None             # hosts the tree does not know: judged as read
-        order = np.array([at[h] for h in data.nodes])
-        return least[np.ix_(order, order)]
+        return least.reordered([at[h] for h in data.nodes])
 
     def write_links(self, data: LinkData) -> None:
         """What is kept of the job (:func:`write_link_files`)."""

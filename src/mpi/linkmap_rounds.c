@@ -364,7 +364,7 @@ int lm_run(struct lm_ctx *c, time_t started, struct nr_error *err)
             int shown = 0;
             for (int r = 1; r < n; r++)
                 if (c->missing[r] && shown++ < 8) {
-                    char one[80];
+                    char one[NR_HOST_MAX + 32]; /* a rank number and a whole host name: nothing cut */
                     snprintf(one, sizeof one, "%s%d (%s)", shown > 1 ? ", " : "", r, lm_host(c, r));
                     lm_append(who, sizeof who, one);
                 }

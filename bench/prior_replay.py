@@ -8,9 +8,11 @@ force (:class:`netregress.judge.bandrules.BandRules`): ``--first`` is a fresh st
 baseline a second run is judged by: one run); ``--derive`` a clean run whose steps from the first give each test and
 interconnect its own prior (``shared_cpu.pool_factor`` x the largest |log step| in log space, between the
 shared-CPU floor and cap); each ``--judge`` run is judged against the first with the committed prior
-(``shared_cpu.prior``) and with the per-test one. Figures of ``FAULTED_BUILD`` (a build slowed on purpose in that
-run) count as detections, the others as false alarms. Only the CPU-bound figures the shared-CPU band judges are
-replayed (ratios and link-bound streams keep their own bands). A script, not a test: it asserts nothing.
+(``shared_cpu.prior``), with that prior on the worse side only (the better side open, as a run judges a figure
+its baseline holds fewer than ``min_runs`` runs of) and with the per-test one. Figures of ``FAULTED_BUILD`` (a
+build slowed on purpose in that run) count as detections, the others as false alarms. Only the CPU-bound figures
+the shared-CPU band judges are replayed (ratios and link-bound streams keep their own bands). A script, not a
+test: it asserts nothing.
 """
 from __future__ import annotations
 
@@ -28,12 +30,16 @@ from netregress.judge import bandrules  # noqa: E402
 from netregress_postrun import refswrite  # noqa: E402
 
 
-def shared_cpu_figures(path: Path) -> dict[tuple, float]:
-    """{(partition, environ, interconnect, test, metric): value} of the figures the shared-CPU band judges."""
+def shared_cpu_figures(path: Path, better: dict[tuple, str] | None = None) -> dict[tuple, float]:
+    """{(partition, environ, interconnect, test, metric): value} of the figures the shared-CPU band judges;
+    ``better`` gets each one's declared better direction."""
     doc = json.loads(path.read_text())
-    return {(m.partition, m.environ, m.interconnect, m.test, m.metric): m.value
-            for m in refswrite.measurements(doc, accepts=lambda tc: not tc.get('fixture'))
-            if not m.fixed and m.kind in ('cpu_bound', 'latency', 'oversubscribed') and m.value > 0}
+    found = [m for m in refswrite.measurements(doc, accepts=lambda tc: not tc.get('fixture'))
+             if not m.fixed and m.kind in ('cpu_bound', 'latency', 'oversubscribed') and m.value > 0]
+    if better is not None:
+        better.update(((m.partition, m.environ, m.interconnect, m.test, m.metric), m.better or 'higher')
+                      for m in found)
+    return {(m.partition, m.environ, m.interconnect, m.test, m.metric): m.value for m in found}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,22 +60,27 @@ def main(argv: list[str] | None = None) -> int:
           f'x{max(per_test.values()):.1f} (committed prior: x{rules.shared_prior:g})')
     for spec in args.judge:
         path, _, faulted = spec.partition(':')
-        run = shared_cpu_figures(Path(path))
-        for name in ('committed', 'per test'):
+        better: dict[tuple, str] = {}
+        run = shared_cpu_figures(Path(path), better)
+        # 'worse side': the committed prior with the better side open, as a run judges a figure seen once
+        for name in ('committed', 'worse side', 'per test'):
             alarms = clean = caught = slowed = 0
             for key, value in run.items():
                 if key not in first:
                     continue
-                prior = rules.shared_prior if name == 'committed' else per_test.get((key[2], key[3]),
-                                                                                    rules.shared_prior)
+                prior = per_test.get((key[2], key[3]), rules.shared_prior) if name == 'per test' \
+                    else rules.shared_prior
                 _, lower, upper, _ = rules.shared_cpu_band([first[key]], prior=prior)
-                outside = not (1 + lower) * first[key] <= value <= (1 + upper) * first[key]
+                low, high = (1 + lower) * first[key], (1 + upper) * first[key]
+                if name == 'worse side':
+                    low, high = (low, math.inf) if better[key] == 'higher' else (0.0, high)
+                outside = not low <= value <= high
                 if faulted and key[1] == faulted:
                     slowed, caught = slowed + 1, caught + outside
                 else:
                     clean, alarms = clean + 1, alarms + outside
             fault = f'; {faulted}: {caught} of {slowed} outside' if faulted else ''
-            print(f'{Path(path).parent.name} {name:9s}: false alarms {alarms} of {clean} '
+            print(f'{Path(path).parent.name} {name:10s}: false alarms {alarms} of {clean} '
                   f'({1000 * alarms / max(clean, 1):.1f} per 1,000){fault}')
     return 0
 

@@ -47,6 +47,8 @@ class Measurement:
     oversubscribed: bool = False
     #: what the check declared the figure to be (``nr_figures``), ``undeclared`` for a report that predates it
     figure_kind: str = runreport.UNDECLARED
+    #: which direction is better, as the check declared it; None for an undeclared figure
+    better: str | None = None
     #: the check judged it by a band of its own (``fixed_references``), not by a reference
     fixed: bool = False
 
@@ -98,7 +100,8 @@ def measurements(report: Mapping, accepts: Callable[[Mapping], bool] = usable) -
             out.append(Measurement(system=pv.system, partition=pv.partition, environ=tc['environ'],
                                    interconnect=tc['interconnect'], test=tc['ref_test'], metric=pv.var,
                                    value=pv.value, unit=pv.unit, oversubscribed=bool(tc.get('oversubscribed')),
-                                   figure_kind=runreport.declaration(tc, pv.var).kind,
+                                   figure_kind=(decl := runreport.declaration(tc, pv.var)).kind,
+                                   better=decl.better,
                                    fixed=pv.var in (tc.get('fixed_references') or {})))
     return out
 

@@ -419,7 +419,8 @@ class Baseline:
 
     def reference_set(self, rules: BandRules, shared_cpu: bool = False) -> references.ReferenceSet:
         """The baseline as references (value = median of the runs, band from their spread); ``shared_cpu``: the
-        bands :meth:`BandRules.shared_cpu_band` gives (a figure that was 0 in a run has none)."""
+        bands :meth:`BandRules.shared_cpu_band` gives (a figure that was 0 in a run has none), marked ``prior``
+        while a figure's runs are fewer than ``min_runs``."""
         self._require_complete('give references')
         tree: dict = {}
         pools = self.shared_pools(rules) if shared_cpu else {}
@@ -437,6 +438,9 @@ class Baseline:
             node = tree.setdefault(part, {}).setdefault(env, {}).setdefault(ic, {}).setdefault(test, {})
             ref = {'value': value, 'lower': lower, 'upper': upper, 'unit': entry['unit'],
                    'comment': f'host baseline {self.host_id}: {comment}; runs: {entry["samples"]}'}
+            if shared_cpu and len(entry['samples']) < max(rules.min_runs, 2):
+                # its own spread is not measured yet: the check judges only the worse side (bands.apply)
+                ref['prior'] = True
             if size is None:
                 node[base] = ref
             else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -73,10 +73,19 @@ class Reference:
     upper: float | None
     unit: str
     comment: str
+    #: the band is still a prior (the figure's own spread is not measured yet): only its worse side is judged
+    #: (:meth:`worse_side`); set by a host baseline's shared-CPU references, never by a file
+    prior: bool = False
 
     def as_reframe(self) -> tuple:
         """The tuple ReFrame's ``reference`` dict wants: (value, lower, upper, unit)."""
         return (self.value, self.lower, self.upper, self.unit)
+
+    def worse_side(self, better: str) -> 'Reference':
+        """This band with its better side open (``better``: ``'higher'`` or ``'lower'``, as the figure declares)."""
+        if better not in ('higher', 'lower'):
+            raise ReferenceError(f'better must be higher or lower, got {better!r}')
+        return replace(self, upper=None) if better == 'higher' else replace(self, lower=None)
 
 
 def split_metric(name: str) -> tuple[str, int | None]:
@@ -138,7 +147,8 @@ def _entry(spec: Mapping, parent: Mapping, where: str) -> Reference:
         raise ReferenceError(f'{where}: need lower <= 0 <= upper (fractions of value), got {lower}, {upper}')
     if lower is not None and lower < -1:
         raise ReferenceError(f'{where}.lower: {lower:g} is below -1 (a bound under zero; null leaves the side open)')
-    return Reference(value=value, lower=lower, upper=upper, unit=str(unit), comment=str(comment).strip())
+    return Reference(value=value, lower=lower, upper=upper, unit=str(unit), comment=str(comment).strip(),
+                     prior=spec.get('prior') is True)
 
 
 class ReferenceSet:

@@ -26,20 +26,30 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / 'reframe_tests'))
+
+from netregress.measure import interconnects, mpibuilds  # noqa: E402
+
 DEPS = Path(os.environ.get('NETREGRESS_DEPS') or ROOT / '.deps')
 STATES = ('idle', 'one busy', 'two busy')
 YARDSTICKS = {'polls': [], 'sleeps': ['--duet-sleep']}
 
 
 def launcher(build: str) -> tuple[list[str], dict[str, str]]:
-    """How to start two ranks of ``build`` on this host over TCP (the local launch of config/mpi_builds.toml)."""
-    if build == 'lam7':
-        return [str(ROOT / 'tools' / 'lamrun'), '--user', 'netregress', '-np', '2'], {'LAM_MPI_SSI_rpi': 'tcp'}
-    prefix = DEPS / 'mpi' / build
-    if build.startswith('mpich'):
-        return [str(prefix / 'bin' / 'mpiexec'), '-n', '2'], {'MPIR_CVAR_NOLOCAL': '1', 'MPIR_CVAR_CH4_NETMOD': 'ofi',
-                                                       'FI_PROVIDER': 'tcp', 'FI_TCP_IFACE': 'lo'}
-    raise SystemExit(f'duet_wait: no launcher for build {build!r} here (lam7, mpich4, mpich5)')
+    """How the checks start two ranks of ``build`` on this host over TCP on loopback: its local launch and job
+    environment (config/mpi_builds.toml) and its family's path on ``tcp`` (config/interconnects.yaml), with
+    the interface and subnet of the ``local`` system's loopback (config/settings.py)."""
+    builds = mpibuilds.load()
+    if build not in builds:
+        raise SystemExit(f'duet_wait: no MPI build {build!r} in {mpibuilds.table_file()} '
+                         f'(there: {", ".join(builds)})')
+    entry = builds[build]
+    try:
+        path = interconnects.load().path('tcp', entry.family, {'iface': 'lo', 'subnet': '127.0.0.0/8'})
+    except interconnects.InterconnectError as err:
+        raise SystemExit(f'duet_wait: {err}') from None
+    cmd = [word.format(ntasks=2, ntasks_per_node=2, nodes=1) for word in entry.launch['local']]
+    return cmd, {**entry.env, **path.env}
 
 
 def spinners(count: int) -> list[subprocess.Popen]:

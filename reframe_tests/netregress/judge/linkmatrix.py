@@ -105,8 +105,9 @@ class SparseMatrix:
         """The figures of directions ``src`` -> ``dst`` (NaN where not measured): per direction a binary search
         within its sender's row."""
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-        lo = np.asarray(self.offsets, dtype=np.int64)[src]
-        hi = np.asarray(self.offsets, dtype=np.int64)[src + 1]
+        offsets = np.asarray(self.offsets, dtype=np.int64)
+        lo, end = offsets[src], offsets[src + 1]
+        hi = end.copy()
         out = np.full(len(src), np.nan, dtype=np.float32)
         # a vectorised binary search: every lookup halves its own range [lo, hi) until it is empty
         while True:
@@ -118,7 +119,6 @@ class SparseMatrix:
             below[live] = np.asarray(self.receivers[mid[live]], dtype=np.int64) < dst[live]
             lo = np.where(live & below, mid + 1, lo)
             hi = np.where(live & ~below, mid, hi)
-        end = np.asarray(self.offsets, dtype=np.int64)[src + 1]
         there = lo < end
         found = np.zeros(len(src), dtype=bool)
         found[there] = np.asarray(self.receivers[lo[there]], dtype=np.int64) == dst[there]

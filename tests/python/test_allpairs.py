@@ -805,4 +805,31 @@ def test_the_check_expects_the_taper_its_plan_met_on_the_switch_tree(tmp_path):
     leaf, pos = topo.arrays(ranks)           # the tree in the job's names: the leaf, the cable of a stream to it
     assert (tmp_path / allpairs.TREE_FILE).read_text().splitlines()[1:] == \
         [f'{n} {ell} {p % 4}' for n, ell, p in zip(ranks, leaf, pos)]
-    assert (tmp_path / 'plan.txt').read_text().splitlines()[1].startswith('n0001>n0002 n0002>n0003')
+    # the full plan is whole shifts: nr-linkmap gets the tree's order and the shifts, no plan file
+    assert stub.kernel_opts[:6] == ['--plan', 'shift', '--order', linkplan.ORDER_FILE, '--shifts', '1-31']
+    assert (tmp_path / linkplan.ORDER_FILE).read_text().split() == list(plan.nodes) == sorted(ranks)
+    assert not (tmp_path / linkplan.PLAN_FILE).exists()
+
+
+def test_a_plan_of_whole_shifts_goes_to_nr_linkmap_as_an_order_and_a_list_any_other_as_a_plan_file(tmp_path):
+    """At 10,000 nodes the full plan's file is about 2 GB of text (and minutes of Python writing it); as an order
+    and a shift list it is the nodes' names. Rounds cut for nodes that share CPUs, and the topology plan, are not
+    whole shifts: a plan file, as before."""
+    assert linkplan.shift_list([1, 2, 3, 9, 8, 10, 11]) == '1-3,9,8,10-11' and linkplan.shift_list([5]) == '5'
+    topo = tree(4, 8, 4)
+    nodes = list(topo.order)
+    sample = linkplan.sample_plan(nodes, 2, 0, 7, topo)
+    opts = sample.kernel_options(tmp_path)
+    listed = [int(x) for x in opts[opts.index('--shifts') + 1].split(',')]
+    assert listed == list(sample.rounds) and opts[:4] == ['--plan', 'shift', '--order', str(tmp_path / 'order.txt')]
+    assert len(listed) == 4 and listed[0] + listed[1] == 32 == listed[2] + listed[3]   # 2 sets: s and N-s each
+    # two passes: the second in reverse, each shift listed
+    twice = linkplan.full_plan(nodes, topo).passes(2).kernel_options(tmp_path, order_by_rank=True)
+    assert twice[-1] == '1-31,' + ','.join(map(str, range(31, 0, -1)))
+    assert (tmp_path / 'order.txt').read_text().split() == [str(i) for i in range(32)]
+    for plan in (linkplan.full_plan(nodes, topo, max_streams=3), linkplan.topology_plan(topo)):
+        assert plan.kernel_options(tmp_path, relative=True) == ['--plan-file', 'plan.txt']
+        assert (tmp_path / 'plan.txt').read_text() == plan.text() and not (tmp_path / 'order.txt').exists()
+    # a list too long for one argument: the plan file
+    many = linkplan.LinkPlan('full', tuple(nodes), tuple([3, 1] * 20000))
+    assert many.kernel_options(tmp_path)[0] == '--plan-file'

@@ -67,10 +67,10 @@ ROUND_TIME_S = 0.02                    # -t: two messages of -m per stream at th
 MIN_LINK_FRACTION = 0.85               # the link check's defaults (netregress.measure.allpairs)
 RATE_FRACTION = 0.95
 SAMPLE_SEED = 1
-#: What the link check keeps of a run. The plan file is nr-linkmap's input only: removed when the simulation ends,
-#: as `verdict` makes the plan again, exactly, from run.json and topology.conf (its contention is all it needs).
+#: What the link check keeps of a run. A plan file (netregress.measure.linkplan.PLAN_FILE: the rounds that are not
+#: whole shifts) is nr-linkmap's input only: removed when the simulation ends, as `verdict` makes the plan again,
+#: exactly, from run.json and topology.conf (its contention is all it needs).
 KEPT = ('result.json', 'linkmatrix.bin', 'links.json', 'links.txt')
-PLAN_FILE = 'plan.txt'
 
 
 class UsageError(Exception):
@@ -347,7 +347,8 @@ def run(args: argparse.Namespace) -> int:
     faults = [Fault.parse(f, tree) for f in args.fault]
     out = Path(args.out)
     write_fabric(tree, faults, out)
-    for stale in KEPT + (PLAN_FILE, 'run.json', 'simcentre.json', 'order.txt', 'tree.txt'):
+    from netregress.measure.linkplan import ORDER_FILE, PLAN_FILE, write_tree
+    for stale in KEPT + (PLAN_FILE, 'run.json', 'simcentre.json', ORDER_FILE, 'tree.txt'):
         (out / stale).unlink(missing_ok=True)
     down = [tree.names[f.where[0]] for f in faults if f.kind == 'down']
     rate = tree.link_gbps * 1000 if args.rate_mbps is None else args.rate_mbps or None
@@ -361,19 +362,13 @@ def run(args: argparse.Namespace) -> int:
         from netregress.measure.allpairs import sample_matchings_for
         spec.sample = (args.sample_sets or sample_matchings_for(len(nodes)), args.sample_run, SAMPLE_SEED)
     plan = make_plan(spec, nodes, topology)
-    from netregress.measure.linkplan import write_tree
     with open(out / 'tree.txt', 'w') as fp:      # recheck batches that share no uplink cable
         write_tree(fp, topology, plan.nodes, by_rank=True)     # the ranks' hosts are SimGrid's names
     opts = ['-t', str(ROUND_TIME_S), '-m', message_size(tree), '-w', '1', '--recheck-below',
             f'{MIN_LINK_FRACTION / max(1.0, tree.taper):.6g}', '--recheck-rounds', str(args.recheck_rounds),
             '--recheck-streams', str(args.recheck_streams), '--tree', str(out / 'tree.txt')]
-    if spec.plan == 'full':     # the full plan is shift 1 .. N-1 in the plan's order: computed by rank 0, no file
-        (out / 'order.txt').write_text('\n'.join(map(str, range(len(plan.nodes)))) + '\n')
-        opts += ['--plan', 'shift', '--order', str(out / 'order.txt')]
-    else:
-        with open(out / PLAN_FILE, 'w') as fp:
-            plan.write(fp)
-        opts += ['--plan-file', str(out / PLAN_FILE)]
+    # as the check passes it: whole shifts as an order and a list, computed by rank 0; other rounds as a plan file
+    opts += plan.kernel_options(out, order_by_rank=True)
     spec.kernel_opts = opts
     (out / 'run.json').write_text(json.dumps(asdict(spec), indent=1) + '\n')
     print(f'simcentre: {tree.describe()}; plan {spec.plan} ({len(plan.rounds)} rounds over {len(plan.nodes)} nodes)'

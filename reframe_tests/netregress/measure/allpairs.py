@@ -48,6 +48,7 @@ import json
 import os
 import random
 import shlex
+from pathlib import Path
 from typing import Mapping
 
 import reframe.utility.sanity as sn
@@ -67,7 +68,6 @@ from .linkplan import (Contention, LinkPlan, Topology, TopologyError, full_plan,
                        topology_order, topology_plan, write_tree)
 from .mpicheck import MpiKernelCheck
 
-PLAN_FILE = 'plan.txt'
 #: The switch tree as nr-linkmap reads it (``--tree``): recheck batches that share no uplink cable.
 TREE_FILE = 'tree.txt'
 #: The job's allowance for its start-up and end beyond its rounds, seconds.
@@ -358,9 +358,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
 
     @run_after('setup')
     def set_linkmap_options(self):
-        with open(os.path.join(self.stagedir, PLAN_FILE), 'w') as fp:
-            self.link_plan.write(fp)
-        opts = ['--plan-file', PLAN_FILE, '-t', str(self.round_time_s), '-m', self.message_size,
+        opts = [*self.link_plan.kernel_options(Path(self.stagedir), relative=True), '-t', str(self.round_time_s),
+                '-m', self.message_size,
                 '--round-timeout', str(self.round_timeout_s)]
         if self.recheck_max > 0:
             # nr-linkmap compares raw rates: where the plan makes streams share an uplink (a tapered tree) only

@@ -253,6 +253,47 @@ class LinkPlan:
         self.write(out)
         return out.getvalue()
 
+    def kernel_options(self, directory: Path, relative: bool = False, order_by_rank: bool = False) -> list[str]:
+        """nr-linkmap's options for this plan, the one file they name written into ``directory`` (named as in
+        ``directory`` when ``relative``: the job runs there). A plan of whole shifts goes as its nodes' order and
+        its shifts, ``--plan shift --order order.txt --shifts LIST``: N names whatever the rounds (the full plan
+        at 10,000 nodes: about 100 KB against a 2 GB plan file, and no minutes of Python writing it). Any other
+        (rounds cut for ``max_streams``, the topology plan) as the plan file. ``order_by_rank``: the order file
+        lists rank numbers, the nodes being the ranks in their order."""
+        shifts = [int(spec) for spec in self.rounds if isinstance(spec, (int, np.integer))]
+        listed = shift_list(shifts) if shifts and len(shifts) == len(self.rounds) else ''
+        if listed and len(listed) <= MAX_SHIFT_LIST:
+            names = range(len(self.nodes)) if order_by_rank else self.nodes
+            (directory / ORDER_FILE).write_text('\n'.join(map(str, names)) + '\n')
+            (directory / PLAN_FILE).unlink(missing_ok=True)
+            return ['--plan', 'shift', '--order', ORDER_FILE if relative else str(directory / ORDER_FILE),
+                    '--shifts', listed]
+        with open(directory / PLAN_FILE, 'w') as fp:
+            self.write(fp)
+        (directory / ORDER_FILE).unlink(missing_ok=True)
+        return ['--plan-file', PLAN_FILE if relative else str(directory / PLAN_FILE)]
+
+
+#: The files of :meth:`LinkPlan.kernel_options`.
+PLAN_FILE, ORDER_FILE = 'plan.txt', 'order.txt'
+#: A ``--shifts`` list longer than this goes as a plan file instead (Linux takes at most 128 KiB an argument;
+#: two passes of 10,000 nodes' full plan list the second one's 9,999 shifts one by one, about 49 KB).
+MAX_SHIFT_LIST = 65536
+
+
+def shift_list(shifts: Sequence[int]) -> str:
+    """nr-linkmap's ``--shifts``: the shifts in their order, a run of consecutive ascending ones as a range
+    (``[1, 2, 3, 9, 8]`` -> ``'1-3,9,8'``)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(shifts):
+        j = i
+        while j + 1 < len(shifts) and shifts[j + 1] == shifts[j] + 1:
+            j += 1
+        parts.append(f'{shifts[i]}-{shifts[j]}' if j > i else str(shifts[i]))
+        i = j + 1
+    return ','.join(parts)
+
 
 def split_rounds(rounds: Sequence, nodes: int, max_streams: int | None) -> tuple:
     """Rounds cut so that at most ``max_streams`` directed pairs stream at a time: where nodes share a host's CPUs,

@@ -106,7 +106,7 @@ def apply(check) -> None:
         check.nr_reference_source += (f'; {", ".join(from_file)} against committed '
                                       f'{references.reference_file(system)}')
     if worse_only:
-        # a first run's sample on shared CPUs can be 20-40x slow (the host's moment); a later run that reads far
+        # a first run's sample on shared CPUs can be 16-23x slow (the host's moment); a later run that reads far
         # better is no regression, and what reads implausibly fast is provenance's to catch, not a band's
         check.nr_reference_source += (f'; {len(worse_only)} figure(s) on shared CPUs judged on their worse side '
                                       f'only until their baseline holds their spread')

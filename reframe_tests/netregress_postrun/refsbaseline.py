@@ -174,7 +174,9 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
     lines += [f'  also kept: {b.path} (measured by {b.measured_by or "unknown"}, {len(b.runs)} runs)' for b in others]
     lines += ['', band_table((ref.lower, ref.upper) for ref in judged.values())]
     if report:
-        found = [m for m in measurements(runreport.read(report)) if m.system == system]
+        # every case's figures, failed ones too: a run that failed on a band is what this is asked about
+        found = [m for m in measurements(runreport.read(report), accepts=lambda tc: not tc.get('fixture'))
+                 if m.system == system]
         out, seen = 0, 0
         for m in found:
             ref = judged.get((m.partition, m.environ, m.interconnect, m.test, m.metric))

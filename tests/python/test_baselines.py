@@ -609,6 +609,13 @@ def test_a_second_run_judges_every_figure_a_30x_or_2x_fall_fails_and_a_clean_run
     point = ('mpich5', 'shm', 'throughput_mbps@1024', 'cpu_bound')
     text = judged({**clean, point: first[point] / 30})
     assert '1 of 123 figures outside' in text and 'OUT default/mpich5/shm/mpitest/throughput_mbps@1024: 341.3' in text
+    # the run itself failed on that figure: it is still judged (a failed run is what show --report is asked about)
+    report = _local_report({**clean, point: first[point] / 30})
+    for tc in report['runs'][0]['testcases']:
+        if 'throughput_mbps@1024' in tc['nr_figures'] and tc['environ'] == 'mpich5' and 'shm' == tc['interconnect']:
+            tc['result'], tc['fail_phase'] = 'fail', 'performance'
+    (tmp_path / 'failed.json').write_text(json.dumps(report))
+    assert '1 of 123 figures outside' in refsbaseline.show('local', table, tmp_path / 'failed.json')
     # a first run's slow sample (the host's moment) reads 40x better in the second run: judged on its worse side
     # only, it passes; a ratio has its normal band, both sides
     assert '0 of 123 figures outside' in judged({**clean, point: first[point] * 40})

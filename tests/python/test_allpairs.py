@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from netregress.measure import allpairs, cpulimit, linkplan, slurm  # noqa: E402
+from netregress.measure import allpairs, contention, cpulimit, linkplan, slurm  # noqa: E402
 from netregress.judge import linkmatrix, linkverdict  # noqa: E402
 from linkfabric import FIXTURE, LINE, alone, keep_fixture, measure, tree  # noqa: E402
 
@@ -51,10 +51,10 @@ def test_plans_in_tree_order_share_no_switch_link_on_a_1_to_1_tree_while_the_old
     nodes = topo.order
     for plan in (linkplan.full_plan(nodes, topo), linkplan.topology_plan(topo),
                  linkplan.sample_plan(nodes, 4, 3, 11, topo)):
-        assert linkplan.plan_collisions(plan, topo) == (0, 0), plan.name
+        assert contention.plan_collisions(plan, topo) == (0, 0), plan.name
     shuffled = list(nodes)
     random.Random(5).shuffle(shuffled)
-    streams, rounds = linkplan.plan_collisions(linkplan.full_plan(shuffled), topo)
+    streams, rounds = contention.plan_collisions(linkplan.full_plan(shuffled), topo)
     assert streams > 1000 and rounds > 50              # a shuffled order (the sample plan's before) collides
 
 
@@ -63,7 +63,7 @@ def test_a_tapered_tree_gives_crossing_streams_their_share_and_the_taper_is_expe
     assert topo.uplinks == 4
     nodes = topo.order
     plan = linkplan.topology_plan(topo)
-    least = linkplan.plan_contention(plan, topo, range(len(nodes)), len(nodes)).dense()
+    least = contention.plan_contention(plan, topo, range(len(nodes)), len(nodes)).dense()
     leaf, _ = topo.arrays(nodes)
     ran = np.zeros(least.shape, dtype=bool)
     for r in plan.iter_rounds():
@@ -75,11 +75,11 @@ def test_a_tapered_tree_gives_crossing_streams_their_share_and_the_taper_is_expe
     m = measure(topo, full, nodes)
     v = linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85,
                           fabric=linkverdict.Fabric.of(topo, nodes),
-                          contention=linkplan.plan_contention(full, topo, range(len(nodes)), len(nodes)))
+                          contention=contention.plan_contention(full, topo, range(len(nodes)), len(nodes)))
     assert np.nanmin(m) < 0.6 * LINE and linkverdict.slow_problems(v) == []
     # ... while without the plan's contention the same matrix fails against the line rate (the median link sank
     # with it: most directions cross)
-    for least, problems in ((None, True), (linkplan.plan_contention(full, topo, range(len(nodes)), len(nodes)), False)):
+    for least, problems in ((None, True), (contention.plan_contention(full, topo, range(len(nodes)), len(nodes)), False)):
         v = linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85, rate_mbps=LINE, rate_fraction=0.9,
                               contention=least)
         assert bool(linkverdict.slow_problems(v)) == problems
@@ -314,7 +314,7 @@ def test_the_verdict_on_the_sparse_form_is_the_verdict_on_the_dense_one(tmp_path
     sparse = linkmatrix.read_matrix(tmp_path / linkmatrix.MATRIX_FILE, len(nodes))
     assert isinstance(sparse, linkmatrix.SparseMatrix)
     fabric = linkverdict.Fabric.of(topo, nodes)
-    least = linkplan.plan_contention(p, topo, range(len(nodes)), len(nodes))
+    least = contention.plan_contention(p, topo, range(len(nodes)), len(nodes))
     rechecked = ran[least.of(ran[:, 0], ran[:, 1]) == 1][:3]         # measured again alone: as read
     v = [linkverdict.judge(linkmatrix.LinkData(nodes, matrix, rechecked=rechecked), min_fraction=0.85,
                            rate_mbps=LINE, rate_fraction=0.9, fabric=fabric, contention=least)
@@ -336,19 +336,19 @@ def test_the_plans_contention_keeps_only_what_is_shared():
     """plan_contention holds the directions above 1 only: none on a 1:1 tree, the crossing ones on a 2:1 tree; a
     direction another round ran alone counts 1; reordered and cleared as the verdict needs."""
     flat = tree(4, 8, 8)
-    assert len(linkplan.plan_contention(linkplan.topology_plan(flat), flat, range(32), 32).keys) == 0
+    assert len(contention.plan_contention(linkplan.topology_plan(flat), flat, range(32), 32).keys) == 0
     topo = tree(4, 8, 4)
     plan = linkplan.topology_plan(topo)
-    least = linkplan.plan_contention(plan, topo, range(32), 32)
+    least = contention.plan_contention(plan, topo, range(32), 32)
     assert len(least.keys) == 96 and least.max() == 2
     twice = linkplan.LinkPlan('t', plan.nodes, plan.rounds + (np.array([[0, 8]]),))    # 0 -> 8 once alone
-    again = linkplan.plan_contention(twice, topo, range(32), 32)
+    again = contention.plan_contention(twice, topo, range(32), 32)
     assert least.of([0], [8])[0] == 2 and again.of([0], [8])[0] == 1 and len(again.keys) == 95
     order = list(reversed(range(32)))
     moved = least.reordered(order)
     assert np.array_equal(moved.dense(), least.dense()[np.ix_(order, order)])
     assert least.cleared(np.array([[0, 8]])).of([0, 1], [8, 9]).tolist() == [1, 2]
-    assert np.array_equal(linkplan.Contention.from_dense(least.dense()).keys, least.keys)
+    assert np.array_equal(contention.Contention.from_dense(least.dense()).keys, least.keys)
 
 
 def today_doc(speeds, failed=(), passes=1):
@@ -413,7 +413,7 @@ def judged(topo, faults=(), plan='full', noise=0.02, rate=None, **kw):
     m = measure(topo, p, nodes, faults, noise)
     return linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85, rate_mbps=rate,
                              fabric=linkverdict.Fabric.of(topo, nodes),
-                             contention=linkplan.plan_contention(p, topo, range(len(nodes)), len(nodes)), **kw)
+                             contention=contention.plan_contention(p, topo, range(len(nodes)), len(nodes)), **kw)
 
 
 def one_message(v):
@@ -457,7 +457,7 @@ def test_a_recheck_batch_from_the_tree_is_judged_as_read_so_a_colliding_plans_sh
     plan = linkplan.full_plan(shuffled)
     faults = (('spine', 'spine3', 0.6),)
     m = measure(topo, plan, nodes, faults)
-    least = linkplan.plan_contention(plan, topo, [nodes.index(x) for x in plan.nodes], len(nodes))
+    least = contention.plan_contention(plan, topo, [nodes.index(x) for x in plan.nodes], len(nodes))
     links = np.fmin(m, m.T)[np.triu_indices(len(nodes), 1)]
     suspects = np.argwhere(m < 0.85 * np.sort(links)[len(links) // 2])     # nr-linkmap's rule, the raw median
     assert least.max() == 3 and len(suspects) > 64

@@ -421,7 +421,7 @@ def verdict(out: Path) -> int:
     topology = topology_of(out)
     nodes = [n for n in tree.names if n not in spec.left_out]
     plan = make_plan(spec, nodes, topology)
-    from netregress.measure.linkplan import plan_contention
+    from netregress.measure.contention import plan_contention
     at = {h: i for i, h in enumerate(data.nodes)}
     contention = plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
     fabric = linkverdict.Fabric.of(topology, data.nodes)

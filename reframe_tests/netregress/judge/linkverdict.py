@@ -2,9 +2,9 @@
 
 A *direction* is a sender -> receiver pair of nodes; a *link* is the pair, its figure its slower direction (a token
 bucket or a bad port on one end slows one direction only). Every direction is judged against what its round let
-it read: under the plan and the fabric's routing (:func:`netregress.linkplan.plan_contention`) a stream that shared
-its busiest switch link with c-1 others counts c x its rate (a tapered tree's uplinks under full load), a stream
-measured again alone counts as read. Verdicts, all baseline-free (:func:`judge`):
+it read: under the plan and the fabric's routing (:func:`netregress.measure.contention.plan_contention`) a stream
+that shared its busiest switch link with c-1 others counts c x its rate (a tapered tree's uplinks under full load),
+a stream measured again alone counts as read. Verdicts, all baseline-free (:func:`judge`):
 
 * failed (sanity): a direction that failed or moved nothing;
 * slow (performance): a direction below ``min_fraction`` x the median link, or below ``rate_fraction`` of the
@@ -19,10 +19,11 @@ Time and memory grow with the directions measured, not as lists of N x N records
 blocks (:func:`netregress.linkmatrix.cells`; the dense form by blocks of rows, a leaf's rows where the tree is
 known, and of columns; the sparse form of a partial plan by its senders' rows and blocks of its entries, the
 reverse of a direction found by binary search in its row: nothing N x N), only the directions run in a block are
-worked on, the plan's contention is held for the directions it shares only (:class:`netregress.linkplan.
-Contention`), per node and per switch only counts and histograms of the share of the median are kept (O(N)), and
-the suspect directions alone are listed. The pure functions are tested in tests/python/test_allpairs.py;
-``python -m netregress.judge.linkverdict RESULT.json`` judges a job's output by hand (the scale benchmark too).
+worked on, the plan's contention is held for the directions it shares only
+(:class:`netregress.measure.contention.Contention`), per node and per switch only counts and histograms of the
+share of the median are kept (O(N)), and the suspect directions alone are listed. The pure functions are tested
+in tests/python/test_allpairs.py; ``python -m netregress.judge.linkverdict RESULT.json`` judges a job's output by
+hand (the scale benchmark too).
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from .linkmatrix import BLOCK_ROWS, FAILED, MATRIX_FILE, LinkData, LinkMatrixError, cells, from_result, write_matrix
-from ..measure.linkplan import Contention, Topology
+from ..measure.contention import Contention, plan_contention
+from ..measure.linkplan import Topology
 
 LINKS_TABLE = 'links.txt'
 LINKS_JSON = 'links.json'
@@ -256,7 +258,7 @@ def _row_groups(n: int, fabric: Fabric | None) -> list[tuple[int, np.ndarray]]:
 def judge(data: LinkData, *, min_fraction: float, rate_mbps: float | None = None, rate_fraction: float = 0.95,
           fabric: Fabric | None = None, contention: Contention | np.ndarray | None = None) -> Verdict:
     """Judge every direction of ``data`` (see the module doc). ``contention`` from
-    :func:`netregress.linkplan.plan_contention` in rank order (or an (n, n) array of it); the directions
+    :func:`netregress.measure.contention.plan_contention` in rank order (or an (n, n) array of it); the directions
     ``data.rechecked`` ran alone, and ``data.uncontended`` (where given) in a recheck round with no switch cable
     shared: both judged as read (a slow link's own rate can sit between its share in the plan and the line, so the
     share would hide it)."""
@@ -831,7 +833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     'sample': lambda: linkplan.sample_plan(data.nodes, per_run, run_index, seed, topology)}
                 plan = plans[args.plan]()
                 at = {h: i for i, h in enumerate(data.nodes)}
-                contention = linkplan.plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
+                contention = plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
     except (OSError, ValueError, LinkMatrixError) as err:
         print(f'linkverdict: {err}', file=sys.stderr)
         return 2

@@ -64,8 +64,9 @@ from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Fabric, Ver
 from .. import statefiles
 from . import cpulimit, interconnects, provenance, results, slurm
 from .base import COUNTERS_FILE
-from .linkplan import (Contention, LinkPlan, Topology, TopologyError, full_plan, plan_contention, sample_plan,
-                       topology_order, topology_plan, write_tree)
+from .contention import Contention, plan_contention
+from .linkplan import (LinkPlan, Topology, TopologyError, full_plan, sample_plan, topology_order, topology_plan,
+                       write_tree)
 from .mpicheck import MpiKernelCheck
 
 #: The switch tree as nr-linkmap reads it (``--tree``): recheck batches that share no uplink cable.

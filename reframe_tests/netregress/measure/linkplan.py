@@ -4,10 +4,10 @@
 :func:`parse_topology`) with the routing rule of the fabric; :func:`full_plan`, :func:`sample_plan` and
 :func:`topology_plan` make rounds (:class:`LinkPlan`, whose text is nr-linkmap's plan file) that follow it so that,
 under static routing, concurrent streams share no switch link the fabric does not make them share;
-:func:`round_contention` says how many streams share the busiest link of each stream (what the verdict expects of
-a tapered tree); :class:`CostModel` (its constants fitted in config/linkcost.yaml where present, :func:`cost_models`)
-is what :func:`describe` prints for ``ci/post-maintenance --plan``. ``netregress.allpairs`` describes the method,
-``netregress.linkverdict`` judges what the job wrote.
+:mod:`netregress.measure.contention` says how many streams share the busiest link of each stream (what the verdict
+expects of a tapered tree); :class:`CostModel` (its constants fitted in config/linkcost.yaml where present,
+:func:`cost_models`) is what :func:`describe` prints for ``ci/post-maintenance --plan``. ``netregress.allpairs``
+describes the method, ``netregress.linkverdict`` judges what the job wrote.
 
 Why shifts. mpiGraph's pattern (round k: the node at position i sends to position i+k, every node at once) in the
 order of the switch tree is free of contention on a fat tree with destination-mod-k routing: the nodes of a leaf send
@@ -93,8 +93,8 @@ class Topology:
       over its K uplinks; a slow element can then be named down to a leaf's uplinks, not to one cable or a spine.
 
     Every node of a tapered tree (more nodes under a leaf than uplinks) cannot stream across at once at full rate:
-    under full load a pair that crosses gets K / (streams crossing) of its line rate, and :func:`round_contention`
-    tells the verdict so.
+    under full load a pair that crosses gets K / (streams crossing) of its line rate, and
+    :func:`netregress.measure.contention.round_contention` tells the verdict so.
     """
     leaves: Mapping[str, tuple[str, ...]]
     spines: tuple[str, ...] = ()
@@ -389,132 +389,13 @@ def write_tree(fp: IO[str], topology: Topology, nodes: Sequence[str], by_rank: b
     the hosts otherwise): ``NODE LEAF CABLE`` a line, the leaf's index and the uplink cable a stream to NODE
     takes out of its sender's leaf and into NODE's (d-mod-k: its position mod the uplinks; else one cable, 0, for
     all: where the rule is not known every crossing stream of a leaf may meet any other). Recheck batches built from
-    it share no cable, as :func:`round_contention` counts them."""
+    it share no cable, as :func:`netregress.measure.contention.round_contention` counts them."""
     leaf, pos = topology.arrays(nodes)
     cable = pos % topology.uplinks if topology.routing == 'd-mod-k' else np.zeros(len(nodes), dtype=np.int64)
     fp.write('# nr-linkmap --tree: node, leaf switch, uplink cable of a stream to it\n')
     for rank, (name, ell, u) in enumerate(zip(nodes, leaf, cable)):
         if ell >= 0:
             fp.write(f'{rank if by_rank else name} {ell} {u}\n')
-
-
-def round_contention(topology: Topology, leaf: np.ndarray, pos: np.ndarray, src: np.ndarray,
-                     dst: np.ndarray) -> np.ndarray:
-    """For each stream of one round (``src``, ``dst``: indices into ``leaf``/``pos``, from :meth:`Topology.arrays`):
-    how many streams of the round share its busiest switch link under the tree's routing (1: none; a stream inside
-    a leaf, or between nodes the tree does not list, 1). Each then gets 1 / that of what it would read alone."""
-    ls, ld = leaf[src], leaf[dst]
-    cross = (ls != ld) & (ls >= 0) & (ld >= 0)
-    out = np.ones(len(src), dtype=np.int64)
-    if not cross.any():
-        return out
-    k, leaves = topology.uplinks, len(topology.leaves)
-    if topology.routing == 'd-mod-k':
-        u = pos[dst] % k
-        up, down = ls * k + u, ld * k + u
-        on_up = np.bincount(up[cross], minlength=leaves * k)
-        on_down = np.bincount(down[cross], minlength=leaves * k)
-        out[cross] = np.maximum(on_up[up[cross]], on_down[down[cross]])
-    else:
-        leaving = np.bincount(ls[cross], minlength=leaves)
-        entering = np.bincount(ld[cross], minlength=leaves)
-        out[cross] = np.maximum(-(-leaving[ls[cross]] // k), -(-entering[ld[cross]] // k))
-    return out
-
-
-@dataclass(frozen=True)
-class Contention:
-    """Each direction's least contention (:func:`round_contention`) over the rounds that ran it, by rank: kept for
-    the directions above 1 only (``keys`` sender x n + receiver, ascending; ``counts`` theirs), every other
-    direction 1. On a 1:1 tree under the plans' shifts nothing is kept; on a tapered one the crossing directions."""
-    n: int
-    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.n, self.n)
-
-    def of(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """The contention of directions ``src`` -> ``dst`` (int64)."""
-        want = np.asarray(src, dtype=np.int64) * self.n + np.asarray(dst, dtype=np.int64)
-        at = np.minimum(np.searchsorted(self.keys, want), max(0, len(self.keys) - 1))
-        hit = (self.keys[at] == want) if len(self.keys) else np.zeros(len(want), dtype=bool)
-        return np.where(hit, self.counts[at] if len(self.keys) else 1, 1).astype(np.int64)
-
-    def max(self) -> int:
-        return int(self.counts.max()) if len(self.counts) else 1
-
-    def cleared(self, pairs: np.ndarray) -> Contention:
-        """The same with ``pairs`` ((k, 2) ranks) at 1: measured again without sharing a switch cable."""
-        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        keep = ~np.isin(self.keys, pairs[:, 0] * self.n + pairs[:, 1])
-        return Contention(self.n, self.keys[keep], self.counts[keep])
-
-    def reordered(self, order: Sequence[int]) -> Contention:
-        """The same with rank i of the result rank ``order[i]`` of this one."""
-        ranks = np.asarray(order, dtype=np.int64)
-        place = np.full(self.n, -1, dtype=np.int64)
-        place[ranks] = np.arange(len(ranks))
-        s, d = np.divmod(self.keys, self.n)
-        there = (place[s] >= 0) & (place[d] >= 0)
-        keys = place[s[there]] * len(ranks) + place[d[there]]
-        ranked = np.argsort(keys, kind='stable')
-        return Contention(len(ranks), keys[ranked], self.counts[there][ranked])
-
-    @classmethod
-    def from_dense(cls, least: np.ndarray) -> Contention:
-        least = np.asarray(least)
-        s, d = np.nonzero(least > 1)
-        return cls(len(least), s.astype(np.int64) * len(least) + d, least[s, d].astype(np.uint8))
-
-    def dense(self) -> np.ndarray:
-        """(n, n) uint8 (small fabrics: tests)."""
-        out = np.ones((self.n, self.n), dtype=np.uint8)
-        s, d = np.divmod(self.keys, self.n)
-        out[s, d] = self.counts
-        return out
-
-
-def plan_contention(plan: LinkPlan, topology: Topology, index: Sequence[int], n: int) -> Contention:
-    """Each direction's least contention (:func:`round_contention`) over the rounds that ran it, at ``index[p]``
-    for plan position p (the job's rank order); 1 where the plan did not run it. A direction judged by its best
-    round is judged against what that round let it read. In two passes over the rounds, holding only the directions
-    above 1: those a round shares, then any of them another round ran alone."""
-    leaf, pos = topology.arrays(plan.nodes)
-    rank = np.asarray(index, dtype=np.int64)
-    keys, counts = [], []
-    for r in plan.iter_rounds():
-        c = round_contention(topology, leaf, pos, r[:, 0], r[:, 1])
-        shared = c > 1
-        keys.append(rank[r[shared, 0]] * n + rank[r[shared, 1]])
-        counts.append(np.minimum(c[shared], 255).astype(np.uint8))
-    if not keys or not sum(len(k) for k in keys):
-        return Contention(n)
-    key, count = np.concatenate(keys), np.concatenate(counts)
-    ranked = np.lexsort((count, key))                   # by direction, its least contention first
-    key, count = key[ranked], count[ranked]
-    first = np.r_[True, key[1:] != key[:-1]]
-    key, count = key[first], count[first]
-    alone = np.zeros(len(key), dtype=bool)
-    for r in plan.iter_rounds():                        # a direction another round ran alone counts 1
-        c = round_contention(topology, leaf, pos, r[:, 0], r[:, 1])
-        ran = rank[r[c == 1, 0]] * n + rank[r[c == 1, 1]]
-        at = np.minimum(np.searchsorted(key, ran), len(key) - 1)
-        alone[at[key[at] == ran]] = True
-    return Contention(n, key[~alone], count[~alone])
-
-
-def plan_collisions(plan: LinkPlan, topology: Topology) -> tuple[int, int]:
-    """(streams that share a switch link with another of their round, rounds with such a stream), counted with
-    the tree's routing model: what a plan costs in false alarms where the verdict would not expect it."""
-    leaf, pos = topology.arrays(plan.nodes)
-    streams = rounds = 0
-    for r in plan.iter_rounds():
-        shared = int((round_contention(topology, leaf, pos, r[:, 0], r[:, 1]) > 1).sum())
-        streams += shared
-        rounds += shared > 0
-    return streams, rounds
 
 
 # --- what a plan costs ----------------------------------------------------------------------------------------------

@@ -183,8 +183,7 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
             if ref is None:
                 continue
             seen += 1
-            if ref.prior and m.better:
-                ref = ref.worse_side(m.better)   # as the run judged it (netregress.judge.bands)
+            ref = ref.as_judged(m.better)   # as the run judged it (netregress.judge.bands)
             lo = ref.value * (1 + ref.lower) if ref.lower is not None else float('-inf')
             hi = ref.value * (1 + ref.upper) if ref.upper is not None else float('inf')
             if not lo <= m.value <= hi:

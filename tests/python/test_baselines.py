@@ -1,5 +1,6 @@
 """Host baselines (netregress.baselines), their bands, and what a run report means (netregress_postrun.runsummary)."""
 import pytest
+import yaml
 
 from netregress.judge import bandrules, baselines, references
 from netregress import measurement, statefiles
@@ -195,6 +196,10 @@ def test_a_reference_opens_only_its_better_side_and_a_file_cannot_claim_a_prior(
                     'prior: true}\n')
     with pytest.raises(references.ReferenceError, match='prior'):
         references.check_file(path, 'vc')
+    # and a file read without that check still judges both sides: only a host baseline names priors
+    loaded = references.ReferenceSet(yaml.safe_load(path.read_text()), 'vc', source=str(path))
+    assert loaded.lookup('p', 'gnu', 'gige', 't', 'rtt_us').as_judged('lower').as_reframe() == (1.0, -0.5, 0.5, 'us')
+    assert ref.as_judged(None) is ref and ref.as_judged('lower') == ref.worse_side('lower')
 
 
 def test_a_ratio_band_stands_on_the_spread_of_the_same_ratio_of_every_mpi_build(tmp_path):

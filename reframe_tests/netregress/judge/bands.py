@@ -82,9 +82,8 @@ def apply(check) -> None:
             try:
                 ref = shared_refs.lookup(part, env, check.interconnect, check.ref_test, name)
                 if ref.prior:
-                    ref = ref.worse_side(check.nr_figures[name]['better'])
                     worse_only.append(name)
-                refs[name] = ref.as_reframe()
+                refs[name] = ref.as_judged(check.nr_figures[name]['better']).as_reframe()
                 shared_band.append(name)
             except references.MissingReferenceError:
                 refs[name] = (0, None, None, fn.unit)
@@ -106,8 +105,6 @@ def apply(check) -> None:
         check.nr_reference_source += (f'; {", ".join(from_file)} against committed '
                                       f'{references.reference_file(system)}')
     if worse_only:
-        # a first run's sample on shared CPUs can be 16-23x slow (the host's moment); a later run that reads far
-        # better is no regression, and what reads implausibly fast is provenance's to catch, not a band's
         check.nr_reference_source += (f'; {len(worse_only)} figure(s) on shared CPUs judged on their worse side '
                                       f'only until their baseline holds their spread')
     check.nr_recorded_only = ','.join(recorded_only)

@@ -423,6 +423,7 @@ class Baseline:
         while a figure's runs are fewer than ``min_runs``."""
         self._require_complete('give references')
         tree: dict = {}
+        priors = set()
         pools = self.shared_pools(rules) if shared_cpu else {}
         siblings = {} if shared_cpu else self.sibling_deviations(rules)
         for (part, env, ic, test, metric), entry in self.entries.items():
@@ -440,11 +441,11 @@ class Baseline:
                    'comment': f'host baseline {self.host_id}: {comment}; runs: {entry["samples"]}'}
             if shared_cpu and len(entry['samples']) < max(rules.min_runs, 2):
                 # its own spread is not measured yet: the check judges only the worse side (bands.apply)
-                ref['prior'] = True
+                priors.add((part, env, ic, test, metric))
             if size is None:
                 node[base] = ref
             else:
                 node.setdefault(base, {'unit': entry['unit'], 'comment': 'host baseline', 'sizes': {}})
                 node[base]['sizes'][size] = ref
         return references.ReferenceSet({'schema': references.SCHEMA, 'system': self.system, 'references': tree},
-                                       self.system, source=str(self.path))
+                                       self.system, source=str(self.path), priors=frozenset(priors))

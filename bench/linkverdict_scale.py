@@ -8,7 +8,7 @@ our own, not the simulator; ``--plan full|sample|topology`` streams every round 
 compact result beside it. Then, each in a process of its own and measured by /usr/bin/time, what a run does with
 a job's output:
 
-1. ``python -m netregress.judge.linkverdict result.json --topology ... --plan PLAN --keep``: read, the plan's
+1. ``python -m netregress.judge.linkjob result.json --topology ... --plan PLAN --keep``: read, the plan's
    contention, judge, keep (links.json, links.txt);
 2. ``tools/report`` on a run report holding that one link case: the page with its link map.
 
@@ -86,7 +86,7 @@ def main() -> int:
     print(f'{len(nodes)} nodes ({args.leaves} leaves of {args.per_leaf}, {args.spines} spines, d-mod-k), fault '
           f'{args.fault} {faults}, matrix made in {time.monotonic() - started:.0f} s ({args.plan})')
 
-    verdict = [sys.executable, '-m', 'netregress.judge.linkverdict', str(stage / 'result.json'),
+    verdict = [sys.executable, '-m', 'netregress.judge.linkjob', str(stage / 'result.json'),
                '--topology', str(conf),
                '--routing', 'd-mod-k', '--keep'] + ([] if args.plan == 'alone' else ['--plan', args.plan]) + \
         (['--sample', *map(str, sample)] if args.plan == 'sample' else [])

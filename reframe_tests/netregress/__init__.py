@@ -8,7 +8,7 @@
     link test's plans (``linkplan``).
 ``judge/``
     what a figure is and what it is held to: ``figures``, ``references``, ``baselines``, ``bandrules``, ``bands``,
-    ``linkverdict``.
+    ``linknames``, ``linkverdict``, ``linkjob``.
 ``setup/``
     what prepares a machine and makes no figure: the Spack environment split (``spackparts``), carried locks
     (``carriedlock``), source snapshots (``snapshots``).

@@ -373,7 +373,7 @@ def write_png(path: Path, pixels, palette: list[int]) -> None:
 def link_listing(doc: Mapping) -> dict:
     """What the page lists beside a link map, from links.json: the elements named (failed, then slow), the first
     suspect directions, the switches with a suspect direction, the nodes left out."""
-    from netregress.judge.linkverdict import Named, phrase
+    from netregress.judge.linknames import Named, phrase
     named = []
     for key, slow in (('named_failed', False), ('named_slow', True)):
         for x in doc.get(key) or []:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from netregress.measure import linkplan
-from netregress.judge import linkmatrix, linkverdict
+from netregress.judge import linkjob, linkmatrix, linkverdict
 
 FIXTURE = Path(__file__).parent / 'fixtures' / 'linkmap' / 'result.json'
 
@@ -116,11 +116,11 @@ def alone(topology: linkplan.Topology, nodes: list[str], faults=(), noise: float
 
 def keep_fixture(where: Path) -> dict:
     """:data:`FIXTURE` judged and kept in ``where`` as the link check keeps a job's output
-    (linkverdict.write_link_files); returns the result as nr-linkmap wrote it."""
+    (linkjob.write_link_files); returns the result as nr-linkmap wrote it."""
     doc = json.loads(FIXTURE.read_text())
     (where / 'result.json').write_text(json.dumps(doc))
     data = linkmatrix.from_result(doc, where)
     v = linkverdict.judge(data, min_fraction=0.85)
-    linkverdict.write_link_files(str(where), doc, data, v, {'plan': 'full', 'order': [0, 1, 2, 3],
+    linkjob.write_link_files(str(where), doc, data, v, {'plan': 'full', 'order': [0, 1, 2, 3],
                                                           'nodes_left_out': ['node5: not responding (down*)']})
     return doc

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from netregress.measure import allpairs, contention, cpulimit, linkplan, slurm  # noqa: E402
-from netregress.judge import linkmatrix, linkverdict  # noqa: E402
+from netregress.judge import linkjob, linkmatrix, linknames, linkverdict  # noqa: E402
 from linkfabric import FIXTURE, LINE, alone, keep_fixture, measure, tree  # noqa: E402
 
 def directions(plan):
@@ -74,7 +74,7 @@ def test_a_tapered_tree_gives_crossing_streams_their_share_and_the_taper_is_expe
     full = linkplan.full_plan(nodes, topo)
     m = measure(topo, full, nodes)
     v = linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85,
-                          fabric=linkverdict.Fabric.of(topo, nodes),
+                          fabric=linknames.Fabric.of(topo, nodes),
                           contention=contention.plan_contention(full, topo, range(len(nodes)), len(nodes)))
     assert np.nanmin(m) < 0.6 * LINE and linkverdict.slow_problems(v) == []
     # ... while without the plan's contention the same matrix fails against the line rate (the median link sank
@@ -313,7 +313,7 @@ def test_the_verdict_on_the_sparse_form_is_the_verdict_on_the_dense_one(tmp_path
     linkmatrix.write_matrix(tmp_path / linkmatrix.MATRIX_FILE, m)
     sparse = linkmatrix.read_matrix(tmp_path / linkmatrix.MATRIX_FILE, len(nodes))
     assert isinstance(sparse, linkmatrix.SparseMatrix)
-    fabric = linkverdict.Fabric.of(topo, nodes)
+    fabric = linknames.Fabric.of(topo, nodes)
     least = contention.plan_contention(p, topo, range(len(nodes)), len(nodes))
     rechecked = ran[least.of(ran[:, 0], ran[:, 1]) == 1][:3]         # measured again alone: as read
     v = [linkverdict.judge(linkmatrix.LinkData(nodes, matrix, rechecked=rechecked), min_fraction=0.85,
@@ -412,7 +412,7 @@ def judged(topo, faults=(), plan='full', noise=0.02, rate=None, **kw):
          'sample': lambda: linkplan.sample_plan(nodes, 3, 0, 7, topo)}[plan]()
     m = measure(topo, p, nodes, faults, noise)
     return linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85, rate_mbps=rate,
-                             fabric=linkverdict.Fabric.of(topo, nodes),
+                             fabric=linknames.Fabric.of(topo, nodes),
                              contention=contention.plan_contention(p, topo, range(len(nodes)), len(nodes)), **kw)
 
 
@@ -464,7 +464,7 @@ def test_a_recheck_batch_from_the_tree_is_judged_as_read_so_a_colliding_plans_sh
     rechecked = m.copy()
     s, d = suspects[:, 0], suspects[:, 1]
     rechecked[s, d] = np.fmax(m[s, d], alone(topo, nodes, faults)[s, d])
-    fabric = linkverdict.Fabric.of(topo, nodes)
+    fabric = linknames.Fabric.of(topo, nodes)
     problems = [linkverdict.slow_problems(linkverdict.judge(linkmatrix.LinkData(nodes, rechecked, **kw),
                                                             min_fraction=0.85, fabric=fabric, contention=least))
                 for kw in ({}, {'uncontended': suspects})]
@@ -516,7 +516,7 @@ def test_two_leaves_seen_only_against_each_other_are_named_together():
     m = alone(topo, topo.order, (('uplink', 'leaf1', 0, 0.4),))
     # more directions cross than stay inside: the median link sinks with them, the line rate does not
     message = one_message(linkverdict.judge(linkmatrix.LinkData(topo.order, m), min_fraction=0.85, rate_mbps=LINE,
-                                            rate_fraction=0.9, fabric=linkverdict.Fabric.of(topo, topo.order)))
+                                            rate_fraction=0.9, fabric=linknames.Fabric.of(topo, topo.order)))
     assert re.search(r'all involve the uplink of leaf switch leaf0 \(to spine0\) \(both ways: 32 of 32 directions '
                      r'.*\), or the uplink of leaf switch leaf1 \(to spine0\) \(both ways\), or spine switch spine0$',
                      message), message
@@ -524,7 +524,7 @@ def test_two_leaves_seen_only_against_each_other_are_named_together():
     topo = tree(3, 4, 1)
     m = alone(topo, topo.order, (('uplink', 'leaf1', 0, 0.4),))
     message = one_message(linkverdict.judge(linkmatrix.LinkData(topo.order, m), min_fraction=0.85,
-                                            fabric=linkverdict.Fabric.of(topo, topo.order)))
+                                            fabric=linknames.Fabric.of(topo, topo.order)))
     assert 'all involve the uplink of leaf switch leaf1 (to spine0) (both ways: 64 of 64 directions' in message
     assert ', or' not in message
 
@@ -559,12 +559,12 @@ def test_failed_directions_are_a_sanity_failure_with_their_first_error_and_many_
 def test_the_table_and_the_json_keep_the_suspects_only():
     topo = tree(3, 4, 4)
     v = judged(topo, (('out', 'n0002', 0.5),), 'full')
-    text = linkverdict.format_table(v)
+    text = linkjob.format_table(v)
     lines = text.splitlines()
     assert lines[0].startswith('132 directions measured, 11 slow, 0 failed')
     assert sum(1 for x in lines if x.startswith('n0002->')) == 11 and 'n0001->n0003' not in text
     assert 'median_link_mbps = ' in text
-    doc = linkverdict.suspects_json(v, limit=5)
+    doc = linkjob.suspects_json(v, limit=5)
     assert doc['slow_count'] == 11 and len(doc['slow']) == 5 and doc['slow'][0]['src_host'] == 'n0002'
     assert doc['named_slow'][0]['name'] == 'node n0002' and doc['named_slow'][0]['direction'] == 'out'
     assert v.per_node['slow_out'][1] == 11 and v.per_node['median_share_out'][1] == pytest.approx(0.5, abs=0.03)
@@ -637,14 +637,14 @@ def test_a_real_jobs_output_is_kept_compact_and_read_back_the_same(tmp_path):
 def test_by_hand_the_verdict_reads_a_job_output_and_bad_input_is_one_line(tmp_path, capsys):
     keep_fixture(tmp_path)
     (tmp_path / 'links.json').unlink()
-    assert linkverdict.main([str(tmp_path / 'result.json'), '--keep']) == 1
+    assert linkjob.main([str(tmp_path / 'result.json'), '--keep']) == 1
     out = capsys.readouterr().out
-    assert out.startswith('FAILED ') and 'linkverdict: 4 nodes, 12 directions' in out
+    assert out.startswith('FAILED ') and 'linkjob: 4 nodes, 12 directions' in out
     assert json.loads((tmp_path / 'links.json').read_text())['slow_count'] == 6
     (tmp_path / 'linkmatrix.bin').write_bytes(b'junk')
-    assert linkverdict.main([str(tmp_path / 'result.json')]) == 2
+    assert linkjob.main([str(tmp_path / 'result.json')]) == 2
     err = capsys.readouterr().err
-    assert err.startswith('linkverdict: ') and 'shorter than the 16-byte header' in err and err.count('\n') == 1
+    assert err.startswith('linkjob: ') and 'shorter than the 16-byte header' in err and err.count('\n') == 1
 
 
 
@@ -663,10 +663,10 @@ def test_by_hand_with_a_tree_the_verdict_expects_the_contention_of_the_plan_name
     monkeypatch.setattr(linkplan, 'sample_plan', lambda nodes, per_run, run_index, seed, topology=None:
                         built.append((per_run, run_index, seed)) or sample_plan(nodes, per_run, run_index, seed,
                                                                                   topology))
-    monkeypatch.setattr(linkverdict, 'judge', lambda *a, **kw: judged.append(kw['contention']) or judge(*a, **kw))
+    monkeypatch.setattr(linkjob, 'judge', lambda *a, **kw: judged.append(kw['contention']) or judge(*a, **kw))
     argv = [str(tmp_path / 'result.json'), '--topology', str(tmp_path / 'topology.conf'), '--plan', plan, *extra]
-    assert linkverdict.main(argv) == 1
-    assert 'linkverdict: 4 nodes, 12 directions' in capsys.readouterr().out
+    assert linkjob.main(argv) == 1
+    assert 'linkjob: 4 nodes, 12 directions' in capsys.readouterr().out
     assert built == ([expected[1:]] if plan == 'sample' else [])
     (contention,) = judged
     assert contention is not None and contention.shape == (4, 4) and contention.max() > 1
@@ -765,7 +765,7 @@ def test_ranks_are_named_as_slurm_names_their_nodes_where_the_hosts_say_so():
 def test_the_table_lists_at_most_the_slowest_suspects_of_each_kind():
     topo = tree(3, 4, 4)
     v = judged(topo, (('out', 'n0002', 0.5),), 'full')
-    text = linkverdict.format_table(v, limit=4)
+    text = linkjob.format_table(v, limit=4)
     assert sum(1 for x in text.splitlines() if x.startswith('n0002->')) == 4
     assert '7 more suspect directions not listed (the slowest 4 of each kind are)' in text
 

@@ -399,7 +399,7 @@ def summary_line(f: dict) -> str:
 
 def named(v, left_out: dict[str, str]) -> list[str]:
     """What the verdict names, one string each: left out nodes, then failed and slow elements
-    (netregress.judge.linkverdict Named: kind, name, direction)."""
+    (netregress.judge.linknames Named: kind, name, direction)."""
     out = [f'left out: {node}' for node in left_out]
     for what, elements in (('failed', v.failed_named), ('slow', v.slow_named)):
         out += [f'{what} {x.kind}: {x.name}' + (f' ({x.direction})' if x.direction else '') for x in elements]
@@ -409,8 +409,8 @@ def named(v, left_out: dict[str, str]) -> list[str]:
 def verdict(out: Path) -> int:
     """Judge ``out``'s result as the link check does and print one JSON line of figures (this process's time and
     peak memory are the verdict's)."""
-    from netregress.judge import linkmatrix, linkverdict
-    from netregress.judge.linkverdict import write_link_files
+    from netregress.judge import linkmatrix, linknames, linkverdict
+    from netregress.judge.linkjob import write_link_files
     started = time.perf_counter()
     spec = RunSpec(**json.loads((out / 'run.json').read_text()))
     tree = FatTree(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.tree.items()})
@@ -424,7 +424,7 @@ def verdict(out: Path) -> int:
     from netregress.measure.contention import plan_contention
     at = {h: i for i, h in enumerate(data.nodes)}
     contention = plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
-    fabric = linkverdict.Fabric.of(topology, data.nodes)
+    fabric = linknames.Fabric.of(topology, data.nodes)
     v = linkverdict.judge(data, min_fraction=MIN_LINK_FRACTION, rate_mbps=spec.rate_mbps, rate_fraction=RATE_FRACTION,
                           fabric=fabric, contention=contention if contention.max() > 1 else None)
     write_link_files(str(out), doc, data, v, {'plan': spec.plan, 'order': [at[h] for h in plan.nodes],

@@ -10,7 +10,8 @@ a stream measured again alone counts as read. Verdicts, all baseline-free (:func
 * slow (performance): a direction below ``min_fraction`` x the median link, or below ``rate_fraction`` of the
   fabric's payload rate where it has one.
 
-Each verdict names the smallest elements that explain its directions (:func:`name_elements`): a node's cable or
+Each verdict names the smallest elements that explain its directions
+(:func:`netregress.judge.linknames.name_elements`): a node's cable or
 port (every direction from it, to it, or both), one uplink cable of a leaf switch or all its uplinks, a spine
 switch (with d-mod-k routing: the pairs whose destination routes through it), the whole fabric; a direction no
 element explains is named itself. A downgraded link speed reads as a node's cable at a stable rate.
@@ -22,173 +23,28 @@ reverse of a direction found by binary search in its row: nothing N x N), only t
 worked on, the plan's contention is held for the directions it shares only
 (:class:`netregress.measure.contention.Contention`), per node and per switch only counts and histograms of the
 share of the median are kept (O(N)), and the suspect directions alone are listed. The pure functions are tested
-in tests/python/test_allpairs.py; ``python -m netregress.judge.linkverdict RESULT.json`` judges a job's output by
-hand (the scale benchmark too).
+in tests/python/test_allpairs.py; what a job keeps, and judging its output by hand: :mod:`netregress.judge.linkjob`.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from .linkmatrix import BLOCK_ROWS, FAILED, MATRIX_FILE, LinkData, LinkMatrixError, cells, from_result, write_matrix
-from ..measure.contention import Contention, plan_contention
-from ..measure.linkplan import Topology
+from .linkmatrix import BLOCK_ROWS, FAILED, LinkData, cells
+from .linknames import CONTENTIONS, Elements, Fabric, Named, name_elements, phrase
+from ..measure.contention import Contention
 
 LINKS_TABLE = 'links.txt'
 LINKS_JSON = 'links.json'
-#: nr-linkmap's result as the check names it (measure.base.RESULT_FILE).
-RESULT_JSON = 'result.json'
 #: Elements and links named in one failure message; the rest are counted (all are in links.json and links.txt).
 MAX_NAMED = 6
-#: Suspect directions links.json keeps in full (the rest counted; the matrix has every one).
-MAX_LISTED = 50_000
-#: The share of an element's directions that must be suspect for the element to explain them: a slow element slows
-#: every direction through it, while a stall or two of healthy streams still lets it be named.
-EXPLAINS = 0.8
-#: A named element's suspect directions read within this spread of each other (p90 / p10 - 1): a stable rate, as a
-#: link that trained to a lower speed reads.
-STABLE_SPREAD = 0.10
 #: Histogram of the share of the median link: SHARE_BINS bins over 0 .. SHARE_MAX (medians to 0.005).
 SHARE_BINS, SHARE_MAX = 400, 2.0
-#: Contentions told apart when judging a node's directions (more count as the last).
-CONTENTIONS = 16
-#: Element ids a direction has (:class:`Elements`): node out, in, both ways (sender's and receiver's), uplink cable
-#: up, down, both ways (the way up's and the way down's), a leaf's uplinks up and down, spine, fabric.
-COLUMNS = 12
-#: The columns of the elements a cap on a node's own link explains (node out, in, both; the fabric: every node's).
-CAPPED = (0, 1, 2, 3, 11)
-
-
-# --- the tree in the job's rank order -------------------------------------------------------------------------
-
-@dataclass
-class Fabric:
-    """The switch tree (:class:`netregress.linkplan.Topology`) in the job's rank order: each rank's leaf index
-    (-1: not under the tree) and uplink cable a stream to it takes (d-mod-k: its position mod K; otherwise every
-    uplink is one element, cable 0)."""
-    topology: Topology
-    leaf: np.ndarray
-    cable: np.ndarray
-
-    @classmethod
-    def of(cls, topology: Topology, nodes: Sequence[str]) -> Fabric:
-        leaf, pos = topology.arrays(nodes)
-        cable = pos % topology.uplinks if topology.routing == 'd-mod-k' else np.zeros(len(nodes), dtype=np.int64)
-        return cls(topology, leaf, np.where(pos >= 0, cable, 0).astype(np.int64))
-
-    @property
-    def leaves(self) -> list[str]:
-        return list(self.topology.leaves)
-
-    @property
-    def cables(self) -> int:
-        """Uplink cables told apart per leaf."""
-        return self.topology.uplinks if self.topology.routing == 'd-mod-k' else 1
-
-    @property
-    def spines(self) -> int:
-        """Spines told apart (d-mod-k with named spines), else 0."""
-        return len(self.topology.spines) if self.topology.routing == 'd-mod-k' else 0
-
-    def uplink_name(self, leaf: int, cable: int) -> str:
-        name = self.leaves[leaf]
-        if self.cables == 1:
-            spine = self.topology.spines[0] if len(self.topology.spines) == 1 else None
-            return f'the uplink{"s" if self.topology.uplinks > 1 else ""} of leaf switch {name}' + \
-                (f' (to {spine})' if spine else '')
-        spine = self.topology.spine_of_cable(cable)
-        return f'uplink {cable} of leaf switch {name}' + (f' (to {spine})' if spine else '')
-
-
-# --- the element ids a direction belongs to --------------------------------------------------------------------
-
-class Elements:
-    """The elements of a fabric of n ranks as one id space: node out [0, n), node in [n, 2n), node both ways [2n,
-    3n), then per leaf and cable the way up, the way down and both, per leaf all its uplinks up and down (where
-    cables are told apart), per spine, and the fabric. A direction belongs to at most :data:`COLUMNS` of them."""
-
-    def __init__(self, n: int, fabric: Fabric | None):
-        self.n, self.fabric = n, fabric
-        leaves = len(fabric.leaves) if fabric else 0
-        cables = fabric.cables if fabric else 0
-        spines = fabric.spines if fabric else 0
-        whole_leaf = leaves if cables > 1 else 0
-        sizes = [('out', n), ('in', n), ('node', n), ('up', leaves * cables), ('down', leaves * cables),
-                 ('cable', leaves * cables), ('leaf_up', whole_leaf),
-                 ('leaf_down', whole_leaf), ('spine', spines), ('fabric', 1)]
-        self.start: dict[str, int] = {}
-        at = 0
-        for kind, size in sizes:
-            self.start[kind] = at
-            at += size
-        self.count = at
-
-    def physical(self, eid: int) -> tuple[str, int]:
-        """What an element is part of whatever its way: a node, an uplink cable, a leaf's uplinks, a spine."""
-        kind, index = self.kind(eid)
-        return {'out': 'node', 'in': 'node', 'up': 'cable', 'down': 'cable', 'leaf_up': 'leaf',
-                'leaf_down': 'leaf'}.get(kind, kind), index
-
-    def kind(self, eid: int) -> tuple[str, int]:
-        for kind in reversed(list(self.start)):
-            if eid >= self.start[kind]:
-                return kind, eid - self.start[kind]
-        raise ValueError(eid)
-
-    def of(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """(k, :data:`COLUMNS`) element ids of each direction, -1 where it belongs to none of that kind."""
-        ids = np.full((len(src), COLUMNS), -1, dtype=np.int64)
-        ids[:, 0] = self.start['out'] + src
-        ids[:, 1] = self.start['in'] + dst
-        ids[:, 2] = self.start['node'] + src
-        ids[:, 3] = self.start['node'] + dst
-        ids[:, 11] = self.start['fabric']
-        f = self.fabric
-        if f is not None and len(src):
-            ls, ld = f.leaf[src], f.leaf[dst]
-            cross = (ls != ld) & (ls >= 0) & (ld >= 0)
-            u = f.cable[dst]
-            for col, kind, leaf in ((4, 'up', ls), (5, 'down', ld), (6, 'cable', ls), (7, 'cable', ld)):
-                ids[:, col] = np.where(cross, self.start[kind] + leaf * f.cables + u, -1)
-            if f.cables > 1:
-                ids[:, 8] = np.where(cross, self.start['leaf_up'] + ls, -1)
-                ids[:, 9] = np.where(cross, self.start['leaf_down'] + ld, -1)
-            if f.spines:
-                ids[:, 10] = np.where(cross, self.start['spine'] + u % f.spines, -1)
-        return ids
 
 
 # --- the verdict ------------------------------------------------------------------------------------------------
-
-@dataclass
-class Named:
-    """An element that explains suspect directions: what it is, in which direction, how many of its directions
-    are suspect, their median share of what they should read and whether that share is stable."""
-    kind: str               # node, uplink, uplinks, spine, fabric, link
-    name: str
-    direction: str          # out, in, both (nodes); up, down, both (uplinks); '' otherwise
-    suspects: int
-    directions: int
-    share: float            # median share (slow) of the median link; 0 for failed
-    of_rate: float | None = None    # median share (slow) of the line rate, where the fabric has one
-    stable: bool = False
-    confirmed: bool = False  # a direction of it was measured again alone and stayed so
-    alternatives: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        out = dict(self.__dict__)
-        if not self.alternatives:
-            del out['alternatives']
-        return out
-
 
 @dataclass
 class Verdict:
@@ -462,174 +318,6 @@ def _switch_summaries(fabric: Fabric, elements: Elements, ok: np.ndarray, failed
     return out
 
 
-def name_elements(elements: Elements, suspects: Mapping[str, np.ndarray], measured: np.ndarray,
-                  nodes: Sequence[str], rechecked: set[tuple[int, int]],
-                  capped: tuple[np.ndarray, float] | None = None) -> list[Named]:
-    """The smallest elements that explain ``suspects`` (``src``, ``dst``; ``share`` where slow): an element
-    qualifies when at least :data:`EXPLAINS` of its ``measured`` directions are suspect (and two at least); the
-    one that explains the most suspects still unexplained is named first (of two that explain the same, the one
-    with fewer directions: a cable before the node behind it), until none explains two. Elements that explain
-    exactly the same directions are named together (two leaves' uplinks seen only against each other). A node's
-    or cable's two ways are merged into 'both'; suspects left over are named as directions (kind ``link``).
-
-    ``capped`` (slow directions: the ok directions of node out, in, both ways and the fabric by contention, and the
-    floor as a share of the median link): a node's link, or every node's, capped at share x slows only the directions
-    whose round gave them more than x, so those with contention c and c x x >= the floor do not count against it."""
-    src, dst = suspects['src'], suspects['dst']
-    if not len(src):
-        return []
-    ids = elements.of(src, dst)
-    counts = np.bincount(ids[ids >= 0], minlength=elements.count)
-    if capped is not None:
-        by_contention, limit = capped
-        rows = np.r_[elements.start['out']:elements.start['out'] + 3 * elements.n, elements.start['fabric']]
-        total = np.zeros(elements.count)
-        for col in CAPPED:
-            np.add.at(total, ids[:, col], suspects['share'])
-        mean = total / np.maximum(counts, 1)
-        c = suspects['contention']
-        for col in CAPPED:                  # a suspect the cap could not have made does not count against it
-            shown = (c == 1) | (c * mean[ids[:, col]] < limit)
-            ids[:, col] = np.where(shown, ids[:, col], -1)
-        counts = np.bincount(ids[ids >= 0], minlength=elements.count)
-        visible = np.arange(CONTENTIONS)[None, :] * mean[rows][:, None] < limit
-        visible[:, 1] = True                        # alone, every slow direction shows
-        measured = measured.copy()
-        measured[rows] = (by_contention * visible).sum(axis=1)
-    qualifies = (counts >= 2) & (counts >= EXPLAINS * np.maximum(measured, 1))
-    ids = np.where(ids >= 0, np.where(qualifies[np.maximum(ids, 0)], ids, -1), -1)
-    left = np.ones(len(src), dtype=bool)
-    chosen: list[tuple[int, np.ndarray, list[tuple[int, ...]]]] = []
-    while left.any() and len(chosen) < 64:
-        live = ids[left]
-        tally = np.bincount(live[live >= 0], minlength=elements.count)
-        if tally.max(initial=0) < 2:
-            break
-        best = max(np.flatnonzero(tally == tally.max()), key=lambda e: (-measured[e], -e))
-        covered = left & (ids == best).any(axis=1)
-        chosen.append((int(best), covered, _alternatives(elements, ids, covered, counts, measured, int(best))))
-        left &= ~covered
-    named: list[Named] = []
-    for eid, covered, others in chosen:
-        kind, index = elements.kind(eid)
-        named.append(_describe(elements, kind, index, covered, int(measured[eid]), suspects, rechecked, nodes,
-                               others))
-    named = _merge_ways(named)
-    share, of_rate = suspects.get('share'), suspects.get('of_rate')
-    for i in np.flatnonzero(left):
-        named.append(Named('link', f'{nodes[src[i]]}->{nodes[dst[i]]}', '', 1, 1,
-                           round(float(share[i]), 3) if share is not None else 0.0,
-                           round(float(of_rate[i]), 3) if of_rate is not None and np.isfinite(of_rate[i]) else None,
-                           confirmed=(int(src[i]), int(dst[i])) in rechecked))
-    return named
-
-
-def _alternatives(elements: Elements, ids: np.ndarray, covered: np.ndarray, counts: np.ndarray,
-                  measured: np.ndarray, best: int) -> list[tuple[int, ...]]:
-    """Other elements, or both ways of one, whose directions are exactly the suspects ``covered`` (each of them
-    suspect, none elsewhere): what the tree cannot tell from ``best``, as two leaves seen only against each other."""
-    size = int(covered.sum())
-    mine = ids[covered]
-    inside = np.bincount(mine[mine >= 0], minlength=elements.count)
-    exact = np.flatnonzero((inside == counts) & (counts > 0) & (measured == counts))
-    groups: dict[tuple, list[int]] = {}
-    for e in exact:
-        groups.setdefault(elements.physical(int(e)), []).append(int(e))
-    out: list[tuple[int, ...]] = []
-    for key, members in groups.items():
-        if key == elements.physical(best):
-            continue
-        whole = [e for e in members if counts[e] == size]
-        if whole:
-            out.append((max(whole),))                   # a node both ways before its one way
-        elif len(members) == 2 and int(counts[members].sum()) == size:
-            out.append(tuple(members))
-    return out
-
-
-def _describe(elements: Elements, kind: str, index: int, covered: np.ndarray, measured: int,
-              suspects: Mapping[str, np.ndarray], rechecked: set, nodes: Sequence[str],
-              others: list[tuple[int, ...]]) -> Named:
-    f = elements.fabric
-    src, dst = suspects['src'][covered], suspects['dst'][covered]
-    shares = suspects['share'][covered] if 'share' in suspects else np.zeros(0)
-    median = float(np.median(shares)) if len(shares) else 0.0
-    stable = bool(len(shares) >= 2 and np.percentile(shares, 90) <= (1 + STABLE_SPREAD) * np.percentile(shares, 10))
-    confirmed = any((int(a), int(b)) in rechecked for a, b in zip(src, dst))
-    rates = suspects['of_rate'][covered] if 'of_rate' in suspects else np.zeros(0)
-    of_rate = round(float(np.median(rates)), 3) if len(rates) and np.isfinite(rates).all() else None
-
-    def name(k: str, i: int) -> tuple[str, str, str]:
-        if k in ('out', 'in', 'node'):
-            return 'node', f'node {nodes[i]}', 'both' if k == 'node' else k
-        if f is None:                   # without a switch tree the nodes and the fabric are the only elements
-            if k != 'fabric':
-                raise ValueError(f'element {k} {i} without a switch tree')
-            return 'fabric', 'the whole fabric', ''
-        if k in ('up', 'down', 'cable'):
-            return 'uplink', f.uplink_name(i // f.cables, i % f.cables), 'both' if k == 'cable' else k
-        if k in ('leaf_up', 'leaf_down'):
-            return 'uplinks', f'the uplinks of leaf switch {f.leaves[i]}', k.split('_')[1]
-        if k == 'spine':
-            return 'spine', f'spine switch {f.topology.spines[i]}', ''
-        return 'fabric', 'the whole fabric', ''
-
-    what, label, way = name(kind, index)
-    alternatives = []
-    for group in others:
-        _, other, other_way = name(*elements.kind(group[0]))
-        other_way = 'both' if len(group) > 1 else other_way
-        alternatives.append(other + (f' ({_WAYS[other_way]})' if other_way else ''))
-    return Named(what, label, way, int(covered.sum()), measured, round(median, 3), of_rate, stable, confirmed,
-                 alternatives)
-
-
-def _merge_ways(named: list[Named]) -> list[Named]:
-    """A node (or cable) named for both ways becomes one entry, direction 'both'."""
-    out: list[Named] = []
-    for x in named:
-        twin = next((y for y in out if y.kind == x.kind and y.name == x.name and {x.direction, y.direction} in
-                     ({'out', 'in'}, {'up', 'down'})), None)
-        if twin is None:
-            out.append(x)
-            continue
-        total = twin.suspects + x.suspects
-        twin.share = round((twin.share * twin.suspects + x.share * x.suspects) / total, 3)
-        if twin.of_rate is not None and x.of_rate is not None:
-            twin.of_rate = round((twin.of_rate * twin.suspects + x.of_rate * x.suspects) / total, 3)
-        twin.direction, twin.suspects, twin.directions = 'both', total, twin.directions + x.directions
-        twin.stable, twin.confirmed = twin.stable and x.stable, twin.confirmed or x.confirmed
-    return out
-
-
-# --- what the verdict says ------------------------------------------------------------------------------------
-
-_WAYS = {'out': 'every direction from it', 'in': 'every direction towards it', 'both': 'both ways',
-         'up': 'up, towards the spines', 'down': 'down, towards the leaf'}
-
-
-def phrase(x: Named, slow: bool) -> str:
-    """One named element or direction, as a failure message names it."""
-    if x.kind == 'link':
-        if not slow:
-            return x.name
-        return f'{x.name} at {x.share:.2f} x' + (' (again when measured alone)' if x.confirmed else '')
-    way = {'spine': 'every pair routed through it', 'fabric': 'every direction'}.get(x.kind) or _WAYS[x.direction]
-    if x.kind == 'node':
-        way = f'its cable, port or NIC, {way}'
-    detail = f'{x.suspects} of {x.directions} directions'
-    if slow:
-        detail += f' at {x.share:.2f} x the median link' + (f', {x.of_rate:.2f} x the line rate'
-                                                           if x.of_rate is not None else '')
-        if x.stable and x.share > 0.05:
-            detail += ', a stable rate' + (': a link running at a lower speed?' if x.kind in ('node', 'uplink') else '')
-        detail += ', slow again when measured alone' if x.confirmed else ''
-    else:
-        detail += ' failed' + (': the node is down or unreachable' if x.kind == 'node' and x.direction == 'both'
-                               else '')
-    return f'{x.name} ({way}: {detail})' + ''.join(f', or {other}' for other in x.alternatives)
-
-
 def _listing(named: list[Named], slow: bool) -> str:
     elements = [x for x in named if x.kind != 'link']
     links = [x for x in named if x.kind == 'link']
@@ -666,55 +354,6 @@ def slow_problems(v: Verdict) -> list[str]:
                       f'{v.rate_fraction:g})')
     return [f'{len(v.slow["src"])} of {v.directions} directions below {" or ".join(floors)}, each against what its '
             f'round let it read: {_listing(v.slow_named, True)}']
-
-
-def suspects_json(v: Verdict, limit: int = MAX_LISTED) -> dict:
-    """The suspect directions in full (at most ``limit`` of each kind, the slowest first) and the named elements."""
-    def rows(d: Mapping[str, np.ndarray], slow: bool) -> list[dict]:
-        out = []
-        for i in range(min(limit, len(d['src']))):
-            a, b = int(d['src'][i]), int(d['dst'][i])
-            entry = {'src': a, 'dst': b, 'src_host': v.nodes[a], 'dst_host': v.nodes[b]}
-            if slow:
-                entry.update(mbps=round(float(d['mbps'][i]), 3), share=round(float(d['share'][i]), 4),
-                             contention=int(d['contention'][i]))
-                if v.rate_mbps:
-                    entry['of_rate'] = round(float(d['of_rate'][i]), 4)
-            else:
-                entry['error'] = v.errors.get((a, b), 'moved nothing')
-            out.append(entry)
-        return out
-
-    return {'slow': rows(v.slow, True), 'slow_count': int(len(v.slow['src'])),
-            'failed': rows(v.failed, False), 'failed_count': int(len(v.failed['src'])),
-            'named_slow': [x.as_dict() for x in v.slow_named], 'named_failed': [x.as_dict() for x in v.failed_named]}
-
-
-def format_table(v: Verdict, limit: int = MAX_LISTED) -> str:
-    """The table for people (``links.txt``): the named elements, then the suspect directions (at most ``limit``
-    of each kind, the slowest first; links.json and linkmatrix.bin have the rest)."""
-    lines = []
-    for title, named in (('failed', v.failed_named), ('slow', v.slow_named)):
-        for x in named:
-            if x.kind != 'link':
-                lines.append(f'{title}: {phrase(x, title == "slow")}')
-    rows = [('direction', 'Mbit/s', 'share', 'contention', 'problem')]
-    for i in range(min(limit, len(v.failed['src']))):
-        a, b = int(v.failed['src'][i]), int(v.failed['dst'][i])
-        rows.append((f'{v.nodes[a]}->{v.nodes[b]}', '-', '-', '-', f'failed: {v.errors.get((a, b), "moved nothing")}'))
-    for i in range(min(limit, len(v.slow['src']))):
-        a, b = int(v.slow['src'][i]), int(v.slow['dst'][i])
-        rows.append((f'{v.nodes[a]}->{v.nodes[b]}', f'{v.slow["mbps"][i]:.1f}', f'{v.slow["share"][i]:.3f}',
-                     str(int(v.slow['contention'][i])), 'slow'))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    table = '\n'.join('  '.join(c.ljust(w) for c, w in zip(r[:-1], widths)) + '  ' + r[-1] for r in rows)
-    left = max(0, len(v.failed['src']) - limit) + max(0, len(v.slow['src']) - limit)
-    stats = v.summary()
-    tail = '\n'.join(f'{k} = {val:.3f}' if k == 'min_to_median' else f'{k} = {val:.1f}' for k, val in stats.items())
-    head = (f'{v.directions} directions measured, {len(v.slow["src"])} slow, {len(v.failed["src"])} failed, '
-            f'{v.rechecked} measured again alone; listed: the suspect ones only (linkmatrix.bin has every one)')
-    more = [f'{left} more suspect directions not listed (the slowest {limit} of each kind are)'] if left else []
-    return '\n'.join([head, *lines, '', table, *more, '', tail]).rstrip() + '\n'
 
 
 # --- InfiniBand ports --------------------------------------------------------------------------------------------
@@ -761,100 +400,3 @@ def _rate_gbps(rate: str) -> float | None:
         return float(rate.split()[0])
     except (IndexError, ValueError):
         return None
-
-
-# --- by hand: judge a job's output ----------------------------------------------------------------------------
-
-def compact_result(doc: Mapping) -> dict:
-    """nr-linkmap's result without what linkmatrix.bin and links.json hold (every pair of every round, the N x N
-    matrix): what is kept of it."""
-    out = {k: v for k, v in doc.items() if k != 'matrix_mbps'}
-    out['rounds'] = [{k: v for k, v in r.items() if k != 'pairs'} for r in doc.get('rounds') or []
-                     if isinstance(r, Mapping)]
-    out['compacted'] = f'every pair of every round and matrix_mbps: in {MATRIX_FILE} and {LINKS_JSON}'
-    return out
-
-
-def write_link_files(where: str, doc: Mapping, data: LinkData, verdict: Verdict, about: Mapping) -> None:
-    """What is kept of one link-test job in directory ``where``: ``linkmatrix.bin`` (where the kernel did not
-    write it), ``links.json`` (``about`` the run: partition, plan, the order of the switch tree...; the summaries,
-    the suspect directions and what they were blamed on), ``links.txt``, and nr-linkmap's ``result.json`` without
-    its per-pair lists (:func:`compact_result`)."""
-    if not os.path.exists(os.path.join(where, MATRIX_FILE)):
-        write_matrix(os.path.join(where, MATRIX_FILE), data.matrix)
-    links = {**about, 'nodes': data.nodes, 'matrix': MATRIX_FILE, 'summary': verdict.summary(),
-             'directions': verdict.directions, 'rechecked': verdict.rechecked, 'per_node': verdict.per_node,
-             'switches': verdict.switches, **suspects_json(verdict)}
-    with open(os.path.join(where, LINKS_JSON), 'w') as fp:
-        fp.write(json.dumps(links, separators=(',', ':')))        # dumps: the C encoder (dump is Python's)
-    with open(os.path.join(where, LINKS_TABLE), 'w') as fp:
-        fp.write(format_table(verdict))
-    if 'compacted' not in doc and (any(isinstance(r, Mapping) and r.get('pairs') for r in doc.get('rounds') or [])
-                                   or 'matrix_mbps' in doc):
-        with open(os.path.join(where, RESULT_JSON), 'w') as fp:
-            fp.write(json.dumps(compact_result(doc)))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Judge an nr-linkmap result (and its linkmatrix.bin) and print the verdicts, the time and peak memory; with
-    --keep also write what the link check keeps (a simulated job's output becomes a report's link map)."""
-    from ..measure import linkplan
-    ap = argparse.ArgumentParser(prog='python -m netregress.judge.linkverdict', description=main.__doc__)
-    ap.add_argument('result', type=Path, help="nr-linkmap's JSON result (linkmatrix.bin beside it)")
-    ap.add_argument('--topology', type=Path, help="Slurm's topology.conf (or scontrol show topology output)")
-    ap.add_argument('--routing', choices=linkplan.ROUTINGS, default='balanced')
-    ap.add_argument('--uplinks', type=int, help='uplink cables a leaf has (default: one per spine)')
-    ap.add_argument('--taper', type=float, help='nodes of a leaf per uplink (instead of --uplinks)')
-    ap.add_argument('--plan', choices=('full', 'sample', 'topology'),
-                    help='the plan the job ran (with --topology: the contention its rounds met is expected)')
-    ap.add_argument('--sample', type=int, nargs=3, metavar=('PER_RUN', 'RUN', 'SEED'), help='the sample plan')
-    ap.add_argument('--min-fraction', type=float, default=0.85)
-    ap.add_argument('--rate', type=float, help='the payload a link carries, Mbit/s')
-    ap.add_argument('--rate-fraction', type=float, default=0.95)
-    ap.add_argument('--keep', action='store_true',
-                    help='keep what the link check keeps beside the result: links.json, links.txt, the compact '
-                         'result.json (tools/report then draws it)')
-    args = ap.parse_args(argv)
-    started = time.perf_counter()
-    try:
-        doc = json.loads(args.result.read_text())
-        data = from_result(doc, args.result.parent)
-        fabric = contention = None
-        if args.topology:
-            options = {'routing': args.routing, **({'uplinks': args.uplinks} if args.uplinks else {}),
-                       **({'taper': args.taper} if args.taper else {})}
-            topology = linkplan.Topology.from_text(args.topology.read_text(), options, str(args.topology))
-            fabric = Fabric.of(topology, data.nodes)
-            if args.plan:
-                per_run, run_index, seed = args.sample or (1, 0, 1)
-                plans: dict[str, Callable[[], linkplan.LinkPlan]] = {
-                    'full': lambda: linkplan.full_plan(data.nodes, topology),
-                    'topology': lambda: linkplan.topology_plan(topology, data.nodes),
-                    'sample': lambda: linkplan.sample_plan(data.nodes, per_run, run_index, seed, topology)}
-                plan = plans[args.plan]()
-                at = {h: i for i, h in enumerate(data.nodes)}
-                contention = plan_contention(plan, topology, [at[h] for h in plan.nodes], data.n)
-    except (OSError, ValueError, LinkMatrixError) as err:
-        print(f'linkverdict: {err}', file=sys.stderr)
-        return 2
-    v = judge(data, min_fraction=args.min_fraction, rate_mbps=args.rate, rate_fraction=args.rate_fraction,
-              fabric=fabric, contention=contention)
-    problems = failed_problems(v) + slow_problems(v)
-    if args.keep:
-        order = linkplan.topology_order(data.nodes, fabric.topology if fabric else None)
-        at = {h: i for i, h in enumerate(data.nodes)}
-        write_link_files(str(args.result.parent), doc, data, v, {
-            'plan': args.plan, 'order': [at[h] for h in order], 'rate_mbps': args.rate,
-            'topology': fabric.topology.describe() if fabric else None, 'min_link_fraction': args.min_fraction,
-            'min_rate_fraction': args.rate_fraction})
-    import resource
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    for p in problems:
-        print(f'FAILED {p}')
-    print(f'linkverdict: {data.n} nodes, {v.directions} directions, {len(v.slow["src"])} slow, '
-          f'{len(v.failed["src"])} failed; {time.perf_counter() - started:.1f} s, peak {peak:.0f} MB')
-    return 1 if problems else 0
-
-
-if __name__ == '__main__':
-    sys.exit(main())

@@ -29,7 +29,7 @@ through the MPI library forced onto the fabric (``link_transport`` ``mpi``, any 
 interface under test with MPI only coordinating (``tcp``, IP fabrics). Each round is bounded (``--round-timeout``):
 a dead or hung node fails its pairs, named.
 
-Verdicts (``netregress.linkverdict``), baseline-free, each direction against what its round let it read: every
+Verdicts (``netregress.judge.linkverdict``), baseline-free, each direction against what its round let it read: every
 direction measured (sanity), every direction at least ``min_link_fraction`` of the median link and, where the
 fabric has a line rate, ``min_rate_fraction`` of it (performance); the smallest element that explains the slow or
 failed directions named (a node's cable, an uplink, a spine, the fabric). On InfiniBand every node's port under test
@@ -59,8 +59,10 @@ from reframe.core.logging import getlogger
 
 from ..judge import baselines, figures
 from ..judge.linkmatrix import MATRIX_FILE, LinkData, LinkMatrixError, from_result
-from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Fabric, Verdict, failed_problems, judge,
-                                 port_problems, slow_problems, write_link_files)
+from ..judge.linkjob import write_link_files
+from ..judge.linknames import Fabric
+from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Verdict, failed_problems, judge, port_problems,
+                                 slow_problems)
 from .. import statefiles
 from . import cpulimit, interconnects, provenance, results, slurm
 from .base import COUNTERS_FILE

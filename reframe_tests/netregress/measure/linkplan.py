@@ -7,7 +7,7 @@ under static routing, concurrent streams share no switch link the fabric does no
 :mod:`netregress.measure.contention` says how many streams share the busiest link of each stream (what the verdict
 expects of a tapered tree); :class:`CostModel` (its constants fitted in config/linkcost.yaml where present,
 :func:`cost_models`) is what :func:`describe` prints for ``ci/post-maintenance --plan``. ``netregress.allpairs``
-describes the method, ``netregress.linkverdict`` judges what the job wrote.
+describes the method, ``netregress.judge.linkverdict`` judges what the job wrote.
 
 Why shifts. mpiGraph's pattern (round k: the node at position i sends to position i+k, every node at once) in the
 order of the switch tree is free of contention on a fat tree with destination-mod-k routing: the nodes of a leaf send

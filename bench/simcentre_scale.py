@@ -41,7 +41,8 @@ sys.path.insert(0, str(ROOT / 'reframe_tests'))
 
 import simcentre  # noqa: E402
 from netregress.measure import linkplan  # noqa: E402
-from simcentre import ROUND_TIME_S, FatTree, summary_line  # noqa: E402
+from simcentre import ROUND_TIME_S, summary_line  # noqa: E402
+from simfabric import FatTree, Fault, write_fabric  # noqa: E402
 
 FAULTS = ('healthy', 'cable', 'downgrade', 'uplink', 'spine', 'down')
 
@@ -80,7 +81,7 @@ def one(out: Path, tree: FatTree, plan: str, faults: list[str], table_only: bool
         subprocess.run([str(ROOT / 'tools' / 'simcentre'), 'report', str(out)])
     figures = json.loads(done.read_text())
     figures['tree'] = f'{tree.taper:g}:1'
-    figures['exact'] = figures['named'] == [simcentre.Fault.parse(f, tree).expected(tree) for f in faults]
+    figures['exact'] = figures['named'] == [Fault.parse(f, tree).expected(tree) for f in faults]
     result = json.loads((out / 'result.json').read_text())
     plan_rounds = [r['wall_s'] for r in result['rounds'] if r['index'] < result['rounds_planned']]
     figures['round_overhead_s'] = sum(plan_rounds) / len(plan_rounds) - ROUND_TIME_S if plan_rounds else None
@@ -116,7 +117,7 @@ def schedules(tree: FatTree, rounds: int, out: Path) -> None:
           f'the fastest | wall s |\n|---|---|---|---|---|---|')
     for name in names:
         where = out / f'schedule-{tree.n}-{tree.spines}-{name}'
-        simcentre.write_fabric(tree, [], where)
+        write_fabric(tree, [], where)
         plan = schedule_rounds(name, tree, rounds)
         (where / 'plan.txt').write_text(''.join(' '.join(f'{a}>{b}' for a, b in r) + '\n' for r in plan))
         figures = simcentre.simulate(tree, where, tree.names, ['-t', str(ROUND_TIME_S), '-m',

@@ -30,7 +30,8 @@ if not (shutil.which('smpirun') and shutil.which('smpicc')):
                 "--for test)", allow_module_level=True)
 
 import simcentre  # noqa: E402  (tools/lib, after the skip: it reads nothing at import)
-from simcentre import FatTree, Fault, UsageError  # noqa: E402
+import simfabric  # noqa: E402
+from simfabric import FatTree, Fault, UsageError  # noqa: E402
 
 try:
     import netregress.judge.linkmatrix  # noqa: F401  the link check's reader of linkmatrix.bin and its verdict
@@ -69,7 +70,7 @@ def test_the_faults_links_are_simgrids(tmp_path):
     """Every link a fault sets is one SimGrid's fat tree has (simgrid-graphicator lists them): the loader would
     otherwise stop the simulation, so a SimGrid that names its links otherwise is caught here first."""
     tree = FatTree(3, 4, 2)
-    simcentre.write_fabric(tree, [], tmp_path)
+    simfabric.write_fabric(tree, [], tmp_path)
     p = subprocess.run(['simgrid-graphicator', str(tmp_path / 'fabric.xml'), str(tmp_path / 'g.csv')],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -318,8 +318,7 @@ def mpi_faults(system: str, clean_report: Path, kern_holder: dict) -> list[Fault
     def slow_sends():
         # each round trip is two sends: half the clean round trip before each doubles it
         delay = _round_trip_us(clean_report, system, 'mpich5', ic) / 2
-        # the PMPI layer reads whole microseconds (atol): 6.9 would be 6
-        h.options = ['-S', f'extra_env_vars=NR_FAULT_DELAY_US:{max(1, round(delay))}']
+        h.options = ['-S', f'extra_env_vars=NR_FAULT_DELAY_US:{delay:.3f}']
         kern_holder.setdefault('mpich5', _faulty_kernels('mpich5', str(paths.deps_dir() / 'mpi' / 'mpich5' / 'bin' /
                                                                        'mpicc')))
     h.inject = slow_sends

@@ -19,7 +19,8 @@
  *                        than it has sent, i.e. that it only returns messages; a violation is printed on stderr as
  *                        "NR_FAULT_ORDER: ..." (a round trip must not be a simultaneous exchange).
  *   NR_FAULT_DELAY_US=N  every MPI_Send, MPI_Isend, MPI_Ssend, MPI_Rsend and MPI_Sendrecv on the ranks NR_FAULT_RANK
- *                        names (for this fault by default every rank) busy-waits N microseconds before the real call:
+ *                        names (for this fault by default every rank) busy-waits N microseconds (3.45: to the
+ *                        nanosecond) before the real call:
  *                        an MPI stack whose per-message latency regressed. A clock loop, not a sleep, whose
  *                        granularity (50 us and more) would swamp a delay of a few microseconds.
  *   NR_FAULT_PIDDIR=DIR  every rank writes its process id to DIR/rank.N once MPI_Init returned, so a test can stop
@@ -95,7 +96,16 @@ static void nr__delay(void)
     if (delay_ns < 0) {
         const char *us = getenv("NR_FAULT_DELAY_US"), *who = getenv("NR_FAULT_RANK");
         int rank = who ? atoi(who) : -1;
-        delay_ns = us && (rank < 0 || rank == nr__rank()) ? atol(us) * 1000L : 0;
+        delay_ns = 0;
+        if (us && (rank < 0 || rank == nr__rank())) {
+            char *end;
+            double v = strtod(us, &end);
+            if (end == us || *end || !(v >= 0 && v < 1e9)) {   /* a typo must not pass as no fault at all */
+                fprintf(stderr, "NR_FAULT_DELAY_US: %s is not a number of microseconds\n", us);
+                abort();
+            }
+            delay_ns = (long)(v * 1000.0 + 0.5);
+        }
     }
     if (delay_ns <= 0)
         return;

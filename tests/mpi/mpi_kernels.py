@@ -328,9 +328,12 @@ def case_mpitest_duet_delay(d):
               f'{q["min"]:.3f}/{q["median"]:.3f}/{q["max"]:.3f}')
         return lat, q
 
+    # a typo is an error, not a run without the fault
+    p = run('nr-mpitest-faulty', 2, '-A', 8, '-r', 1, '-t', 0.02, expect=None, env={'NR_FAULT_DELAY_US': '7us'})
+    check('NR_FAULT_DELAY_US: 7us is not a number of microseconds' in p.stderr, f'a bad delay named: {p.stderr}')
     for attempt in range(3):
         clean, q0 = measure(0)
-        delay = max(200, math.ceil(clean['max_us']))
+        delay = max(200, math.ceil(clean['max_us'])) + 0.5      # a fraction of a microsecond is kept
         slow, q1 = measure(delay)
         check(slow['min_us'] >= 2 * delay, f'every round trip carries the two delays: {slow["min_us"]} us')
         if q1['median'] >= 2 * q0['median']:

@@ -22,8 +22,8 @@ def test_the_mpi_faults_name_the_build_and_the_interconnect(tmp_path, monkeypatc
     monkeypatch.setattr(drill, '_round_trip_us', lambda report, system, env, ic: 30.0)
     monkeypatch.setattr(drill, '_faulty_kernels', lambda env, mpicc: tmp_path)
     faults[('h', 'vcluster')].inject()
-    assert faults[('h', 'vcluster')].options == ['-S', 'extra_env_vars=NR_FAULT_DELAY_US:15']
-    # the PMPI layer reads whole microseconds: half of 13.9 is 7, not 6.95 read as 6
+    assert faults[('h', 'vcluster')].options == ['-S', 'extra_env_vars=NR_FAULT_DELAY_US:15.000']
+    # to the nanosecond: the PMPI layer reads a fraction (half of 13.9 once became 6 when it read whole ones)
     monkeypatch.setattr(drill, '_round_trip_us', lambda report, system, env, ic: 13.9)
     faults[('h', 'local')].inject()
-    assert faults[('h', 'local')].options == ['-S', 'extra_env_vars=NR_FAULT_DELAY_US:7']
+    assert faults[('h', 'local')].options == ['-S', 'extra_env_vars=NR_FAULT_DELAY_US:6.950']

@@ -28,6 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+if __name__ == '__main__':          # under the project's venv, whichever Python the #! line found
+    import benchenv
+    benchenv.use_project_python()
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'reframe_tests'))
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kill a writer of a state file at random moments: how often is the file left torn?
 
-    .deps/venv/bin/python bench/state_kill_write.py [TRIES]     # default 50 per way of writing
+    bench/state_kill_write.py [TRIES]     # default 50 per way of writing
 
 Two ways of replacing a 2-3 MB file in a loop, each killed (SIGKILL) TRIES times after a random 0-150 ms:
 ``plain`` opens the target and writes it (what Baseline.save's fixed .tmp and tools/refs write did through
@@ -17,6 +17,9 @@ import textwrap
 import time
 from pathlib import Path
 
+if __name__ == '__main__':          # under the project's venv, whichever Python the #! line found
+    import benchenv
+    benchenv.use_project_python()
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = [('A' * 999 + '\n') * 2000, ('B' * 999 + '\n') * 3000]
 

@@ -137,14 +137,16 @@ def schedules(tree: FatTree, rounds: int, out: Path) -> None:
 
 
 def fit(rows: list[dict]) -> tuple[float, float]:
-    """round_s, round_node_s: least squares of the round overhead against the nodes."""
+    """round_s, round_node_s: least squares of the round overhead against the nodes, the per-node term at least 0 (a
+    round does not get cheaper with more nodes: a negative slope is the runs' scatter, and would make the cost model
+    go below zero for a larger fabric)."""
     pts = [(r['nodes'], r['round_overhead_s']) for r in rows if r.get('round_overhead_s') is not None]
     n = len(pts)
     if n < 2 or len({x for x, _ in pts}) < 2:
         return (pts[0][1] if pts else 0.0), 0.0
     mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
     slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
-    return my - slope * mx, slope
+    return (my - slope * mx, slope) if slope >= 0 else (my, 0.0)
 
 
 def table(rows: list[dict]) -> str:

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'reframe_tests'))
 
 from netregress.measure import linkplan  # noqa: E402
-from netregress.measure.allpairs import ROUND_TIME_S, sample_matchings_for  # noqa: E402
+from netregress.measure.runplan import ROUND_TIME_S, sample_matchings_for  # noqa: E402
 
 #: The scale clusters' own names, subnets, ports and state: they run beside the default cluster (docs/vcluster.md).
 SCALE_ENV = '''VC_STATE_DIR={state}

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / 'tests' / 'python'))
 from linkfabric import alone, measure, tree  # noqa: E402
 from netregress.judge import linkmatrix  # noqa: E402
 from netregress.measure import linkplan  # noqa: E402
-from netregress.measure.allpairs import sample_matchings_for  # noqa: E402
+from netregress.measure.runplan import sample_matchings_for  # noqa: E402
 
 FAULTS = {'none': lambda t: (), 'cable': lambda t: (('cable', t.order[7], 0.5),),
           'uplink': lambda t: (('uplink', list(t.leaves)[1], 1, 0.5),),

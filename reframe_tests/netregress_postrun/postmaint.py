@@ -143,7 +143,7 @@ def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) ->
 def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
                runner: slurm.Runner = slurm.run_command) -> list[str]:
     """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs)."""
-    from netregress.measure import allpairs, interconnects, linkplan
+    from netregress.measure import interconnects, linkplan, runplan
     table = interconnects.load()
     try:
         models = linkplan.cost_models()
@@ -175,12 +175,12 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
                 lines.append(f'{where}: {len(nodes)} node in scope, no link to test')
                 continue
             try:
-                lp, _ = allpairs.make_plan(args.links, nodes, f'{system}:{part["name"]}:{fabric}', extras,
+                lp, _ = runplan.make_plan(args.links, nodes, f'{system}:{part["name"]}:{fabric}', extras,
                                            advance=False, runner=runner)
             except (slurm.SlurmQueryError, ValueError) as err:
                 lines.append(f'{where}: no {args.links} plan: {err}')
                 continue
-            lines.append(f'{where}: {linkplan.describe(lp, allpairs.ROUND_TIME_S, models=models)}')
+            lines.append(f'{where}: {linkplan.describe(lp, runplan.ROUND_TIME_S, models=models)}')
     return lines
 
 

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from netregress.measure import allpairs, contention, cpulimit, linkplan, slurm  # noqa: E402
+from netregress.measure import allpairs, contention, cpulimit, linkplan, runplan, slurm  # noqa: E402
 from netregress.judge import linkjob, linkmatrix, linknames, linkverdict  # noqa: E402
 from linkfabric import FIXTURE, LINE, alone, keep_fixture, measure, tree  # noqa: E402
 
@@ -128,7 +128,7 @@ def test_sample_plan_measures_both_ways_and_covers_every_link_within_the_stated_
         assert all((b, a) in got for a, b in got), 'each link of a run is measured both ways'
         seen |= got
     assert seen == set(itertools.permutations(nodes, 2))
-    assert allpairs.sample_matchings_for(1000) == 17 and linkplan.runs_to_cover(1000, 17) == 30
+    assert runplan.sample_matchings_for(1000) == 17 and linkplan.runs_to_cover(1000, 17) == 30
 
 
 def test_topology_plan_tests_inside_each_leaf_and_loads_every_uplink():

@@ -109,6 +109,24 @@ def test_a_scoped_run_judges_only_its_nodes_and_a_reservation_state_is_no_proble
     assert out == ['fast3: down (down; reason: cable)']
 
 
+def test_a_job_that_never_started_is_reported_with_its_partitions_node_states_or_why_there_are_none():
+    def answers(code, out, err=''):
+        def runner(argv, timeout_s):
+            assert argv == ['sinfo', '-h', '-p', 'fast', '-o', '%T:%N']
+            return subprocess.CompletedProcess(argv, code, out, err)
+        return runner
+    assert slurm.node_states('fast', runner=answers(0, 'idle:fast[1-3]\ndrained:fast4\n')) == \
+        'partition fast nodes idle:fast[1-3], drained:fast4'
+    assert slurm.node_states('fast', runner=answers(1, '', 'slurm_load_partitions: Unable to contact slurm '
+                                                          'controller')) == \
+        'partition fast: node states unknown (sinfo failed (exit 1): slurm_load_partitions: Unable to contact ' \
+        'slurm controller)'
+
+    def hangs(argv, timeout_s):
+        raise subprocess.TimeoutExpired(argv, timeout_s)
+    assert 'did not answer within 10 s' in slurm.node_states('fast', runner=hangs)
+
+
 def test_the_scope_comes_from_the_jobs_slurm_options_as_reframe_passes_them():
     assert not slurm.node_scope([])
     assert slurm.node_scope(['reservation=maint', 'exclude=fast[3-4]']) == slurm.NodeScope(

@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     topology = topology_of(out)
     nodes = [n for n in tree.names if n not in spec.left_out]
     if spec.plan == 'sample':
-        from netregress.measure.allpairs import sample_matchings_for
+        from netregress.measure.runplan import sample_matchings_for
         spec.sample = (args.sample_sets or sample_matchings_for(len(nodes)), args.sample_run, SAMPLE_SEED)
     plan = make_plan(spec, nodes, topology)
     with open(out / 'tree.txt', 'w') as fp:      # recheck batches that share no uplink cable

@@ -6,17 +6,8 @@ port or NIC shows on the links of one node only, a bad uplink or spine on the li
 a node list, exclusions: ``netregress.slurm.allocate_scoped_nodes``); a node in scope that Slurm cannot use (down,
 drained, not responding) is left out and named, and the rest are measured. It starts one rank per node of
 ``nr-linkmap`` with the partition's MPI launcher: one job step for the whole fabric, however many nodes. The job's
-rounds come from a plan (``netregress.linkplan``), every plan in the order of Slurm's switch tree where it has one
-(``scontrol show topology``; the partition extra ``link_topology`` says how the fabric routes: ``routing`` d-mod-k
-or balanced, ``uplinks`` or ``taper``):
-
-* ``full``: every direction, in the N-1 shifts of mpiGraph (round k: position i sends to i+k, every node at once),
-  free of contention on a fat tree with destination-based routing;
-* ``sample``: a share of those shifts per run (a shift and its opposite: every link at one distance, both ways),
-  rotated across runs (the rotation and its seed are kept in the state directory), so that every link is measured
-  within 30 runs in a row (``sample_matchings``);
-* ``topology``: the links inside every leaf switch, then the leaves against each other, every node at once, so that
-  each uplink carries load and a slow one stands out.
+rounds come from a plan (``full``, ``sample`` or ``topology``: :mod:`.runplan`), every plan in the order of Slurm's
+switch tree where it has one.
 
 Where nodes share a host's CPUs (the vcluster), concurrent pairs measure the CPU: the partition extra
 ``link_concurrency`` (directed streams at a time; 1: one after the other) cuts each round. The partition extra
@@ -44,12 +35,9 @@ nr-linkmap's ``result.json`` is kept without its per-pair lists.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import random
 import shlex
 from pathlib import Path
-from typing import Mapping
 
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
@@ -57,18 +45,17 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 from reframe.core.logging import getlogger
 
-from ..judge import baselines, figures
+from ..judge import figures
 from ..judge.linkmatrix import MATRIX_FILE, LinkData, LinkMatrixError, from_result
 from ..judge.linkjob import write_link_files
 from ..judge.linknames import Fabric
 from ..judge.linkverdict import (LINKS_JSON, LINKS_TABLE, PORT_LINE, Verdict, failed_problems, judge, port_problems,
                                  slow_problems)
-from .. import statefiles
 from . import cpulimit, interconnects, provenance, results, slurm
 from .base import COUNTERS_FILE
 from .contention import Contention, plan_contention
-from .linkplan import (LinkPlan, Topology, TopologyError, full_plan, sample_plan, topology_order, topology_plan,
-                       write_tree)
+from .linkplan import LinkPlan, TopologyError, topology_order, write_tree
+from .runplan import PLANS, ROUND_TIME_S, make_plan
 from .mpicheck import MpiKernelCheck
 
 #: The switch tree as nr-linkmap reads it (``--tree``): recheck batches that share no uplink cable.
@@ -81,11 +68,6 @@ PORTS_FILE = 'ports.txt'
 MIN_LINK_FRACTION = 0.85
 #: Default share of the fabric's line rate (where configured) every direction must reach.
 MIN_RATE_FRACTION = 0.95
-PLANS = ('full', 'sample', 'topology')
-#: Runs in a row in which the ``sample`` plan measures every link (its link sets per run follow from it), and
-#: seconds each round streams (the check's defaults).
-SAMPLE_COVER_RUNS = 30
-ROUND_TIME_S = 0.5
 #: One line per InfiniBand port of the node: ``port HOST DEVICE/PORT rate=...|state=...``
 #: (linkverdict.port_problems).
 PORTS_CMD = ('for p in /sys/class/infiniband/*/ports/*; do [ -r "$p/rate" ] || continue; '
@@ -94,68 +76,10 @@ PORTS_CMD = ('for p in /sys/class/infiniband/*/ports/*; do [ -r "$p/rate" ] || c
              'rate=$(cat $p/rate)|state=$(cat $p/state)"; done')
 
 
-def sample_matchings_for(nodes: int, cover_runs: int = SAMPLE_COVER_RUNS) -> int:
-    """Link sets (a shift and its opposite) per ``sample`` run so that ``cover_runs`` runs in a row measure every
-    link: 1,000 nodes, 17 of 500 (34 rounds)."""
-    return max(1, -(-max(1, nodes // 2) // cover_runs))
-
-
 def link_interconnects() -> list[str]:
     """Fabrics a link test applies to: every interconnect that spans nodes, whatever its counters."""
     table = interconnects.load()
     return [n for n in table.names if table.interconnect(n).nodes >= 2]
-
-
-def sample_rotation(key: str, advance: bool = True) -> tuple[int, int]:
-    """(seed, run index) of the ``sample`` plan for ``key`` (system:partition:fabric), kept in the state directory
-    under its lock; ``advance`` counts this run."""
-    directory = baselines.state_dir() / 'link-samples'
-    statefiles.private_dir(directory)
-    path = directory / f'{key.replace(":", "-").replace("/", "_")}.json'
-    with statefiles.locked(directory):
-        try:
-            state = json.loads(path.read_text())
-            seed, runs = int(state['seed']), int(state['runs'])
-        except (OSError, ValueError, KeyError, TypeError):
-            seed, runs = random.SystemRandom().randrange(1, 2 ** 31), 0
-        if advance:
-            statefiles.atomic_write(path, json.dumps({'seed': seed, 'runs': runs + 1}) + '\n', what='sample rotation')
-    return seed, runs
-
-
-def switch_topology(extras: Mapping, runner: slurm.Runner = slurm.run_command) -> Topology:
-    """Slurm's switch tree with the partition extra ``link_topology`` (routing, uplinks or taper);
-    :class:`slurm.SlurmQueryError` when Slurm has none, :class:`TopologyError` when it or the extra is unusable."""
-    return Topology.from_text(slurm.switch_tree(runner=runner), extras.get('link_topology') or {},
-                              'scontrol show topology')
-
-
-def make_plan(name: str, nodes: list[str], key: str, extras: Mapping | None = None, per_run: int | None = None,
-              advance: bool = True, runner: slurm.Runner = slurm.run_command) -> tuple[LinkPlan, Topology | None]:
-    """(the link plan ``name`` over ``nodes``, the switch tree it follows or None): what the check runs and what
-    ``ci/post-maintenance --plan`` prints. Every plan follows Slurm's switch tree where it has one; the topology
-    plan needs it (:class:`slurm.SlurmQueryError` or :class:`TopologyError` otherwise). ``extras`` (the
-    partition's) may cut rounds (``link_concurrency``), repeat them (``link_passes``) and describe the tree
-    (``link_topology``). ``key`` (system:partition:fabric) names the sample rotation; ``advance`` counts this run."""
-    extras = extras or {}
-    concurrency, passes = extras.get('link_concurrency'), extras.get('link_passes', 1)
-    try:
-        topology = switch_topology(extras, runner)
-    except (slurm.SlurmQueryError, TopologyError):
-        if name == 'topology':
-            raise
-        topology = None
-    if name == 'sample':
-        seed, run = sample_rotation(key, advance)
-        plan = sample_plan(nodes, per_run or sample_matchings_for(len(nodes)), run, seed, topology, concurrency)
-    elif name == 'topology':
-        plan = topology_plan(topology, nodes, concurrency)
-    else:
-        plan = full_plan(nodes, topology, concurrency)
-    try:
-        return plan.passes(passes), topology
-    except ValueError as err:
-        raise ValueError(f'partition extra link_passes: {err}') from None
 
 
 def by_slurm_names(data: LinkData, nodes: list[str]) -> LinkData:
@@ -184,8 +108,8 @@ class AllPairsLinkCheck(MpiKernelCheck):
     plan = variable(str, value='full', loggable=True)
 
     #: Link sets (a shift and its opposite: every link at one distance, both ways) the ``sample`` plan measures per
-    #: run; None: as many as cover every link within :data:`SAMPLE_COVER_RUNS` runs in a row (1,000 nodes: 17 of
-    #: 500, 34 rounds).
+    #: run; None: as many as cover every link within :data:`.runplan.SAMPLE_COVER_RUNS` runs in a row (1,000
+    #: nodes: 17 of 500, 34 rounds).
     #:
     #: :type: :class:`int` or ``None``
     #: :default: ``None``
@@ -551,4 +475,4 @@ class AllPairsLinkCheck(MpiKernelCheck):
             self.add_figure(name, sn.make_performance_function(self._figure(name), unit), figure)
 
 
-__all__ = ['AllPairsLinkCheck', 'link_interconnects', 'make_plan', 'sample_rotation']
+__all__ = ['AllPairsLinkCheck', 'link_interconnects']

@@ -25,11 +25,8 @@ Site data lives in config/ (partition ``extras``), never here. Partition extras 
 from __future__ import annotations
 
 import os
-import re
 import shlex
-import shutil
-import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -38,7 +35,7 @@ from reframe.core.builtins import parameter, run_after, run_before, sanity_funct
 from reframe.core.exceptions import PerformanceError, SanityError
 
 from ..judge import bandrules, bands, figures
-from . import interconnects, provenance, results, slurm
+from . import interconnects, knownfaults, provenance, results, slurm
 from ..judge.bands import fraction_of
 
 COUNTERS_FILE = 'counters.txt'
@@ -76,26 +73,6 @@ def _evaluate(checks, notes) -> bool:
     if problems:
         raise SanityError('; '.join(problems + notes(problems)))
     return True
-
-
-def known_failure(faults: Sequence[Mapping], problems: Sequence[str]) -> str | None:
-    """The reason of the first declared fault with a ``failure`` pattern that one of ``problems`` matches."""
-    for fault in faults:
-        if fault.get('failure') and any(re.search(fault['failure'], p) for p in problems):
-            return fault['reason']
-    return None
-
-
-def known_fault(faults: Sequence[Mapping], check: str, interconnect: str, oversubscribed: bool) -> str | None:
-    """The reason of the first declared fault (environment extra ``known_faults``) that matches this run, else None:
-    the check is listed, the interconnect is among ``interconnects`` (where given), and the run is oversubscribed
-    (where ``oversubscribed`` is set). Entries with a ``failure`` pattern skip nothing (:func:`known_failure`)."""
-    for fault in faults:
-        if (not fault.get('failure') and check in fault.get('checks', [])
-                and ('interconnects' not in fault or interconnect in fault['interconnects'])
-                and (not fault.get('oversubscribed') or oversubscribed)):
-            return fault['reason']
-    return None
 
 
 def repetition_precision(kind: str) -> float:
@@ -369,18 +346,11 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         return problems
 
     def partition_nodes(self) -> str:
-        """Slurm's node states of this partition (``sinfo``), for a job that could not start."""
+        """Slurm's node states of this partition, for a job that could not start."""
         part = self.current_partition
-        if part.scheduler.registered_name not in ('slurm', 'squeue') or not shutil.which('sinfo'):
+        if part.scheduler.registered_name not in ('slurm', 'squeue'):
             return 'node states unknown'
-        parts = [slurm.slurm_partition(part.access, part.name)]
-        try:
-            out = subprocess.run(['sinfo', '-h', '-p', parts[0], '-o', '%T:%N'], capture_output=True, text=True,
-                                 timeout=30)
-        except subprocess.TimeoutExpired:
-            return f'partition {parts[0]}: sinfo did not answer in 30 s (slurmctld down?)'
-        states = ', '.join(out.stdout.split()) or out.stderr.strip() or 'no nodes'
-        return f'partition {parts[0]} nodes {states}'
+        return slurm.node_states(slurm.slurm_partition(part.access, part.name))
 
     @sanity_function
     def validate(self):
@@ -394,7 +364,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         cores = results.core_files(self.stagedir)
         notes = [f'core file kept: {", ".join(cores)}'] if cores else []
         env = self.current_environ
-        reason = known_failure(env.extras.get('known_faults') or [], problems) if env else None
+        reason = knownfaults.known_failure(env.extras.get('known_faults') or [], problems) if env else None
         return notes + ([f'{results.KNOWN_FAILURE_MARK} {env.name}: {reason}'] if reason else [])
 
     @run_before('run')

@@ -17,7 +17,8 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
 from . import interconnects, launch, provenance, results
-from .base import RESULT_FILE, NetregressCheck, known_fault, stage_file
+from .base import RESULT_FILE, NetregressCheck, stage_file
+from .knownfaults import known_fault
 from .plugins import KernelMixin
 
 

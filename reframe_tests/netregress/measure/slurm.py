@@ -5,8 +5,8 @@
     unknown state or not responding (state suffix ``*``), e.g. ``fast2: not responding (down*)``. States that a
     healthy node passes through (not responding or unknown right after a restart, rebooting, powering up) are polled
     for at most ``wait_s`` seconds.
-:func:`partition_nodes`
-    every node of a Slurm partition, in Slurm's order.
+:func:`partition_nodes`, :func:`node_states`
+    every node of a Slurm partition, in Slurm's order; its nodes' states in one line.
 :func:`slurm_partition`
     the Slurm partition a ReFrame partition submits to (the ``--partition=`` of its ``access``).
 :func:`node_scope`, :func:`scoped_nodes`, :func:`allocate_scoped_nodes`
@@ -260,6 +260,16 @@ def partition_nodes(partition: str, *, runner: Runner = run_command,
     for expr in compressed:
         nodes.update(dict.fromkeys(query(['scontrol', 'show', 'hostnames', expr], runner, timeout_s).split()))
     return list(nodes)
+
+
+def node_states(partition: str, *, runner: Runner = run_command, timeout_s: float = QUERY_TIMEOUT_S) -> str:
+    """``partition P nodes STATE:NODES, ...`` (``sinfo``), what a job that never started is reported with; where
+    Slurm cannot be asked, why."""
+    try:
+        states = query(['sinfo', '-h', '-p', partition, '-o', '%T:%N'], runner, timeout_s).split()
+    except SlurmQueryError as err:
+        return f'partition {partition}: node states unknown ({err})'
+    return f'partition {partition} nodes {", ".join(states) or "none"}'
 
 
 # --- the nodes a job may use: what the run was scoped to (reservation, node list, exclusions) ----------------------

@@ -137,16 +137,19 @@ def schedules(tree: FatTree, rounds: int, out: Path) -> None:
 
 
 def fit(rows: list[dict]) -> tuple[float, float]:
-    """round_s, round_node_s: least squares of the round overhead against the nodes, the per-node term at least 0 (a
-    round does not get cheaper with more nodes: a negative slope is the runs' scatter, and would make the cost model
-    go below zero for a larger fabric)."""
-    pts = [(r['nodes'], r['round_overhead_s']) for r in rows if r.get('round_overhead_s') is not None]
+    """round_s, round_node_s: least squares of the healthy runs' round overhead against the nodes (a slow link's
+    streams finish later and lengthen their rounds: that is streaming, not coordination), the per-node term at least
+    0 (a round does not get cheaper with more nodes, and a negative slope would make the cost model go below zero
+    for a larger fabric)."""
+    pts = [(r['nodes'], r['round_overhead_s']) for r in rows
+           if r.get('round_overhead_s') is not None and not r.get('faults')]
     n = len(pts)
     if n < 2 or len({x for x, _ in pts}) < 2:
         return (pts[0][1] if pts else 0.0), 0.0
     mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
-    slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
-    return (my - slope * mx, slope) if slope >= 0 else (my, 0.0)
+    # to a picosecond a node: equal overheads leave a slope of rounding error (1e-19), not a cost
+    slope = round(sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts), 12)
+    return (my - slope * mx, slope) if slope > 0 else (my, 0.0)
 
 
 def table(rows: list[dict]) -> str:
@@ -207,8 +210,8 @@ def main() -> int:
     if args.cost:
         sizes = sorted({r['nodes'] for r in rows})
         linkplan.save_cost_model(linkplan.CostModel(
-            name='simulator', fitted=f'SimGrid SMPI fat trees, {min(sizes)}-{max(sizes)} nodes, every node streaming '
-                                     f'(docs/scale.md); start-up is the launcher\'s, not simulated',
+            name='simulator', fitted=f'SimGrid SMPI fat trees, healthy, {min(sizes)}-{max(sizes)} nodes, every node '
+                                     f'streaming (docs/scale.md); start-up is the launcher\'s, not simulated',
             start_s=0.0, per_node_s=0.0, round_s=round_s, round_node_s=round_node_s, rtt_pair_s=0.02), args.cost)
         print(f'bench: wrote {args.cost}')
     return 1 if lacking else 0

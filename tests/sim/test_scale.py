@@ -6,8 +6,9 @@ judged healthy by the full plan (shift in the tree's order), the topology plan a
 tree too (the verdict expects the taper); each injected fault (a node's slow cable, a link trained down, a slow
 leaf uplink, a slow spine, a node Slurm has down) is named, and nothing else is; the report page draws a run's
 output and lists what it named; the rechecks' batches clear the suspects of a plan that collides (thousands, in 64
-rounds) and name a slow spine's directions alone, about one a round. Before them, without a simulation: the link names the platform loader sets are
-SimGrid's, the tree survives topology.conf, faults and trees that cannot be are refused. A few minutes on 2 CPUs;
+rounds) and name a slow spine's directions alone, about one a round. Before them, without a simulation: the link
+names the platform loader sets are SimGrid's, the tree survives topology.conf, faults and trees that cannot be are
+refused (bench/simcentre_scale.py's own tests need no SimGrid: tests/python/test_simcentre_bench.py). A few minutes on 2 CPUs;
 skipped, saying why, without SimGrid (libsimgrid-dev: smpicc, smpirun; tools/bootstrap --for test installs it).
 """
 from __future__ import annotations
@@ -121,45 +122,6 @@ def test_a_directory_gone_under_it_is_one_line_exit_1(tmp_path):
         p = subprocess.run([str(TOOL), 'verdict', str(where)], capture_output=True, text=True)
         assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(where) in p.stderr, p.stderr
         assert 'Traceback' not in p.stderr
-
-
-def _bench():
-    """bench/simcentre_scale.py as a module (not __main__: it stays in this Python)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location('simcentre_scale', ROOT / 'bench' / 'simcentre_scale.py')
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
-
-def test_the_bench_exits_1_naming_a_run_without_figures(tmp_path, monkeypatch, capsys):
-    """bench/simcentre_scale.py: a run that wrote no simcentre.json fails the benchmark, named in one line; the
-    others are still run and tabled."""
-    bench = _bench()
-    ran = []
-
-    def fake_run(argv, **kw):
-        ran.append(argv[1:3])
-        return subprocess.CompletedProcess(argv, 0 if argv[1] == 'build' else 1)
-
-    monkeypatch.setattr(bench.subprocess, 'run', fake_run)
-    monkeypatch.setattr(sys, 'argv', ['simcentre_scale.py', '--sizes', '128', '--plans', 'topology', '--faults',
-                                      'healthy,cable', '--out', str(tmp_path)])
-    assert bench.main() == 1
-    err = [x for x in capsys.readouterr().err.splitlines() if x]
-    assert len(err) == 2 and all('produced no figures (tools/simcentre exit 1)' in x for x in err), err
-    assert 'run 128-topology-healthy' in err[0] and 'run 128-topology-cable' in err[1]
-    assert [x[0] for x in ran] == ['build', 'run', 'run']
-
-
-def test_the_round_fit_never_makes_a_round_cheaper_with_more_nodes():
-    """The cost model's per-node term is a least-squares slope, but never below 0: a falling scatter (10,000 nodes a
-    hair cheaper a round than 128) is fitted as the mean, not as rounds that cost less than nothing at 100,000."""
-    fit = _bench().fit
-    rows = [{'nodes': n, 'round_overhead_s': y} for n, y in ((128, 0.012), (1000, 0.013), (10000, 0.011))]
-    assert fit(rows) == (pytest.approx(0.012), 0.0)
-    rows = [{'nodes': n, 'round_overhead_s': 0.01 + 1e-6 * n} for n in (128, 1000, 10000)]
-    assert fit(rows) == (pytest.approx(0.01), pytest.approx(1e-6))
 
 
 # --- simulated: 128 nodes ------------------------------------------------------------------------------------------

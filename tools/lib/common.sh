@@ -5,7 +5,7 @@
 #   nr_config_args      the ReFrame -C arguments: config/settings.py, then the site's settings.py (and -c of the
 #                       site's checks/ directory when it has one)
 #   nr_pick_python      sets nr_py: the venv's Python, else NETREGRESS_PYTHON, else python3 (again once tools/bootstrap
-#                       has made the venv)
+#                       has made the venv); bench/benchenv.py picks a bench script's Python in the same order
 root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 NR_DEPS=${NETREGRESS_DEPS:-$root/.deps}
 nr_pick_python() {

@@ -25,7 +25,10 @@
  *                        granularity (50 us and more) would swamp a delay of a few microseconds.
  *   NR_FAULT_PIDDIR=DIR  every rank writes its process id to DIR/rank.N once MPI_Init returned, so a test can stop
  *                        (SIGSTOP) one chosen rank.
+ * A value that does not read whole as what it must be (a count, a rank, a number of microseconds) stops the run
+ * with exit status 2, naming the variable: a typo must not pass as a run without the fault.
  */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +48,34 @@ static int nr__rank(void)
     return r;
 }
 
+/* The variable `var` holds `value`, which is not `what`: said once, and the run stops (exit status 2). */
+static void nr__bad(const char *var, const char *value, const char *what)
+{
+    int init = 0;
+    fprintf(stderr, "%s: %s is not %s\n", var, value, what);
+    MPI_Initialized(&init);
+    if (init)
+        PMPI_Abort(MPI_COMM_WORLD, 2);
+    exit(2);
+}
+
+/* `text` read whole as an integer in [lo, hi], else nr__bad. */
+static long nr__whole(const char *var, const char *text, long lo, long hi, const char *what)
+{
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || v < lo || v > hi)
+        nr__bad(var, text, what);
+    return v;
+}
+
+/* The rank NR_FAULT_RANK names (-1: every rank); `fallback` where it is not set. */
+static int nr__chosen_rank(int fallback)
+{
+    const char *who = getenv("NR_FAULT_RANK");
+    return who ? (int)nr__whole("NR_FAULT_RANK", who, -1, INT_MAX, "a rank (or -1: every rank)") : fallback;
+}
+
 /* MPI_ERR_OTHER when this call of `name` is the one NR_FAULT names, else rc. */
 static int nr__fault(const char *name, int rc)
 {
@@ -57,15 +88,14 @@ static int nr__fault(const char *name, int rc)
     size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
     if (len != strlen(name) || strncmp(spec, name, len) != 0)
         return rc;
-    const char *who = getenv("NR_FAULT_RANK");
-    int rank = who ? atoi(who) : 0;
+    int rank = nr__chosen_rank(0);
     if (rank >= 0 && rank != nr__rank())
         return rc;
     int slot = 0;
     while (slot < 31 && names[slot] && strcmp(names[slot], name) != 0)
         slot++;
     names[slot] = name;
-    long want = colon ? atol(colon + 1) : 1;
+    long want = colon ? nr__whole("NR_FAULT", colon + 1, 1, LONG_MAX, "NAME:N with N a call count from 1") : 1;
     return ++counts[slot] == want ? MPI_ERR_OTHER : rc;
 }
 
@@ -76,10 +106,16 @@ static void nr__stall(const char *name)
     const char *spec = getenv("NR_FAULT_STALL");
     char want[32];
     long n = 0, ms = 0, count = 1;
-    if (!spec || sscanf(spec, "%31[^:]:%ld:%ld:%ld", want, &n, &ms, &count) < 3 || strcmp(want, name) != 0)
+    int used = 0, more = 0;
+    if (!spec)
         return;
-    const char *who = getenv("NR_FAULT_RANK");
-    int rank = who ? atoi(who) : 0;
+    if (sscanf(spec, "%31[^:]:%ld:%ld%n", want, &n, &ms, &used) < 3 || n < 1 || ms < 0 ||
+        (spec[used] == ':' ? sscanf(spec + used + 1, "%ld%n", &count, &more) < 1 || spec[used + 1 + more] || count < 1
+                           : spec[used] != 0))
+        nr__bad("NR_FAULT_STALL", spec, "NAME:N:MS[:COUNT] (N and COUNT from 1, MS from 0)");
+    if (strcmp(want, name) != 0)
+        return;
+    int rank = nr__chosen_rank(0);
     if (rank >= 0 && rank != nr__rank())
         return;
     long k = ++counts[strcmp(name, "Send") == 0];
@@ -94,16 +130,14 @@ static void nr__delay(void)
 {
     static long delay_ns = -1;
     if (delay_ns < 0) {
-        const char *us = getenv("NR_FAULT_DELAY_US"), *who = getenv("NR_FAULT_RANK");
-        int rank = who ? atoi(who) : -1;
+        const char *us = getenv("NR_FAULT_DELAY_US");
+        int rank = nr__chosen_rank(-1);
         delay_ns = 0;
         if (us && (rank < 0 || rank == nr__rank())) {
             char *end;
             double v = strtod(us, &end);
-            if (end == us || *end || !(v >= 0 && v < 1e9)) {   /* a typo must not pass as no fault at all */
-                fprintf(stderr, "NR_FAULT_DELAY_US: %s is not a number of microseconds\n", us);
-                abort();
-            }
+            if (end == us || *end || !(v >= 0 && v < 1e9))
+                nr__bad("NR_FAULT_DELAY_US", us, "a number of microseconds");
             delay_ns = (long)(v * 1000.0 + 0.5);
         }
     }

@@ -318,8 +318,9 @@ def case_mpitest_duet_delay(d):
     js = os.path.join(d, 'delay.json')
 
     def measure(delay):
+        # spelt 2.005e2 for 200.5: a reader of whole microseconds (atol) would take 2, and the check below fail
         run('nr-mpitest-faulty', 2, '-A', 8, '-r', 5, '-t', 0.2, '--duet', 'tcp', '--json', js,
-            env={'NR_FAULT_DELAY_US': str(delay)})
+            env={'NR_FAULT_DELAY_US': f'{delay / 100:g}e2'})
         r = load(js)
         _duet_check(r, 'tcp', 5)
         lat, q = r['latency'], r['duet']['ratio']
@@ -329,8 +330,11 @@ def case_mpitest_duet_delay(d):
         return lat, q
 
     # a typo is an error, not a run without the fault
-    p = run('nr-mpitest-faulty', 2, '-A', 8, '-r', 1, '-t', 0.02, expect=None, env={'NR_FAULT_DELAY_US': '7us'})
-    check('NR_FAULT_DELAY_US: 7us is not a number of microseconds' in p.stderr, f'a bad delay named: {p.stderr}')
+    for env, said in (({'NR_FAULT_DELAY_US': '7us'}, 'NR_FAULT_DELAY_US: 7us is not a number of microseconds'),
+                      ({'NR_FAULT_DELAY_US': '7', 'NR_FAULT_RANK': 'one'}, 'NR_FAULT_RANK: one is not a rank'),
+                      ({'NR_FAULT_STALL': 'Send:2:60ms'}, 'NR_FAULT_STALL: Send:2:60ms is not NAME:N:MS')):
+        p = run('nr-mpitest-faulty', 2, '-A', 8, '-r', 1, '-t', 0.02, expect=None, env=env)
+        check(p.returncode != 0 and said in p.stderr, f'{env}: exit {p.returncode}, {p.stderr}')
     for attempt in range(3):
         clean, q0 = measure(0)
         delay = max(200, math.ceil(clean['max_us'])) + 0.5      # a fraction of a microsecond is kept

@@ -79,7 +79,8 @@ def test_a_tapered_tree_gives_crossing_streams_their_share_and_the_taper_is_expe
     assert np.nanmin(m) < 0.6 * LINE and linkverdict.slow_problems(v) == []
     # ... while without the plan's contention the same matrix fails against the line rate (the median link sank
     # with it: most directions cross)
-    for least, problems in ((None, True), (contention.plan_contention(full, topo, range(len(nodes)), len(nodes)), False)):
+    along_plan = contention.plan_contention(full, topo, range(len(nodes)), len(nodes))
+    for least, problems in ((None, True), (along_plan, False)):
         v = linkverdict.judge(linkmatrix.LinkData(nodes, m), min_fraction=0.85, rate_mbps=LINE, rate_fraction=0.9,
                               contention=least)
         assert bool(linkverdict.slow_problems(v)) == problems
@@ -645,7 +646,24 @@ def test_by_hand_the_verdict_reads_a_job_output_and_bad_input_is_one_line(tmp_pa
     assert linkjob.main([str(tmp_path / 'result.json')]) == 2
     err = capsys.readouterr().err
     assert err.startswith('linkjob: ') and 'shorter than the 16-byte header' in err and err.count('\n') == 1
+    for text, said in (('{"hosts": ', 'result.json: not JSON'), ('[1, 2]', 'not an nr-linkmap result')):
+        (tmp_path / 'result.json').write_text(text)
+        assert linkjob.main([str(tmp_path / 'result.json')]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith('linkjob: ') and said in err and err.count('\n') == 1, err
+    with pytest.raises(SystemExit) as stop:
+        linkjob.main([str(tmp_path / 'result.json'), '--plan', 'full'])
+    assert stop.value.code == 2 and '--plan and --sample need --topology' in capsys.readouterr().err
 
+
+def test_by_hand_a_directory_it_cannot_keep_in_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
+    keep_fixture(tmp_path)
+
+    def refused(*a, **kw):
+        raise PermissionError(13, 'Permission denied', str(tmp_path / 'links.json'))
+    monkeypatch.setattr(linkjob, 'write_link_files', refused)
+    assert linkjob.main([str(tmp_path / 'result.json'), '--keep']) == 2
+    assert capsys.readouterr().err == f'linkjob: --keep: [Errno 13] Permission denied: \'{tmp_path}/links.json\'\n'
 
 
 @pytest.mark.parametrize('plan, extra, expected', [
@@ -668,8 +686,8 @@ def test_by_hand_with_a_tree_the_verdict_expects_the_contention_of_the_plan_name
     assert linkjob.main(argv) == 1
     assert 'linkjob: 4 nodes, 12 directions' in capsys.readouterr().out
     assert built == ([expected[1:]] if plan == 'sample' else [])
-    (contention,) = judged
-    assert contention is not None and contention.shape == (4, 4) and contention.max() > 1
+    (least,) = judged
+    assert least is not None and least.shape == (4, 4) and least.max() > 1
 
 # --- the cost model ---------------------------------------------------------------------------------------------
 

@@ -129,9 +129,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help='keep what the link check keeps beside the result: links.json, links.txt, the compact '
                          'result.json (tools/report then draws it)')
     args = ap.parse_args(argv)
+    if (args.plan or args.sample) and not args.topology:
+        ap.error('--plan and --sample need --topology: the contention of a plan follows the switch tree')
     started = time.perf_counter()
     try:
-        doc = json.loads(args.result.read_text())
+        try:
+            doc = json.loads(args.result.read_text())
+        except ValueError as err:
+            raise LinkMatrixError(f'{args.result}: not JSON ({err})') from None
+        if not isinstance(doc, dict):
+            raise LinkMatrixError(f'{args.result}: not an nr-linkmap result (a JSON object)')
         data = from_result(doc, args.result.parent)
         fabric = contention = None
         if args.topology:
@@ -157,10 +164,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.keep:
         order = linkplan.topology_order(data.nodes, fabric.topology if fabric else None)
         at = {h: i for i, h in enumerate(data.nodes)}
-        write_link_files(str(args.result.parent), doc, data, v, {
-            'plan': args.plan, 'order': [at[h] for h in order], 'rate_mbps': args.rate,
-            'topology': fabric.topology.describe() if fabric else None, 'min_link_fraction': args.min_fraction,
-            'min_rate_fraction': args.rate_fraction})
+        try:
+            write_link_files(str(args.result.parent), doc, data, v, {
+                'plan': args.plan, 'order': [at[h] for h in order], 'rate_mbps': args.rate,
+                'topology': fabric.topology.describe() if fabric else None, 'min_link_fraction': args.min_fraction,
+                'min_rate_fraction': args.rate_fraction})
+        except OSError as err:
+            print(f'linkjob: --keep: {err}', file=sys.stderr)
+            return 2
     import resource
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     for p in problems:

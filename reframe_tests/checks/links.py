@@ -2,7 +2,7 @@
 
 One test case per interconnect that spans nodes (``fast`` and ``gige`` on the vcluster, ``eth`` and ``ib`` at a
 site). The logic (plans in the order of the switch tree, the job, the verdict that names a cable, an uplink or a
-spine) is in ``netregress.allpairs``.
+spine) is in ``netregress.measure.allpairs``.
 """
 import reframe as rfm
 from reframe.core.builtins import run_after

@@ -155,7 +155,7 @@ def show(system: str, table: interconnects.InterconnectTable, report: Path | Non
 
     def band_of(key: tuple) -> references.Reference | None:
         """The band a run judges the figure by (the wide one where the partition's CPUs are shared), as
-        netregress.bands does; None where it has none (a figure that read 0 on shared CPUs)."""
+        netregress.judge.bands does; None where it has none (a figure that read 0 on shared CPUs)."""
         host = (extras.get(key[0]) or {}).get('references') == 'host'
         which = refset if not host or is_asserted(key[0], key[2], base.entries[key]['kind']) else shared
         try:

@@ -328,7 +328,7 @@ def link_palette() -> list[int]:
 
 
 def link_map_pixels(matrix, order, median: float, suspects=(), block: int = 256):
-    """(n, n) uint8 palette indices of a link matrix (:func:`netregress.linkmatrix.read_matrix`, by rank: dense or
+    """(n, n) uint8 palette indices of a link matrix (:func:`netregress.judge.linkmatrix.read_matrix`, by rank: dense or
     sparse) with rows and columns in ``order`` (rank indices, the switch tree's order): each direction's share of
     the ``median`` link, failed and not measured apart, ``suspects`` (rank pairs) marked. The dense matrix a block
     of rows at a time; the sparse one a block of its entries at a time, onto a picture that is "not measured"

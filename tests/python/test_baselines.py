@@ -484,7 +484,7 @@ def test_save_refuses_a_symlinked_baseline(tmp_path):
 
 
 def test_a_run_compares_with_the_earlier_version_and_says_so(tmp_path, monkeypatch):
-    """What the checks use (netregress.bands): the older baseline's bands, the warning in nr_reference_source."""
+    """What the checks use (netregress.judge.bands): the older baseline's bands, the warning in nr_reference_source."""
     from netregress.judge import bands
     monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path))
     files = {'src/k.c': 'aaa'}
@@ -523,7 +523,7 @@ def test_the_summary_counts_judged_and_recorded_figures_per_system_and_interconn
 
 
 class _FakeCheck:
-    """What netregress.bands.apply reads of a check (its class is defined in this file, its 'own file')."""
+    """What netregress.judge.bands.apply reads of a check (its class is defined in this file, its 'own file')."""
     def __init__(self):
         from types import SimpleNamespace
         self.current_system = SimpleNamespace(name='vc')

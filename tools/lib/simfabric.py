@@ -110,7 +110,7 @@ class FatTree:
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected fault (module doc) and what the verdict must name for it."""
+    """One injected fault (tools/simcentre --fault: simcentre.py's module doc) and what the verdict must name for it."""
     kind: str
     where: tuple[int, ...]
     fraction: float = 1.0
@@ -156,7 +156,7 @@ class Fault:
         return []
 
     def expected(self, tree: FatTree) -> str:
-        """What the verdict names for it (:func:`named`'s form)."""
+        """What the verdict names for it (in the form of simcentre.named)."""
         if self.kind == 'down':
             return f'left out: {tree.names[self.where[0]]}'
         if self.kind in ('cable', 'downgrade'):

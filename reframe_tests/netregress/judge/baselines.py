@@ -423,7 +423,7 @@ class Baseline:
         while a figure's runs are fewer than ``min_runs``."""
         self._require_complete('give references')
         tree: dict = {}
-        priors = set()
+        priors: set[references.FigureKey] = set()
         pools = self.shared_pools(rules) if shared_cpu else {}
         siblings = {} if shared_cpu else self.sibling_deviations(rules)
         for (part, env, ic, test, metric), entry in self.entries.items():

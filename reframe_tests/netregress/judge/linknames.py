@@ -18,8 +18,6 @@ EXPLAINS = 0.8
 #: A named element's suspect directions read within this spread of each other (p90 / p10 - 1): a stable rate, as a
 #: link that trained to a lower speed reads.
 STABLE_SPREAD = 0.10
-#: Histogram of the share of the median link: SHARE_BINS bins over 0 .. SHARE_MAX (medians to 0.005).
-SHARE_BINS, SHARE_MAX = 400, 2.0
 #: Contentions told apart when judging a node's directions (more count as the last).
 CONTENTIONS = 16
 #: Element ids a direction has (:class:`Elements`): node out, in, both ways (sender's and receiver's), uplink cable
@@ -33,7 +31,7 @@ CAPPED = (0, 1, 2, 3, 11)
 
 @dataclass
 class Fabric:
-    """The switch tree (:class:`netregress.linkplan.Topology`) in the job's rank order: each rank's leaf index
+    """The switch tree (:class:`netregress.measure.linkplan.Topology`) in the job's rank order: each rank's leaf index
     (-1: not under the tree) and uplink cable a stream to it takes (d-mod-k: its position mod K; otherwise every
     uplink is one element, cable 0)."""
     topology: Topology

@@ -17,7 +17,7 @@ switch (with d-mod-k routing: the pairs whose destination routes through it), th
 element explains is named itself. A downgraded link speed reads as a node's cable at a stable rate.
 
 Time and memory grow with the directions measured, not as lists of N x N records: the matrix file is read in
-blocks (:func:`netregress.linkmatrix.cells`; the dense form by blocks of rows, a leaf's rows where the tree is
+blocks (:func:`netregress.judge.linkmatrix.cells`; the dense form by blocks of rows, a leaf's rows where the tree is
 known, and of columns; the sparse form of a partial plan by its senders' rows and blocks of its entries, the
 reverse of a direction found by binary search in its row: nothing N x N), only the directions run in a block are
 worked on, the plan's contention is held for the directions it shares only

@@ -156,10 +156,15 @@ def _entry(spec: Mapping, parent: Mapping, where: str) -> Reference:
     return Reference(value=value, lower=lower, upper=upper, unit=str(unit), comment=str(comment).strip())
 
 
+#: Where a figure sits in a reference file: (partition, environ, interconnect, test, metric[@size]).
+FigureKey = tuple[str, str, str, str, str]
+
+
 class ReferenceSet:
     """All references of one system."""
 
-    def __init__(self, data: Mapping | None, system: str, source: str = '<memory>', priors: frozenset = frozenset()):
+    def __init__(self, data: Mapping | None, system: str, source: str = '<memory>',
+                 priors: frozenset[FigureKey] = frozenset()):
         self.system = system
         self.source = source
         #: the (partition, environ, interconnect, test, metric[@size]) whose band is still a prior

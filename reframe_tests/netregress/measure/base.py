@@ -5,7 +5,7 @@ Structure (as hpctestlib's osu.py: fixtures -> abstract benchmark -> thin leaves
 ``NetregressCheck`` (here)
     interconnect parameter (filtered by the partition's ``ic-<name>`` features), rank placement from the
     interconnect table, byte-counter snapshots before/after on every node, references from ``reference_values/``
-    (missing reference -> failure; the sources and bands: ``netregress.bands``), one sanity entry point collecting
+    (missing reference -> failure; the sources and bands: ``netregress.judge.bands``), one sanity entry point collecting
     every witness.
 ``MpiCheck``, ``MpiKernelCheck`` (``netregress.mpicheck``)
     an MPI programming environment: the environment's launcher template, the variables that force the MPI onto the
@@ -439,7 +439,7 @@ class NetregressCheck(rfm.RunOnlyRegressionTest):
         their measured spread supports (``baselines.shared_cpu``: a factor of 4-15 either side, so a 30x fall
         always fails), and records them unjudged only while the baseline has not seen them; its ratios and
         link-bound streams get the normal bands. Committed references are asserted whole (the logic:
-        :func:`netregress.bands.apply`).
+        :func:`netregress.judge.bands.apply`).
         """
         bands.apply(self)
 

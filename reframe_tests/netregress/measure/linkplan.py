@@ -6,8 +6,9 @@
 under static routing, concurrent streams share no switch link the fabric does not make them share;
 :mod:`netregress.measure.contention` says how many streams share the busiest link of each stream (what the verdict
 expects of a tapered tree); :class:`CostModel` (its constants fitted in config/linkcost.yaml where present,
-:func:`cost_models`) is what :func:`describe` prints for ``ci/post-maintenance --plan``. ``netregress.allpairs``
-describes the method, ``netregress.judge.linkverdict`` judges what the job wrote.
+:func:`cost_models`) is what :func:`describe` prints for ``ci/post-maintenance --plan``;
+:mod:`netregress.measure.runplan` picks a run's plan, ``netregress.measure.allpairs`` describes the method,
+``netregress.judge.linkverdict`` judges what the job wrote.
 
 Why shifts. mpiGraph's pattern (round k: the node at position i sends to position i+k, every node at once) in the
 order of the switch tree is free of contention on a fat tree with destination-mod-k routing: the nodes of a leaf send
@@ -418,7 +419,7 @@ class CostModel:
     per_node_s: float = 0.0
     round_s: float = 0.094
     round_node_s: float = 0.0
-    rtt_pair_s: float = 0.02    # a guess: the round trips are off by default (netregress.allpairs)
+    rtt_pair_s: float = 0.02    # a guess: the round trips are off by default (netregress.measure.allpairs)
 
     def estimate_s(self, nodes: int, rounds: int, round_time_s: float, rtt_links: int = 0) -> float:
         return (self.start_s + self.per_node_s * nodes + rounds * (round_time_s + self.round_s + self.round_node_s *

@@ -381,8 +381,8 @@ def allocate_scoped_nodes(check, wait_s: float, *, runner: Runner = run_command)
 
 
 def switch_tree(*, runner: Runner = run_command, timeout_s: float = QUERY_TIMEOUT_S) -> str:
-    """Slurm's switch tree as ``scontrol show topology`` prints it (netregress.linkplan.parse_topology reads it);
-    :class:`SlurmQueryError` when Slurm cannot say or has none (no TopologyPlugin=topology/tree)."""
+    """Slurm's switch tree as ``scontrol show topology`` prints it (netregress.measure.linkplan.parse_topology reads
+    it); :class:`SlurmQueryError` when Slurm cannot say or has none (no TopologyPlugin=topology/tree)."""
     text = query(['scontrol', 'show', 'topology'], runner, timeout_s)
     if not re.search(r'\bSwitchName=\S+.*\bNodes=(?!\(null\))\S+', text):
         raise SlurmQueryError('Slurm knows no switch tree (scontrol show topology lists no leaf switch; '

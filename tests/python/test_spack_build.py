@@ -740,9 +740,9 @@ def test_a_build_cache_that_is_no_directory_leaves_the_registration_alone(tmp_pa
     tool = load_tool('spack-env')
     asked = []
     monkeypatch.setattr(tool, 'spack', lambda *a, quiet=False: asked.append(a) or 0)
-    with pytest.raises(SystemExit) as code:
-        tool.main(['buildcache', str(tmp_path / 'missing')])
-    assert code.value.code == 2 and asked == [] and 'missing is not a directory' in capsys.readouterr().err
+    assert tool.main(['buildcache', str(tmp_path / 'missing')]) == 2
+    assert asked == [] and capsys.readouterr().err == f'spack-env: {tmp_path / "missing"} is not a directory ' \
+        '(tools/spack-env buildcache-push SYSTEM DIR makes one)\n'
 
 
 def test_a_runner_takes_the_repository_index_of_exactly_its_own_recipes(tmp_path, monkeypatch):

@@ -31,11 +31,11 @@ PLANS = ('full', 'sample', 'topology')
 SAMPLE_COVER_RUNS = 30
 ROUND_TIME_S = 0.5
 
+
 def sample_matchings_for(nodes: int, cover_runs: int = SAMPLE_COVER_RUNS) -> int:
     """Link sets (a shift and its opposite) per ``sample`` run so that ``cover_runs`` runs in a row measure every
     link: 1,000 nodes, 17 of 500 (34 rounds)."""
     return max(1, -(-max(1, nodes // 2) // cover_runs))
-
 
 
 def sample_rotation(key: str, advance: bool = True) -> tuple[int, int]:

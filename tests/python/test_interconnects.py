@@ -114,7 +114,7 @@ def test_link_fraction_is_of_the_payload_a_link_carries():
 
 
 def test_mpich4_ucx_tcp_finalize_hang_is_declared_on_every_tcp_path_not_on_shm(repo_root):
-    from netregress.measure.base import known_fault
+    from netregress.measure.knownfaults import known_fault
     faults = next(e for e in site.environments('local') if e['name'] == 'mpich4')['extras']['known_faults']
     for ic in ('tcp', 'fast', 'gige'):                  # the hang was measured on one node (lo) and across nodes
         assert 'MPI_Finalize' in known_fault(faults, 'mpi_throughput', ic, oversubscribed=False)
@@ -127,7 +127,7 @@ def test_mpich4_ucx_tcp_finalize_hang_is_declared_on_every_tcp_path_not_on_shm(r
 def test_open_mpi_start_up_crash_is_declared_as_a_failure_not_a_skip(repo_root, build):
     """Open MPI 4.1.4's and 5.0.11's SIGSEGV in MPI_Init marks a failure (a retry may excuse it); it never skips a
     check."""
-    from netregress.measure.base import known_failure, known_fault
+    from netregress.measure.knownfaults import known_failure, known_fault
     faults = next(e for e in site.environments('local') if e['name'] == build)['extras']['known_faults']
     for check in ('mpi_latency', 'osu', 'nas'):
         assert known_fault(faults, check, 'gige', oversubscribed=True) is None

@@ -140,18 +140,21 @@ def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) ->
         return []
 
 
-def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
+def link_plans(where: scope.Scope, args: argparse.Namespace, plan: Plan | None, *,
                runner: slurm.Runner = slurm.run_command) -> list[str]:
-    """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs)."""
+    """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs), over
+    the nodes the run would use: those of the reservation or node list less ``where.exclude`` (``--exclude`` and
+    the nodes Slurm cannot use, as the node check before the run leaves them out)."""
     from netregress.measure import interconnects, linkplan, runplan
+    system = where.system
     table = interconnects.load()
     try:
         models = linkplan.cost_models()
     except ValueError as err:
         raise UsageError(f'link cost constants: {err}') from None
     wanted = set(reservation_nodes(args.reservation, runner=runner)) if args.reservation else None
-    if wanted is not None and args.exclude:
-        wanted -= set(scope.hostlist(args.exclude, '--exclude'))
+    if wanted is not None:
+        wanted -= set(where.exclude)
     lines = []
     for part in site.slurm_partitions(system):
         if args.partition and part['name'] != args.partition:
@@ -170,17 +173,17 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
                    and table.interconnect(f[3:]).nodes >= 2]
         extras = part.get('extras') or {}
         for fabric in fabrics:
-            where = f'{system}:{part["name"]} {fabric}'
+            label = f'{system}:{part["name"]} {fabric}'
             if len(nodes) < 2:
-                lines.append(f'{where}: {len(nodes)} node in scope, no link to test')
+                lines.append(f'{label}: {len(nodes)} node in scope, no link to test')
                 continue
             try:
                 lp, _ = runplan.make_plan(args.links, nodes, f'{system}:{part["name"]}:{fabric}', extras,
                                            advance=False, runner=runner)
             except (slurm.SlurmQueryError, ValueError) as err:
-                lines.append(f'{where}: no {args.links} plan: {err}')
+                lines.append(f'{label}: no {args.links} plan: {err}')
                 continue
-            lines.append(f'{where}: {linkplan.describe(lp, runplan.ROUND_TIME_S, models=models)}')
+            lines.append(f'{label}: {linkplan.describe(lp, runplan.ROUND_TIME_S, models=models)}')
     return lines
 
 
@@ -330,7 +333,8 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
         except scope.ScopeError as err:
             raise UsageError(str(err)) from None
         system = where.system
-        left_out = {} if args.plan else leave_out_unusable(where, args.strict, runner=runner)
+        # a plan is a forecast: it names the nodes Slurm cannot use now and plans without them, waiting for none
+        left_out = leave_out_unusable(where, args.strict, runner=runner, wait_s=0.0 if args.plan else NODE_WAIT_S)
         where = scope.excluding(where, [] if args.strict else list(left_out))
         plan = None
         if args.nodes:
@@ -363,7 +367,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
             print(f'post-maintenance: WARNING: site: {err}', file=sys.stderr)
     if args.plan:
         try:
-            for line in link_plans(system, args, plan, runner=runner):
+            for line in link_plans(where, args, plan, runner=runner):
                 print(f'link test {line}')
         except (UsageError, site.SiteError) as err:
             print(f'post-maintenance: {err}', file=sys.stderr)

@@ -141,6 +141,16 @@ def test_plan_prints_the_link_tests_rounds_steps_and_time_and_runs_nothing(env, 
     res = run(env, '--reservation', 'maint', '--exclude', 'gige2', '--system', 'vcluster', '--partition', 'gige',
               '--plan')
     assert 'link test vcluster:gige gige: full: 3 nodes, 12 rounds' in res.stdout, res.stdout + res.stderr
+    # and one Slurm has drained: named, and planned without, as the run leaves it out (a one-stream round a
+    # direction, twice)
+    CLUSTER.but(drained={'gige3': 'bad cable'}).install(tmp_path / 'bin')
+    res = run(env, '--reservation', 'maint', '--exclude', 'gige2', '--system', 'vcluster', '--partition', 'gige',
+              '--plan')
+    assert 'post-maintenance: gige3 (gige): drained (drained; reason: bad cable): left out (--strict fails the run ' \
+           'for it)' in res.stderr.splitlines(), res.stderr
+    assert 'link test vcluster:gige gige: full: 2 nodes, 4 rounds, 4 directed streams (1 links)' in res.stdout, \
+        res.stdout + res.stderr
+    CLUSTER.install(tmp_path / 'bin')
     res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--partition', 'gige', '--plan',
               '--links', 'topology')
     assert 'no topology plan: ' in res.stdout

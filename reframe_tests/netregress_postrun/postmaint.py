@@ -76,6 +76,12 @@ def _minutes(text: str) -> float:
     return value
 
 
+def _directory(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError('an empty directory name')
+    return Path(text)
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap = _Parser(prog='ci/post-maintenance', description=__doc__.split('\n\n')[0])
     ap.add_argument('--reservation', help='Slurm reservation holding the nodes that came back')
@@ -84,7 +90,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument('--partition', help='only this partition of the system (needs --system)')
     ap.add_argument('--exclude', help="Slurm host list of nodes of the set not to use nor cover ('n[003,007]')")
     ap.add_argument('--tags', default='ci', help="ReFrame tag filter (default: ci; 'all' for the whole suite)")
-    ap.add_argument('--output', type=Path, help='where the report goes (default: run/post-maintenance/<UTC stamp>)')
+    ap.add_argument('--output', type=Path,
+                    help='where the report goes (default: <run directory>/post-maintenance/<UTC stamp>)')
+    ap.add_argument('--prefix', type=_directory,
+                    help="where everything of the run is written, ReFrame's --prefix (default: RFM_PREFIX, else "
+                         "the system's run directory: run/ for ours, the site's prefix for its own)")
     ap.add_argument('--threshold', type=runreport.percent, default=DEFAULT_THRESHOLD_PCT,
                     help=f'list changes of at least this many percent (default {DEFAULT_THRESHOLD_PCT:g})')
     ap.add_argument('--no-compare', action='store_true', help='skip the comparison with earlier runs')
@@ -116,8 +126,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--exclude NODELIST] [--system NAME] '
-         '[--partition NAME] [--tags EXPR] [--links full|sample|topology] [--plan] [--output DIR] [--threshold PCT] '
-         '[--no-compare] [--dry-run]')
+         '[--partition NAME] [--tags EXPR] [--links full|sample|topology] [--plan] [--output DIR] [--prefix DIR] '
+         '[--threshold PCT] [--no-compare] [--dry-run]')
 
 
 def node_plan(where: scope.Scope, *, runner: slurm.Runner = slurm.run_command) -> Plan:
@@ -328,6 +338,8 @@ def comparison(report_path: Path, threshold: float) -> list[str]:
 def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.prefix:       # ReFrame's prefix, the state directory's (unless NETREGRESS_STATE), the report's
+            os.environ['RFM_PREFIX'] = str(args.prefix.resolve())
         try:
             where = scope.from_options(args)
         except scope.ScopeError as err:

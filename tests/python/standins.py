@@ -111,9 +111,11 @@ class Cluster:
 
 
 REFRAME = r'''#!/bin/sh
-# ReFrame's run: records its arguments in $FAKE_ARGS, prints $FAKE_LOG, writes $FAKE_REPORT where --report-file
-# says and stores it like ReFrame's results storage (with $FAKE_PYTHON), exits $FAKE_RC
+# ReFrame's run: records its arguments in $FAKE_ARGS (and the prefix it was given, RFM_PREFIX, in $FAKE_ARGS.env),
+# prints $FAKE_LOG, writes $FAKE_REPORT where --report-file says and stores it like ReFrame's results storage (with
+# $FAKE_PYTHON), exits $FAKE_RC
 echo "$@" > "$FAKE_ARGS"
+echo "RFM_PREFIX=${RFM_PREFIX:-}" > "$FAKE_ARGS.env"
 [ -n "${FAKE_LOG:-}" ] && echo "$FAKE_LOG"
 while [ $# -gt 0 ]; do [ "$1" = --report-file ] && out=$2; shift; done
 [ -n "$FAKE_REPORT" ] && cp "$FAKE_REPORT" "$out" && "$FAKE_PYTHON" -m netregress_postrun.history import "$out" >/dev/null

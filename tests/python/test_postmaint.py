@@ -54,6 +54,7 @@ def run(env, *args, **extra):
     (['--reservation', 'r1;reboot'], 'shell metacharacters'),
     (['--nodes', 'gige[1-2],nowhere7', '--system', 'vcluster'], 'nodes in no partition of vcluster: nowhere7'),
     (['--nodes', 'n1', '--system', 'local'], '--nodes needs Slurm partitions; system local has none'),
+    (['--nodes', 'n1', '--prefix', ' '], 'argument --prefix: an empty directory name'),
 ])
 def test_argument_errors_exit_2(env, args, message):
     res = run(env, *args)
@@ -80,6 +81,22 @@ def test_nodes_are_the_set_to_cover_not_a_nodelist(env, tmp_path):
     assert '--system vcluster:gige' in res.stdout
     res = run(env, '--reservation', 'maint', '--dry-run')
     assert '-J reservation=maint' in res.stdout and '-t ci' in res.stdout
+
+
+def test_prefix_is_where_the_run_writes(env, tmp_path):
+    """--prefix: ReFrame's prefix (RFM_PREFIX of its run), the report's default directory and the state
+    directory when NETREGRESS_STATE is not set, as tools/validate's --prefix."""
+    env = {k: v for k, v in env.items() if k not in ('NETREGRESS_STATE', 'RFM_PREFIX')}
+    prefix, ran = tmp_path / 'px', tmp_path / 'ran.json'
+    report(ran, T0, [case(LAT, 'openmpi4', nodes=('gige1', 'gige2'), perf={'rtt_us': (11.0, 11.0, 'us')})])
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--prefix', str(prefix), '--no-compare',
+              FAKE_REPORT=str(ran))
+    out = Path(res.stdout.splitlines()[-1].split()[1]).parent
+    assert out.parent == prefix / 'post-maintenance', res.stdout + res.stderr
+    assert Path(env['FAKE_ARGS'] + '.env').read_text() == f'RFM_PREFIX={prefix}\n'
+    assert (prefix / 'state' / 'reframe' / 'results.db').is_file()       # where the stand-in stored the run
+    help_text = subprocess.run([TOOL, '--help'], capture_output=True, text=True, timeout=60).stdout
+    assert '--prefix DIR' in help_text and help_text.splitlines()[-1].startswith('Exit: 0 pass')
 
 
 def test_a_reservation_that_refuses_the_user_stops_the_run_before_it_starts(env, tmp_path):

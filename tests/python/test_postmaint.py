@@ -99,6 +99,23 @@ def test_prefix_is_where_the_run_writes(env, tmp_path):
     assert '--prefix DIR' in help_text and help_text.splitlines()[-1].startswith('Exit: 0 pass')
 
 
+def test_a_venv_the_user_cannot_run_is_one_line(env, tmp_path):
+    """A shared install whose venv links to an interpreter in someone's private home: the tools fell back to
+    python3 and stopped on ModuleNotFoundError: No module named 'reframe'."""
+    venv = tmp_path / 'deps' / 'venv' / 'bin'
+    venv.mkdir(parents=True)
+    (venv / 'python').symlink_to(tmp_path / 'private' / 'python3')
+    (tmp_path / 'bare-python').write_text('#!/bin/sh\nexit 1\n')            # a Python without ReFrame
+    (tmp_path / 'bare-python').chmod(0o755)
+    res = run(env, '--reservation', 'maint', '--plan', NETREGRESS_DEPS=str(tmp_path / 'deps'),
+              NETREGRESS_PYTHON=str(tmp_path / 'bare-python'))
+    assert res.returncode == 2 and res.stdout == ''
+    assert res.stderr == (f'post-maintenance: no Python with ReFrame: {venv}/python is there but {getpass.getuser()} '
+                          f'cannot run it (it, or the interpreter it links to, is not readable for '
+                          f'{getpass.getuser()}), and {tmp_path}/bare-python has no ReFrame; set NETREGRESS_DEPS to a '
+                          f'venv you may run, or NETREGRESS_PYTHON\n')
+
+
 def test_a_reservation_that_refuses_the_user_stops_the_run_before_it_starts(env, tmp_path):
     """Made for other users only, the reservation would refuse every sbatch of the run: one line, exit 2, nothing
     run (no ReFrame arguments written)."""

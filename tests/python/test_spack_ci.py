@@ -125,8 +125,9 @@ def test_maintenance_pipelines_run_post_maintenance_only(gitlab, github):
 # --- the scripts, run: the paths the tools write to are the ones the templates publish ------------------------------
 
 STAND_IN = r'''#!/bin/bash
-# stand-in ReFrame: --list answers; a run writes its JUnit and report where told, and what it was asked
-echo "$*" >> "$FAKE_DIR/calls"
+# stand-in ReFrame: --list answers; a run writes its JUnit and report where told, and what it was asked (after the
+# prefix it was given)
+echo "RFM_PREFIX=${RFM_PREFIX:-} $*" >> "$FAKE_DIR/calls"
 for a in "$@"; do [ "$a" = --list ] && exit 0; done
 while [ $# -gt 0 ]; do
   case $1 in --report-junit) echo '<testsuites/>' > "$2" ;; --report-file) echo '{"runs": []}' > "$2" ;; esac
@@ -218,10 +219,15 @@ def test_the_post_maintenance_job_writes_its_junit_where_it_is_published(gitlab,
     run_script(jobs['netregress-post-maintenance']['script'][0], env, project)
     assert published(jobs['netregress-post-maintenance']['artifacts']['reports']['junit'], project) == \
         ['run/ci/post-maintenance/junit-maintenance.xml']
-    assert '-J reservation=maint' in (tmp_path / 'calls').read_text()
+    # everything of the run under run/ci, the artifact, as the suite's (ReFrame's stage, logs and perflogs)
+    run = next(c for c in (tmp_path / 'calls').read_text().splitlines() if ' -r ' in f' {c} ')
+    assert run.startswith(f'RFM_PREFIX={project}/run/ci ') and '-J reservation=maint' in run
+    assert jobs['netregress-post-maintenance']['artifacts']['paths'] == ['run/ci/']
     (project / 'run/ci/post-maintenance/junit-maintenance.xml').unlink()
     gh = next(s['run'] for s in github['jobs']['netregress']['steps'] if s.get('name') == 'post-maintenance validation')
     res = run_script(gh, env)
+    runs = [c for c in (tmp_path / 'calls').read_text().splitlines() if ' -r ' in f' {c} ']
+    assert len(runs) == 2 and runs[-1].startswith(f'RFM_PREFIX={project}/run/ci ')
     junit = next(s for s in github['jobs']['netregress']['steps'] if 'junit' in s.get('uses', ''))
     assert sum(len(published(p, project)) for p in junit['with']['report_paths'].split(',')) == 1, \
         f'exit {res.returncode}\n' + res.stdout[-3000:] + res.stderr[-2000:]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import standins
+
 ROOT = Path(__file__).resolve().parents[2]
 yaml = pytest.importorskip('yaml')
 GITLAB = ROOT / 'ci' / 'gitlab-ci.yml'
@@ -134,13 +136,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 '''
-#: Slurm of a two-partition cluster, fast[1-2] and gige[1-2]; reservations hold gige[1-2]
-SLURM = {'sinfo': '#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -N) rows=1 ;; -p) parts=$2 ;; esac; shift; done\n'
-                  'for p in $(echo "$parts" | tr , " "); do\n'
-                  '  if [ -n "$rows" ]; then echo "$p|${p}1|idle|none"; echo "$p|${p}2|idle|none"; else echo "$p[1-2]"; fi\n'
-                  'done\n',
-         'scontrol': '#!/bin/sh\ncase $2 in hostnames) echo "${3%%[*}1"; echo "${3%%[*}2" ;;\n'
-                     '  reservation) echo "ReservationName=$3 Nodes=gige[1-2]" ;; *) exit 1 ;; esac\n'}
+#: Slurm of a two-partition cluster, fast[1-2] and gige[1-2]; reservation maint holds gige[1-2]
+CLUSTER = standins.Cluster(partitions={p: [f'{p}1', f'{p}2'] for p in ('fast', 'gige')},
+                           reservations={'maint': ['gige1', 'gige2']})
 #: a site with that cluster (not the vcluster: nothing here may bring it up)
 SITE = '''
 def part(name):
@@ -157,8 +155,8 @@ def script_env(tmp_path, **values):
     deps = tmp_path / 'deps' / 'venv' / 'bin'
     deps.mkdir(parents=True)
     (deps / 'python').write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
-    for path, text in [(deps / 'python', None), (bin_dir / 'reframe', STAND_IN),
-                       *((bin_dir / k, v) for k, v in SLURM.items())]:
+    CLUSTER.install(bin_dir)
+    for path, text in [(deps / 'python', None), (bin_dir / 'reframe', STAND_IN)]:
         if text is not None:
             path.write_text(text)
         path.chmod(0o755)

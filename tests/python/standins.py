@@ -4,6 +4,8 @@
   with reasons, reservations, the switch tree) from files :meth:`Cluster.install` writes beside them.
 * :data:`REFRAME`: ReFrame's run, writing a given report where ``--report-file`` says and storing it in the
   results database as ReFrame would (:func:`install_reframe`).
+* :data:`LMOD`: a site's Lmod as ReFrame's ``lmod`` modules system asks it (``$LMOD_CMD``): its version, and
+  Python code that changes nothing for a load (:func:`install_lmod`).
 
 Plain ``sh`` and ``awk``, so that any user the test runs a tool as (``nobody``) can run them, and a 10,000-node
 cluster costs no more than a 4-node one per call. What the Slurm ones answer, as Slurm does::
@@ -129,3 +131,19 @@ def install_reframe(bin_dir: Path) -> Path:
     (bin_dir / 'reframe').write_text(REFRAME)
     (bin_dir / 'reframe').chmod(0o755)
     return bin_dir / 'reframe'
+
+
+LMOD = r'''#!/bin/sh
+# Lmod as ReFrame's modules system asks it: $LMOD_CMD --version (on stderr), $LMOD_CMD python load|unload ... (the
+# Python code that would change the environment: none)
+[ "${1:-}" = --version ] && echo 'Modules based on Lua: Version 8.7.32 2023-08-28 (stand-in)' >&2
+exit 0
+'''
+
+
+def install_lmod(bin_dir: Path) -> Path:
+    """:data:`LMOD` as ``bin_dir/lmod``; its path (for ``LMOD_CMD``)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / 'lmod').write_text(LMOD)
+    (bin_dir / 'lmod').chmod(0o755)
+    return bin_dir / 'lmod'

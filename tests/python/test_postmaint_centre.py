@@ -3,8 +3,9 @@
 The centre: a fat tree of 10 leaf switches of 40 nodes (Slurm partition ``compute``, the example site's ``ib``
 partition), a maintenance reservation of all 400 in which Slurm has drained one node (with a reason) and from which
 the admin excludes another (``--exclude``); the site directory a copy of config/sites/example outside the checkout
-(``--site``); everything a run writes under ``--prefix``, the state directory too (no NETREGRESS_STATE). Slurm is the
-stand-ins of tests/python/standins.py, ReFrame's run the stand-in there or the real ReFrame's ``--dry-run``.
+(``--site``), its MPI stacks Lmod modules (``modules_system: lmod``, as docs/site.md step 2 says); everything a run
+writes under ``--prefix``, the state directory too (no NETREGRESS_STATE). Slurm and Lmod are the stand-ins of
+tests/python/standins.py, ReFrame's run the stand-in there or the real ReFrame's ``--dry-run``.
 
 Then the same as an ordinary user, ``nobody`` when the test runs as root (setpriv), else the user running it, from a
 read-only copy of the checkout, with the site readable but not writable (the centre's) and HOME and the prefix of
@@ -103,14 +104,19 @@ def files_under(top: Path) -> set[str]:
 
 @pytest.fixture(scope='module')
 def centre() -> Iterator[dict]:
-    """The centre's directories in one temporary directory everyone may enter: ``site`` (the example site, the
-    centre's own), ``bin`` (the Slurm stand-ins), ``checkout`` (a read-only copy), and per test ``home`` and
-    ``prefix`` (:func:`user_dirs`)."""
+    """The centre's directories in one temporary directory everyone may enter: ``site`` (the example site with
+    its MPI stacks from Lmod, the centre's own), ``bin`` (the Slurm and Lmod stand-ins), ``checkout`` (a read-only
+    copy), and per test those of the user (:func:`user_dirs`)."""
     top = Path(tempfile.mkdtemp(prefix='nr-centre-'))
     top.chmod(0o755)
     try:
         shutil.copytree(ROOT / 'config' / 'sites' / 'example', top / 'site')
+        settings = (top / 'site' / 'settings.py').read_text()
+        assert "'modules_system': 'nomod'," in settings, 'the example site names its modules system otherwise now'
+        (top / 'site' / 'settings.py').write_text(settings.replace("'modules_system': 'nomod',",
+                                                                   "'modules_system': 'lmod',"))
         CLUSTER.install(top / 'bin')
+        standins.install_lmod(top / 'bin')
         copy_of_checkout(top / 'checkout')
         yield {'top': top, 'site': top / 'site', 'bin': top / 'bin', 'checkout': top / 'checkout'}
     finally:
@@ -122,7 +128,7 @@ def centre() -> Iterator[dict]:
 
 @pytest.fixture
 def user_dirs(centre, request) -> dict:
-    """HOME and the prefix of one test, owned by the user the suite runs as."""
+    """HOME, the prefix and a working directory of one test, owned by the user the suite runs as."""
     user = centre_user()
     base = centre['top'] / request.node.name.replace('[', '-').replace(']', '')
     dirs = {'home': base / 'home', 'prefix': base / 'prefix', 'work': base / 'work'}
@@ -134,11 +140,13 @@ def user_dirs(centre, request) -> dict:
 
 
 def centre_env(centre, dirs, **extra) -> dict[str, str]:
-    """The user's environment: the stand-ins first on PATH, HOME of their own, no state, prefix or site of ours."""
+    """The user's environment: the stand-ins first on PATH, the site's Lmod, HOME of their own, no state, prefix
+    or site of ours."""
     env = {k: v for k, v in os.environ.items()
            if k not in ('NETREGRESS_STATE', 'NETREGRESS_SITE', 'RFM_PREFIX', 'PYTHONPATH', 'XDG_STATE_HOME')}
     env.update(PATH=f'{centre["bin"]}:{os.environ["PATH"]}', HOME=str(dirs['home']),
-               NETREGRESS_DEPS=str(paths.deps_dir()), NETREGRESS_PYTHON=sys.executable, **extra)
+               LMOD_CMD=str(centre['bin'] / 'lmod'), NETREGRESS_DEPS=str(paths.deps_dir()),
+               NETREGRESS_PYTHON=sys.executable, **extra)
     return env
 
 
@@ -258,7 +266,7 @@ def test_an_ordinary_user_runs_it_from_a_read_only_checkout_and_writes_only_unde
 def test_reframe_dry_run_of_the_link_test_as_an_ordinary_user(centre, user_dirs, ordinary_user):
     """The command line the front end prints (``--dry-run``), run by the real ReFrame with ``--dry-run`` instead
     of ``-r``: the checks load with the centre's site, the link test asks Slurm (the stand-ins) for its nodes and
-    writes its job script, all under the prefix."""
+    writes its job script, loading the site's MPI module, all under the prefix."""
     checkout, prefix = centre['checkout'], user_dirs['prefix']
     before = listing(checkout)
     dry = front_end(checkout, centre, user_dirs, '--tags', 'links', '--dry-run', user=ordinary_user)
@@ -289,4 +297,5 @@ def test_reframe_dry_run_of_the_link_test_as_an_ordinary_user(centre, user_dirs,
     (nodelist,) = re.findall(r'^#SBATCH --nodelist=(\S+)$', job, re.M)
     assert slurm.expand_hostlist(nodelist) == IN_PLAN
     assert f'#SBATCH --reservation={RESERVATION}\n' in job and '#SBATCH --partition=compute\n' in job
+    assert '\nmodule load openmpi/4.1.6\n' in job                 # the site's MPI build, its Lmod module
     assert listing(checkout) == before and files_under(user_dirs['home']) == set()

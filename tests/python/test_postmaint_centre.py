@@ -246,6 +246,10 @@ def test_an_ordinary_user_runs_it_from_a_read_only_checkout_and_writes_only_unde
     assert lines[-2] == f'RESULT: PASS (1/1 test cases passed, 0 failed, 0 skipped; 1 node(s) left out: {DRAINED})'
     out = Path(lines[-1].split()[1]).parent
     assert out.parent == prefix / 'post-maintenance', lines[-1]
+    # compared with the runs before, from the results database and the baselines of the prefix's state directory
+    assert '== what changed since the last passing run (before the maintenance): 0 of 1 figures moved' in res.stdout
+    assert "against this host's baseline: 0 of 0 figures moved" in res.stdout
+    assert f'{prefix}/state/baselines/site-example/' in res.stdout, res.stdout
     args = shlex.split((prefix / 'reframe-args').read_text())
     assert ['-J', f'reservation={RESERVATION}', '-J', f'exclude={slurm.abbrev([DRAINED, EXCLUDED])}'] == \
         args[args.index('-J'):args.index('-J') + 4]

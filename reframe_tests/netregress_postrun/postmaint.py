@@ -388,11 +388,16 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        print(f'post-maintenance: cannot create {out}: {err}', file=sys.stderr)
-        return 1
+    # ReFrame keeps a log of its start in $TMPDIR (rfm-*.log, the run's and each comparison's): under the run
+    # directory with everything else of the run, as tools/validate does
+    tmp = run_root / 'tmp'
+    for directory in (out, tmp):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            print(f'post-maintenance: cannot create {directory}: {err}', file=sys.stderr)
+            return 1
+    os.environ['TMPDIR'] = str(tmp)
     log = out / 'reframe.log'
     with log.open('w') as fp:
         rc = run_bounded(cmd, fp, args.timeout * 60)

@@ -128,10 +128,10 @@ def centre() -> Iterator[dict]:
 
 @pytest.fixture
 def user_dirs(centre, request) -> dict:
-    """HOME, the prefix and a working directory of one test, owned by the user the suite runs as."""
+    """HOME, TMPDIR, the prefix and a working directory of one test, owned by the user the suite runs as."""
     user = centre_user()
     base = centre['top'] / request.node.name.replace('[', '-').replace(']', '')
-    dirs = {'home': base / 'home', 'prefix': base / 'prefix', 'work': base / 'work'}
+    dirs = {'home': base / 'home', 'tmp': base / 'tmp', 'prefix': base / 'prefix', 'work': base / 'work'}
     for path in (base, *dirs.values()):
         path.mkdir()
         if user is not None:
@@ -140,14 +140,14 @@ def user_dirs(centre, request) -> dict:
 
 
 def centre_env(centre, dirs, **extra) -> dict[str, str]:
-    """The user's environment: the stand-ins first on PATH, the site's Lmod, HOME of their own, no state, prefix
-    or site of ours."""
+    """The user's environment: the stand-ins first on PATH, the site's Lmod, HOME and TMPDIR of their own, no
+    state, prefix or site of ours."""
     env = {k: v for k, v in os.environ.items()
            if k not in ('NETREGRESS_STATE', 'NETREGRESS_SITE', 'RFM_PREFIX', 'PYTHONPATH', 'XDG_STATE_HOME')}
-    env.update(PATH=f'{centre["bin"]}:{os.environ["PATH"]}', HOME=str(dirs['home']),
+    env.update(PATH=f'{centre["bin"]}:{os.environ["PATH"]}', HOME=str(dirs['home']), TMPDIR=str(dirs['tmp']),
                LMOD_CMD=str(centre['bin'] / 'lmod'), NETREGRESS_DEPS=str(paths.deps_dir()),
-               NETREGRESS_PYTHON=sys.executable, **extra)
-    return env
+               NETREGRESS_PYTHON=sys.executable)
+    return {**env, **extra}
 
 
 def front_end(checkout: Path, centre, dirs, *args: str, user=None, **extra) -> subprocess.CompletedProcess:
@@ -254,9 +254,10 @@ def test_an_ordinary_user_runs_it_from_a_read_only_checkout_and_writes_only_unde
     assert ['-J', f'reservation={RESERVATION}', '-J', f'exclude={slurm.abbrev([DRAINED, EXCLUDED])}'] == \
         args[args.index('-J'):args.index('-J') + 4]
     assert f'-C {checkout}/config/settings.py -C {centre["site"]}/settings.py' in ' '.join(args)
-    # nothing written into the checkout, the site or HOME; the run's files, state included, under the prefix
+    # nothing written into the checkout, the site, HOME or TMPDIR (ReFrame's start-up logs); the run's files, its
+    # state included, under the prefix
     assert {what: listing(centre[what]) for what in ('checkout', 'site')} == before
-    assert files_under(user_dirs['home']) == set()
+    assert files_under(user_dirs['home']) == set() and files_under(user_dirs['tmp']) == set()
     written = files_under(prefix)
     stamp = str(out.relative_to(prefix))
     assert {f'{stamp}/report-maintenance.json', f'{stamp}/reframe.log', f'{stamp}/report/index.html',
@@ -280,8 +281,12 @@ def test_reframe_dry_run_of_the_link_test_as_an_ordinary_user(centre, user_dirs,
     report_file = Path(cmd[cmd.index('--report-file') + 1])
     assert report_file.parent.parent == prefix / 'post-maintenance'
     cmd[cmd.index('-r')] = '--dry-run'
+    # the environment the front end gives ReFrame (tools/lib/common.sh, postmaint.main)
+    (prefix / 'tmp').mkdir()
+    if ordinary_user is not None:
+        os.chown(prefix / 'tmp', ordinary_user.pw_uid, ordinary_user.pw_gid)
     env = centre_env(centre, user_dirs, RFM_PREFIX=str(prefix), NETREGRESS_SITE=str(centre['site']),
-                     PYTHONPATH=str(checkout / 'reframe_tests'))
+                     PYTHONPATH=str(checkout / 'reframe_tests'), TMPDIR=str(prefix / 'tmp'))
     res = subprocess.run(as_user(cmd, ordinary_user), capture_output=True, text=True, timeout=300,
                          cwd=user_dirs['work'], env=env)
     assert f"stage directory:   '{prefix}/stage'" in res.stdout, res.stdout[:2000] + res.stderr
@@ -303,3 +308,4 @@ def test_reframe_dry_run_of_the_link_test_as_an_ordinary_user(centre, user_dirs,
     assert f'#SBATCH --reservation={RESERVATION}\n' in job and '#SBATCH --partition=compute\n' in job
     assert '\nmodule load openmpi/4.1.6\n' in job                 # the site's MPI build, its Lmod module
     assert listing(checkout) == before and files_under(user_dirs['home']) == set()
+    assert files_under(user_dirs['tmp']) == set()

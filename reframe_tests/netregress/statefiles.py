@@ -45,6 +45,8 @@ def check_private(path: Path, what: str = 'state directory') -> None:
         st = os.lstat(path)
     except FileNotFoundError:
         raise StateError(f'{path}: {what} does not exist') from None
+    except OSError as err:          # a parent that is a file, or not searchable by this user
+        raise StateError(f'{path}: {what} cannot be used ({err.strerror})') from None
     if stat.S_ISLNK(st.st_mode):
         raise StateError(f'{path}: {what} is a symbolic link (to {os.readlink(path)}): refusing it; '
                          f'give the real directory')

@@ -76,6 +76,12 @@ def _minutes(text: str) -> float:
     return value
 
 
+def _directory(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError('an empty directory name')
+    return Path(text)
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap = _Parser(prog='ci/post-maintenance', description=__doc__.split('\n\n')[0])
     ap.add_argument('--reservation', help='Slurm reservation holding the nodes that came back')
@@ -84,7 +90,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument('--partition', help='only this partition of the system (needs --system)')
     ap.add_argument('--exclude', help="Slurm host list of nodes of the set not to use nor cover ('n[003,007]')")
     ap.add_argument('--tags', default='ci', help="ReFrame tag filter (default: ci; 'all' for the whole suite)")
-    ap.add_argument('--output', type=Path, help='where the report goes (default: run/post-maintenance/<UTC stamp>)')
+    ap.add_argument('--output', type=Path,
+                    help='where the report goes (default: <run directory>/post-maintenance/<UTC stamp>)')
+    ap.add_argument('--prefix', type=_directory,
+                    help="where everything of the run is written, ReFrame's --prefix (default: RFM_PREFIX, else "
+                         "the system's run directory: run/ for ours, the site's prefix for its own)")
     ap.add_argument('--threshold', type=runreport.percent, default=DEFAULT_THRESHOLD_PCT,
                     help=f'list changes of at least this many percent (default {DEFAULT_THRESHOLD_PCT:g})')
     ap.add_argument('--no-compare', action='store_true', help='skip the comparison with earlier runs')
@@ -116,8 +126,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 USAGE = ('usage: ci/post-maintenance (--reservation NAME | --nodes NODELIST) [--exclude NODELIST] [--system NAME] '
-         '[--partition NAME] [--tags EXPR] [--links full|sample|topology] [--plan] [--output DIR] [--threshold PCT] '
-         '[--no-compare] [--dry-run]')
+         '[--partition NAME] [--tags EXPR] [--links full|sample|topology] [--plan] [--output DIR] [--prefix DIR] '
+         '[--threshold PCT] [--no-compare] [--dry-run]')
 
 
 def node_plan(where: scope.Scope, *, runner: slurm.Runner = slurm.run_command) -> Plan:
@@ -140,18 +150,21 @@ def reservation_nodes(name: str, *, runner: slurm.Runner = slurm.run_command) ->
         return []
 
 
-def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
+def link_plans(where: scope.Scope, args: argparse.Namespace, plan: Plan | None, *,
                runner: slurm.Runner = slurm.run_command) -> list[str]:
-    """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs)."""
+    """``--plan``: per partition and fabric in scope, the link test's plan and what it costs (nothing runs), over
+    the nodes the run would use: those of the reservation or node list less ``where.exclude`` (``--exclude`` and
+    the nodes Slurm cannot use, as the node check before the run leaves them out)."""
     from netregress.measure import interconnects, linkplan, runplan
+    system = where.system
     table = interconnects.load()
     try:
         models = linkplan.cost_models()
     except ValueError as err:
         raise UsageError(f'link cost constants: {err}') from None
     wanted = set(reservation_nodes(args.reservation, runner=runner)) if args.reservation else None
-    if wanted is not None and args.exclude:
-        wanted -= set(scope.hostlist(args.exclude, '--exclude'))
+    if wanted is not None:
+        wanted -= set(where.exclude)
     lines = []
     for part in site.slurm_partitions(system):
         if args.partition and part['name'] != args.partition:
@@ -170,17 +183,17 @@ def link_plans(system: str, args: argparse.Namespace, plan: Plan | None, *,
                    and table.interconnect(f[3:]).nodes >= 2]
         extras = part.get('extras') or {}
         for fabric in fabrics:
-            where = f'{system}:{part["name"]} {fabric}'
+            label = f'{system}:{part["name"]} {fabric}'
             if len(nodes) < 2:
-                lines.append(f'{where}: {len(nodes)} node in scope, no link to test')
+                lines.append(f'{label}: {len(nodes)} node in scope, no link to test')
                 continue
             try:
                 lp, _ = runplan.make_plan(args.links, nodes, f'{system}:{part["name"]}:{fabric}', extras,
                                            advance=False, runner=runner)
             except (slurm.SlurmQueryError, ValueError) as err:
-                lines.append(f'{where}: no {args.links} plan: {err}')
+                lines.append(f'{label}: no {args.links} plan: {err}')
                 continue
-            lines.append(f'{where}: {linkplan.describe(lp, runplan.ROUND_TIME_S, models=models)}')
+            lines.append(f'{label}: {linkplan.describe(lp, runplan.ROUND_TIME_S, models=models)}')
     return lines
 
 
@@ -325,12 +338,15 @@ def comparison(report_path: Path, threshold: float) -> list[str]:
 def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_command) -> int:
     try:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.prefix:       # ReFrame's prefix, the state directory's (unless NETREGRESS_STATE), the report's
+            os.environ['RFM_PREFIX'] = str(args.prefix.resolve())
         try:
             where = scope.from_options(args)
         except scope.ScopeError as err:
             raise UsageError(str(err)) from None
         system = where.system
-        left_out = {} if args.plan else leave_out_unusable(where, args.strict, runner=runner)
+        # a plan is a forecast: it names the nodes Slurm cannot use now and plans without them, waiting for none
+        left_out = leave_out_unusable(where, args.strict, runner=runner, wait_s=0.0 if args.plan else NODE_WAIT_S)
         where = scope.excluding(where, [] if args.strict else list(left_out))
         plan = None
         if args.nodes:
@@ -363,7 +379,7 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
             print(f'post-maintenance: WARNING: site: {err}', file=sys.stderr)
     if args.plan:
         try:
-            for line in link_plans(system, args, plan, runner=runner):
+            for line in link_plans(where, args, plan, runner=runner):
                 print(f'link test {line}')
         except (UsageError, site.SiteError) as err:
             print(f'post-maintenance: {err}', file=sys.stderr)
@@ -372,11 +388,16 @@ def main(argv: Sequence[str] | None = None, *, runner: slurm.Runner = slurm.run_
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        print(f'post-maintenance: cannot create {out}: {err}', file=sys.stderr)
-        return 1
+    # ReFrame keeps a log of its start in $TMPDIR (rfm-*.log, the run's and each comparison's): under the run
+    # directory with everything else of the run, as tools/validate does
+    tmp = run_root / 'tmp'
+    for directory in (out, tmp):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            print(f'post-maintenance: cannot create {directory}: {err}', file=sys.stderr)
+            return 1
+    os.environ['TMPDIR'] = str(tmp)
     log = out / 'reframe.log'
     with log.open('w') as fp:
         rc = run_bounded(cmd, fp, args.timeout * 60)

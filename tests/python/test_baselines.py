@@ -539,6 +539,24 @@ class _FakeCheck:
     def asserted_absolute(self, name):
         return True
 
+    def is_dry_run(self):
+        return False
+
+
+def test_a_dry_run_is_not_judged(tmp_path, monkeypatch):
+    """ReFrame's --dry-run runs the performance stage's hooks with nothing measured: no reference is looked up (a
+    missing one failed every case of tools/validate --dry-run on a site without references yet)."""
+    from netregress.judge import bands
+    monkeypatch.setenv('NETREGRESS_STATE', str(tmp_path / 'state'))
+    check = _FakeCheck()
+    check.current_partition.extras = {}                 # a site's system: committed references, none written yet
+    check.is_dry_run = lambda: True
+    bands.apply(check)
+    assert check.missing_references == [] and not hasattr(check, 'reference')
+    check.is_dry_run = lambda: False
+    bands.apply(check)
+    assert check.missing_references, 'a real run without references fails'
+
 
 def test_a_changed_check_is_judged_by_this_versions_baseline_not_the_earlier_one(tmp_path, monkeypatch):
     """OSU's options changed (osu_latency -u 0 on a network): its gige round trips of 128 KiB-1 MiB read 12-14x

@@ -1,9 +1,10 @@
 """ci/post-maintenance: arguments, the node set it covers, its verdict from ReFrame 4.10 reports and the comparison
 with the runs before the maintenance.
 
-Slurm is faked by ``sinfo``/``scontrol`` scripts on PATH (partitions fast[1-4] and gige[1-4]), ReFrame's run by a
-script (``$REFRAME``) that writes a fixture report where ``--report-file`` says and stores it in the scratch
-results database as ReFrame would; the comparison itself is the real ReFrame's ``--performance-compare``.
+Slurm is faked by ``sinfo``/``scontrol`` stand-ins on PATH (partitions fast[1-4] and gige[1-4]), ReFrame's run by a
+stand-in (``$REFRAME``) that writes a fixture report where ``--report-file`` says and stores it in the scratch
+results database as ReFrame would (tests/python/standins.py); the comparison itself is the real ReFrame's
+``--performance-compare``.
 """
 import getpass
 import os
@@ -18,6 +19,7 @@ from netregress import scope
 from netregress.judge import baselines
 from netregress_postrun import postmaint
 from reports_fixture import LAT, T0, case, history_reports, report
+import standins
 
 # the vcluster system is a site (config/sites/vcluster): loaded through the layer, as a centre's is
 pytestmark = pytest.mark.usefixtures('vcluster_site')
@@ -25,44 +27,16 @@ pytestmark = pytest.mark.usefixtures('vcluster_site')
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = str(ROOT / 'ci' / 'post-maintenance')
 
-FAKE_SINFO = '''#!/bin/sh
-# sinfo -h -p PART -o %N | sinfo -h -N -p PART[,PART] -o '%P|%N|%T|%E' (the node named by $FAKE_DRAINED is drained)
-while [ $# -gt 0 ]; do case $1 in -p) parts=$2 ;; -N) rows=1 ;; esac; shift; done
-if [ -n "${rows:-}" ]; then
-  for part in $(echo "$parts" | tr , ' '); do for i in 1 2 3 4; do
-    state=idle; reason=none; [ "$part$i" = "${FAKE_DRAINED:-}" ] && state=drained && reason='bad cable'
-    echo "$part|$part$i|$state|$reason"
-  done; done
-  exit 0
-fi
-case $parts in fast) echo 'fast[1-4]' ;; gige) echo 'gige[1-4]' ;; *) exit 1 ;; esac
-'''
-FAKE_SCONTROL = '''#!/bin/sh
-# scontrol show hostnames 'x[1-4]' | scontrol show reservation NAME
-if [ "$2" = hostnames ]; then
-  base=${3%%[*}; for i in 1 2 3 4; do echo "$base$i"; done
-elif [ "$2" = reservation ] && [ "$3" = maint ]; then
-  echo "ReservationName=maint StartTime=now Nodes=gige[1-4] NodeCnt=4 Users=${FAKE_RES_USERS:-(null)}"
-else exit 1; fi
-'''
-FAKE_REFRAME = '''#!/bin/sh
-# writes $FAKE_REPORT where --report-file says, stores it like ReFrame's results storage, exits $FAKE_RC
-echo "$@" > "$FAKE_ARGS"
-[ -n "${FAKE_LOG:-}" ] && echo "$FAKE_LOG"
-while [ $# -gt 0 ]; do [ "$1" = --report-file ] && out=$2; shift; done
-[ -n "$FAKE_REPORT" ] && cp "$FAKE_REPORT" "$out" && "$FAKE_PYTHON" -m netregress_postrun.history import "$out" >/dev/null
-exit ${FAKE_RC:-0}
-'''
+#: The cluster the stand-ins answer for: Slurm partitions fast[1-4] and gige[1-4], reservation maint of gige[1-4]
+CLUSTER = standins.Cluster(partitions={p: [f'{p}{i}' for i in range(1, 5)] for p in ('fast', 'gige')},
+                           reservations={'maint': [f'gige{i}' for i in range(1, 5)]})
 
 
 @pytest.fixture
 def env(tmp_path):
-    bin_dir = tmp_path / 'bin'
-    bin_dir.mkdir()
-    for name, text in (('sinfo', FAKE_SINFO), ('scontrol', FAKE_SCONTROL), ('reframe', FAKE_REFRAME)):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    return {**os.environ, 'PATH': f'{bin_dir}:{os.environ["PATH"]}', 'REFRAME': str(bin_dir / 'reframe'),
+    bin_dir = CLUSTER.install(tmp_path / 'bin')
+    reframe = standins.install_reframe(bin_dir)
+    return {**os.environ, 'PATH': f'{bin_dir}:{os.environ["PATH"]}', 'REFRAME': str(reframe),
             'NETREGRESS_STATE': str(tmp_path / 'state'), 'FAKE_ARGS': str(tmp_path / 'args'),
             'FAKE_PYTHON': sys.executable, 'PYTHONPATH': str(ROOT / 'reframe_tests')}
 
@@ -80,6 +54,7 @@ def run(env, *args, **extra):
     (['--reservation', 'r1;reboot'], 'shell metacharacters'),
     (['--nodes', 'gige[1-2],nowhere7', '--system', 'vcluster'], 'nodes in no partition of vcluster: nowhere7'),
     (['--nodes', 'n1', '--system', 'local'], '--nodes needs Slurm partitions; system local has none'),
+    (['--nodes', 'n1', '--prefix', ' '], 'argument --prefix: an empty directory name'),
 ])
 def test_argument_errors_exit_2(env, args, message):
     res = run(env, *args)
@@ -108,11 +83,44 @@ def test_nodes_are_the_set_to_cover_not_a_nodelist(env, tmp_path):
     assert '-J reservation=maint' in res.stdout and '-t ci' in res.stdout
 
 
+def test_prefix_is_where_the_run_writes(env, tmp_path):
+    """--prefix: ReFrame's prefix (RFM_PREFIX of its run), the report's default directory and the state
+    directory when NETREGRESS_STATE is not set, as tools/validate's --prefix."""
+    env = {k: v for k, v in env.items() if k not in ('NETREGRESS_STATE', 'RFM_PREFIX')}
+    prefix, ran = tmp_path / 'px', tmp_path / 'ran.json'
+    report(ran, T0, [case(LAT, 'openmpi4', nodes=('gige1', 'gige2'), perf={'rtt_us': (11.0, 11.0, 'us')})])
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--prefix', str(prefix), '--no-compare',
+              FAKE_REPORT=str(ran))
+    out = Path(res.stdout.splitlines()[-1].split()[1]).parent
+    assert out.parent == prefix / 'post-maintenance', res.stdout + res.stderr
+    assert Path(env['FAKE_ARGS'] + '.env').read_text() == f'RFM_PREFIX={prefix}\n'
+    assert (prefix / 'state' / 'reframe' / 'results.db').is_file()       # where the stand-in stored the run
+    help_text = subprocess.run([TOOL, '--help'], capture_output=True, text=True, timeout=60).stdout
+    assert '--prefix DIR' in help_text and help_text.splitlines()[-1].startswith('Exit: 0 pass')
+
+
+def test_a_venv_the_user_cannot_run_is_one_line(env, tmp_path):
+    """A shared install whose venv links to an interpreter in someone's private home: the tools fell back to
+    python3 and stopped on ModuleNotFoundError: No module named 'reframe'."""
+    venv = tmp_path / 'deps' / 'venv' / 'bin'
+    venv.mkdir(parents=True)
+    (venv / 'python').symlink_to(tmp_path / 'private' / 'python3')
+    (tmp_path / 'bare-python').write_text('#!/bin/sh\nexit 1\n')            # a Python without ReFrame
+    (tmp_path / 'bare-python').chmod(0o755)
+    res = run(env, '--reservation', 'maint', '--plan', NETREGRESS_DEPS=str(tmp_path / 'deps'),
+              NETREGRESS_PYTHON=str(tmp_path / 'bare-python'))
+    assert res.returncode == 2 and res.stdout == ''
+    assert res.stderr == (f'post-maintenance: no Python with ReFrame: {venv}/python is there but {getpass.getuser()} '
+                          f'cannot run it (it, or the interpreter it links to, is not readable for '
+                          f'{getpass.getuser()}), and {tmp_path}/bare-python has no ReFrame; set NETREGRESS_DEPS to a '
+                          f'venv you may run, or NETREGRESS_PYTHON\n')
+
+
 def test_a_reservation_that_refuses_the_user_stops_the_run_before_it_starts(env, tmp_path):
     """Made for other users only, the reservation would refuse every sbatch of the run: one line, exit 2, nothing
     run (no ReFrame arguments written)."""
-    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'ru'),
-              FAKE_RES_USERS='operator1')
+    CLUSTER.but(reservation_users={'maint': ['operator1']}).install(tmp_path / 'bin')
+    res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'ru'))
     assert res.returncode == 2, res.stdout + res.stderr
     refused = res.stderr.split('post-maintenance: reservation maint does not admit ')[1].split(', who')[0]
     assert getpass.getuser() in refused.split(', '), res.stderr
@@ -167,6 +175,16 @@ def test_plan_prints_the_link_tests_rounds_steps_and_time_and_runs_nothing(env, 
     res = run(env, '--reservation', 'maint', '--exclude', 'gige2', '--system', 'vcluster', '--partition', 'gige',
               '--plan')
     assert 'link test vcluster:gige gige: full: 3 nodes, 12 rounds' in res.stdout, res.stdout + res.stderr
+    # and one Slurm has drained: named, and planned without, as the run leaves it out (a one-stream round a
+    # direction, twice)
+    CLUSTER.but(drained={'gige3': 'bad cable'}).install(tmp_path / 'bin')
+    res = run(env, '--reservation', 'maint', '--exclude', 'gige2', '--system', 'vcluster', '--partition', 'gige',
+              '--plan')
+    assert 'post-maintenance: gige3 (gige): drained (drained; reason: bad cable): left out (--strict fails the run ' \
+           'for it)' in res.stderr.splitlines(), res.stderr
+    assert 'link test vcluster:gige gige: full: 2 nodes, 4 rounds, 4 directed streams (1 links)' in res.stdout, \
+        res.stdout + res.stderr
+    CLUSTER.install(tmp_path / 'bin')
     res = run(env, '--nodes', 'gige[1-4]', '--system', 'vcluster', '--partition', 'gige', '--plan',
               '--links', 'topology')
     assert 'no topology plan: ' in res.stdout
@@ -270,8 +288,9 @@ def test_a_drained_node_of_the_reservation_is_named_and_left_out_unless_strict(e
     every = tmp_path / 'every.json'
     report(every, T0 + 5000, [case(LAT, 'openmpi4', nodes=('gige1', 'gige2'), perf={'rtt_us': (11.0, 11.0, 'us')}),
                               case(LAT, 'mpich4', nodes=('gige4', 'gige1'), perf={'rtt_us': (12.0, 12.0, 'us')})])
+    CLUSTER.but(drained={'gige3': 'bad cable'}).install(tmp_path / 'bin')
     res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'ok'),
-              '--no-compare', FAKE_REPORT=str(every), FAKE_DRAINED='gige3')
+              '--no-compare', FAKE_REPORT=str(every))
     assert res.returncode == 0, res.stdout + res.stderr
     assert 'post-maintenance: gige3 (gige): drained (drained; reason: bad cable): left out' in res.stderr
     assert res.stdout.splitlines()[-2] == ('RESULT: PASS (2/2 test cases passed, 0 failed, 0 skipped; '
@@ -279,7 +298,7 @@ def test_a_drained_node_of_the_reservation_is_named_and_left_out_unless_strict(e
     args = shlex.split(Path(env['FAKE_ARGS']).read_text())
     assert args[args.index('reservation=maint') + 1:args.index('reservation=maint') + 3] == ['-J', 'exclude=gige3']
     res = run(env, '--reservation', 'maint', '--system', 'vcluster', '--output', str(tmp_path / 'strict'),
-              '--no-compare', '--strict', FAKE_REPORT=str(every), FAKE_DRAINED='gige3')
+              '--no-compare', '--strict', FAKE_REPORT=str(every))
     assert res.returncode == 1
     assert 'NOT COVERED gige3' in res.stdout and 'exclude=' not in Path(env['FAKE_ARGS']).read_text()
 

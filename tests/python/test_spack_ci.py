@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import standins
+
 ROOT = Path(__file__).resolve().parents[2]
 yaml = pytest.importorskip('yaml')
 GITLAB = ROOT / 'ci' / 'gitlab-ci.yml'
@@ -125,21 +127,18 @@ def test_maintenance_pipelines_run_post_maintenance_only(gitlab, github):
 # --- the scripts, run: the paths the tools write to are the ones the templates publish ------------------------------
 
 STAND_IN = r'''#!/bin/bash
-# stand-in ReFrame: --list answers; a run writes its JUnit and report where told, and what it was asked
-echo "$*" >> "$FAKE_DIR/calls"
+# stand-in ReFrame: --list answers; a run writes its JUnit and report where told, and what it was asked (after the
+# prefix it was given)
+echo "RFM_PREFIX=${RFM_PREFIX:-} $*" >> "$FAKE_DIR/calls"
 for a in "$@"; do [ "$a" = --list ] && exit 0; done
 while [ $# -gt 0 ]; do
   case $1 in --report-junit) echo '<testsuites/>' > "$2" ;; --report-file) echo '{"runs": []}' > "$2" ;; esac
   shift
 done
 '''
-#: Slurm of a two-partition cluster, fast[1-2] and gige[1-2]; reservations hold gige[1-2]
-SLURM = {'sinfo': '#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -N) rows=1 ;; -p) parts=$2 ;; esac; shift; done\n'
-                  'for p in $(echo "$parts" | tr , " "); do\n'
-                  '  if [ -n "$rows" ]; then echo "$p|${p}1|idle|none"; echo "$p|${p}2|idle|none"; else echo "$p[1-2]"; fi\n'
-                  'done\n',
-         'scontrol': '#!/bin/sh\ncase $2 in hostnames) echo "${3%%[*}1"; echo "${3%%[*}2" ;;\n'
-                     '  reservation) echo "ReservationName=$3 Nodes=gige[1-2]" ;; *) exit 1 ;; esac\n'}
+#: Slurm of a two-partition cluster, fast[1-2] and gige[1-2]; reservation maint holds gige[1-2]
+CLUSTER = standins.Cluster(partitions={p: [f'{p}1', f'{p}2'] for p in ('fast', 'gige')},
+                           reservations={'maint': ['gige1', 'gige2']})
 #: a site with that cluster (not the vcluster: nothing here may bring it up)
 SITE = '''
 def part(name):
@@ -156,8 +155,8 @@ def script_env(tmp_path, **values):
     deps = tmp_path / 'deps' / 'venv' / 'bin'
     deps.mkdir(parents=True)
     (deps / 'python').write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
-    for path, text in [(deps / 'python', None), (bin_dir / 'reframe', STAND_IN),
-                       *((bin_dir / k, v) for k, v in SLURM.items())]:
+    CLUSTER.install(bin_dir)
+    for path, text in [(deps / 'python', None), (bin_dir / 'reframe', STAND_IN)]:
         if text is not None:
             path.write_text(text)
         path.chmod(0o755)
@@ -218,10 +217,15 @@ def test_the_post_maintenance_job_writes_its_junit_where_it_is_published(gitlab,
     run_script(jobs['netregress-post-maintenance']['script'][0], env, project)
     assert published(jobs['netregress-post-maintenance']['artifacts']['reports']['junit'], project) == \
         ['run/ci/post-maintenance/junit-maintenance.xml']
-    assert '-J reservation=maint' in (tmp_path / 'calls').read_text()
+    # everything of the run under run/ci, the artifact, as the suite's (ReFrame's stage, logs and perflogs)
+    run = next(c for c in (tmp_path / 'calls').read_text().splitlines() if ' -r ' in f' {c} ')
+    assert run.startswith(f'RFM_PREFIX={project}/run/ci ') and '-J reservation=maint' in run
+    assert jobs['netregress-post-maintenance']['artifacts']['paths'] == ['run/ci/']
     (project / 'run/ci/post-maintenance/junit-maintenance.xml').unlink()
     gh = next(s['run'] for s in github['jobs']['netregress']['steps'] if s.get('name') == 'post-maintenance validation')
     res = run_script(gh, env)
+    runs = [c for c in (tmp_path / 'calls').read_text().splitlines() if ' -r ' in f' {c} ']
+    assert len(runs) == 2 and runs[-1].startswith(f'RFM_PREFIX={project}/run/ci ')
     junit = next(s for s in github['jobs']['netregress']['steps'] if 'junit' in s.get('uses', ''))
     assert sum(len(published(p, project)) for p in junit['with']['report_paths'].split(',')) == 1, \
         f'exit {res.returncode}\n' + res.stdout[-3000:] + res.stderr[-2000:]

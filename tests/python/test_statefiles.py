@@ -42,6 +42,12 @@ def test_a_symlinked_state_directory_is_refused(tmp_path):
         statefiles.private_dir(tmp_path / 'state')
 
 
+def test_a_state_directory_under_a_file_is_one_line(tmp_path):
+    (tmp_path / 'file').write_text('')
+    with pytest.raises(statefiles.StateError, match=r'file/state: state directory cannot be used \(Not a directory\)'):
+        statefiles.private_dir(tmp_path / 'file' / 'state')
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason='needs root to give a directory to another user')
 def test_a_directory_of_another_user_is_refused(tmp_path):
     path = tmp_path / 'state'

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import standins
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PY = Path(sys.executable)
 REAL_REFRAME = VENV_PY.parent / 'reframe'
@@ -26,13 +28,8 @@ echo running
 wait
 '''
 #: Slurm of a cluster `cl`: partitions fast[1-2] and gige[1-2]; reservation maint holds gige[1-2]; gige2 drained
-SLURM = {'sinfo': '#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -N) rows=1 ;; -p) parts=$2 ;; esac; shift; done\n'
-                  'for p in $(echo "$parts" | tr , " "); do for i in 1 2; do\n'
-                  '  s=idle; [ "$p$i" = gige2 ] && s=drained\n'
-                  '  if [ -n "$rows" ]; then echo "$p|$p$i|$s|fan"; fi\n'
-                  'done; [ -n "$rows" ] || echo "$p[1-2]"; done\n',
-         'scontrol': '#!/bin/sh\ncase $2 in hostnames) echo "${3%%[*}1"; echo "${3%%[*}2" ;;\n'
-                     '  reservation) echo "ReservationName=$3 Nodes=gige[1-2]" ;; *) exit 1 ;; esac\n'}
+CLUSTER = standins.Cluster(partitions={p: [f'{p}1', f'{p}2'] for p in ('fast', 'gige')}, drained={'gige2': 'fan'},
+                           reservations={'maint': ['gige1', 'gige2']})
 SITE = '''
 def part(name):
     return {'name': name, 'scheduler': 'slurm', 'launcher': 'srun', 'access': [f'--partition={name}'],
@@ -117,11 +114,7 @@ def test_the_scope_reaches_reframe_as_one_set_of_options(fake, tmp_path):
 
 
 def test_a_drained_node_in_scope_is_named_and_left_out_of_the_run_unless_strict(fake, tmp_path):
-    bin_dir = tmp_path / 'slurm'
-    bin_dir.mkdir()
-    for name, text in SLURM.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+    bin_dir = CLUSTER.install(tmp_path / 'slurm')
     (tmp_path / 'site').mkdir()
     (tmp_path / 'site' / 'settings.py').write_text(SITE)
     env = {**fake, 'PATH': f'{bin_dir}:{fake["PATH"]}', 'NETREGRESS_SITE': str(tmp_path / 'site')}

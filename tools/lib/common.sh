@@ -6,6 +6,8 @@
 #                       site's checks/ directory when it has one)
 #   nr_pick_python      sets nr_py: the venv's Python, else NETREGRESS_PYTHON, else python3 (again once tools/bootstrap
 #                       has made the venv); bench/benchenv.py picks a bench script's Python in the same order
+#   nr_need_reframe     (nr_take_site calls it) one line and exit 2 when nr_py is not the venv's and has no ReFrame:
+#                       no venv, or one this user cannot run (a shared install whose interpreter is in a private home)
 root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 NR_DEPS=${NETREGRESS_DEPS:-$root/.deps}
 nr_pick_python() {
@@ -19,7 +21,22 @@ nr_pick_python() {
 nr_pick_python
 export PYTHONPATH="$root/reframe_tests${PYTHONPATH:+:$PYTHONPATH}"
 
+nr_need_reframe() {
+  local venv=$NR_DEPS/venv/bin/python why
+  [ "$nr_py" = "$venv" ] && return 0
+  "$nr_py" -c 'import reframe' 2>/dev/null && return 0
+  if [ -e "$venv" ] || [ -L "$venv" ]; then
+    why="$venv is there but $(id -un) cannot run it (it, or the interpreter it links to, is not readable for $(id -un))"
+  else
+    why="no venv in $NR_DEPS (tools/bootstrap makes it)"
+  fi
+  echo "${0##*/}: no Python with ReFrame: $why, and $nr_py has no ReFrame; set NETREGRESS_DEPS to a venv you may" \
+       "run, or NETREGRESS_PYTHON" >&2
+  exit 2
+}
+
 nr_take_site() {
+  nr_need_reframe
   NR_ARGS=()
   while [ $# -gt 0 ]; do
     case $1 in

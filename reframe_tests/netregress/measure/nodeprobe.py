@@ -331,8 +331,9 @@ class NodeLoopbackCheck(NetregressCheck):
     @run_before('performance')
     def name_slow_nodes(self):
         """A slow node fails the performance stage, named (ReFrame's own message would name only the ratio);
-        not where every node shares the quota that throttled them (:func:`shared_cpu_quota`)."""
-        if self.cpu_quota_note:
+        not where every node shares the quota that throttled them (:func:`shared_cpu_quota`), nor in a dry run
+        (ReFrame runs the stage's hooks though nothing was measured)."""
+        if self.cpu_quota_note or self.is_dry_run():
             return
         problems = slow_nodes(self.peer_ratios(), self.figures(), self.min_node_fraction, self._own_quotas)
         if problems:

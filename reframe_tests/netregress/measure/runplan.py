@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Mapping
 
 from ..judge import baselines
@@ -40,19 +41,27 @@ def sample_matchings_for(nodes: int, cover_runs: int = SAMPLE_COVER_RUNS) -> int
 
 def sample_rotation(key: str, advance: bool = True) -> tuple[int, int]:
     """(seed, run index) of the ``sample`` plan for ``key`` (system:partition:fabric), kept in the state directory
-    under its lock; ``advance`` counts this run."""
-    directory = baselines.state_dir() / 'link-samples'
-    statefiles.private_dir(directory)
+    under its lock; ``advance`` counts this run. Without ``advance`` (a plan that only looks: ``ci/post-maintenance
+    --plan``) nothing is created or locked: the file is only ever replaced whole, so a plain read sees one version,
+    and a state directory the caller may not create is no error."""
+    directory = baselines.state_dir(create=advance) / 'link-samples'
     path = directory / f'{key.replace(":", "-").replace("/", "_")}.json'
+    if not advance:
+        return _rotation(path)
+    statefiles.private_dir(directory)
     with statefiles.locked(directory):
-        try:
-            state = json.loads(path.read_text())
-            seed, runs = int(state['seed']), int(state['runs'])
-        except (OSError, ValueError, KeyError, TypeError):
-            seed, runs = random.SystemRandom().randrange(1, 2 ** 31), 0
-        if advance:
-            statefiles.atomic_write(path, json.dumps({'seed': seed, 'runs': runs + 1}) + '\n', what='sample rotation')
+        seed, runs = _rotation(path)
+        statefiles.atomic_write(path, json.dumps({'seed': seed, 'runs': runs + 1}) + '\n', what='sample rotation')
     return seed, runs
+
+
+def _rotation(path: Path) -> tuple[int, int]:
+    """(seed, runs) kept in ``path``; a new seed and no run when it holds none."""
+    try:
+        state = json.loads(path.read_text())
+        return int(state['seed']), int(state['runs'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return random.SystemRandom().randrange(1, 2 ** 31), 0
 
 
 def switch_topology(extras: Mapping, runner: slurm.Runner = slurm.run_command) -> Topology:

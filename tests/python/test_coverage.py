@@ -157,7 +157,7 @@ def test_an_all_node_check_leaves_out_and_names_the_nodes_slurm_cannot_use():
     check = SimpleNamespace(current_partition=SimpleNamespace(access=['--partition=fast'], name='fast'),
                             job=SimpleNamespace(cli_options=[], options=[]))
     nodes, left_out = slurm.allocate_scoped_nodes(check, 0.0, runner=fake)
-    assert nodes == ['fast1', 'fast4'] and check.job.options == ['--nodes=2', '--nodelist=fast1,fast4']
+    assert nodes == ['fast1', 'fast4'] and check.job.options == ['--nodes=2', '--nodelist=fast[1,4]']
     assert left_out == {'fast2': 'fast2: drained (drained; reason: bad cable)',
                         'fast3': 'fast3: not responding (down*)'}
     check.job = SimpleNamespace(cli_options=['exclude=fast[2-3]'], options=[])

@@ -290,13 +290,11 @@ def test_reframe_dry_run_of_the_link_test_as_an_ordinary_user(centre, user_dirs,
     res = subprocess.run(as_user(cmd, ordinary_user), capture_output=True, text=True, timeout=300,
                          cwd=user_dirs['work'], env=env)
     assert f"stage directory:   '{prefix}/stage'" in res.stdout, res.stdout[:2000] + res.stderr
-    # every case set up, none failed but link_allpairs' on ib, whose own performance hook
-    # (allpairs.name_slow_links) reads the ports file even in a dry run
+    # every case set up, none failed: a dry run judges nothing (no references, no ports read, no link measured)
     cases = runreport.analyse(runreport.read(report_file))['final'].values()
     assert {tc['name'] for tc in cases} >= {'link_allpairs %interconnect=ib', 'node_loopback %interconnect=ib'}
-    failed = {tc['name'] for tc in cases if tc['result'] == 'fail'}
-    assert failed <= {'link_allpairs %interconnect=ib'}, res.stdout[-3000:]
-    assert res.returncode == (1 if failed else 0), res.stdout[-3000:]
+    assert not [tc['name'] for tc in cases if tc['result'] == 'fail'], res.stdout[-3000:]
+    assert res.returncode == 0, res.stdout[-3000:]
     scripts = [p for p in (prefix / 'stage' / 'site-example' / 'ib' / 'ompi4').glob('link_allpairs_*/rfm_job.sh')
                if '_retry' not in p.parent.name]
     assert len(scripts) == 1, res.stdout[-3000:]
@@ -304,7 +302,7 @@ def test_reframe_dry_run_of_the_link_test_as_an_ordinary_user(centre, user_dirs,
     # every usable node of the reservation but the excluded one, by name: the drained one left out
     assert f'#SBATCH --nodes={len(IN_PLAN)}\n' in job
     (nodelist,) = re.findall(r'^#SBATCH --nodelist=(\S+)$', job, re.M)
-    assert slurm.expand_hostlist(nodelist) == IN_PLAN
+    assert slurm.expand_hostlist(nodelist) == IN_PLAN and len(nodelist) < 100     # a host list, not 398 names
     assert f'#SBATCH --reservation={RESERVATION}\n' in job and '#SBATCH --partition=compute\n' in job
     assert '\nmodule load openmpi/4.1.6\n' in job                 # the site's MPI build, its Lmod module
     assert listing(checkout) == before and files_under(user_dirs['home']) == set()

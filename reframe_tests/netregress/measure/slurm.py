@@ -376,7 +376,8 @@ def allocate_scoped_nodes(check, wait_s: float, *, runner: Runner = run_command)
         raise SanityError(f'{where}: {"; ".join(unknown)}')
     nodes = [n for n in nodes if n not in left_out]
     if nodes:
-        check.job.options += [f'--nodes={len(nodes)}', f'--nodelist={",".join(nodes)}']
+        # a host list, not every name: 10,000 nodes are a line of 70 KB in the job script, a partition's ranges a few
+        check.job.options += [f'--nodes={len(nodes)}', f'--nodelist={abbrev(nodes)}']
     return nodes, left_out
 
 

@@ -747,7 +747,8 @@ def test_the_checks_sanity_and_performance_judge_a_real_job_once_and_name_the_no
     from reframe.core.exceptions import PerformanceError
 
     class Stub(SimpleNamespace):
-        pass
+        def is_dry_run(self):
+            return False
 
     for name in ('measurements', 'verdict', 'recorded_only', 'aligned', 'contention', 'write_links', 'links_witness',
                  'name_slow_links', 'port_witness', 'payload_bytes', 'kernel_witness'):

@@ -102,21 +102,22 @@ static int nr__fault(const char *name, int rc)
 /* NR_FAULT_STALL: sleep before the N-th call of `name` on the chosen ranks. */
 static void nr__stall(const char *name)
 {
-    static long counts[2];
-    const char *spec = getenv("NR_FAULT_STALL");
-    char want[32];
-    long n = 0, ms = 0, count = 1;
-    int used = 0, more = 0;
-    if (!spec)
-        return;
-    if (sscanf(spec, "%31[^:]:%ld:%ld%n", want, &n, &ms, &used) < 3 || n < 1 || ms < 0 ||
-        (spec[used] == ':' ? sscanf(spec + used + 1, "%ld%n", &count, &more) < 1 || spec[used + 1 + more] || count < 1
-                           : spec[used] != 0))
-        nr__bad("NR_FAULT_STALL", spec, "NAME:N:MS[:COUNT] (N and COUNT from 1, MS from 0)");
-    if (strcmp(want, name) != 0)
-        return;
-    int rank = nr__chosen_rank(0);
-    if (rank >= 0 && rank != nr__rank())
+    /* read once, as the delay is: every Send and Recv passes here, inside the kernels' timed loops */
+    static int parsed, rank;
+    static long counts[2], n, ms, count = 1;
+    static char want[32];
+    if (!parsed) {
+        const char *spec = getenv("NR_FAULT_STALL");
+        int used = 0, more = 0;
+        parsed = spec ? 1 : -1;
+        if (spec && (sscanf(spec, "%31[^:]:%ld:%ld%n", want, &n, &ms, &used) < 3 || n < 1 || ms < 0 ||
+                     (spec[used] == ':' ? sscanf(spec + used + 1, "%ld%n", &count, &more) < 1 ||
+                                              spec[used + 1 + more] || count < 1
+                                        : spec[used] != 0)))
+            nr__bad("NR_FAULT_STALL", spec, "NAME:N:MS[:COUNT] (N and COUNT from 1, MS from 0)");
+        rank = spec ? nr__chosen_rank(0) : 0;
+    }
+    if (parsed < 0 || strcmp(want, name) != 0 || (rank >= 0 && rank != nr__rank()))
         return;
     long k = ++counts[strcmp(name, "Send") == 0];
     if (k >= n && k < n + count) {
